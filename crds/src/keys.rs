@@ -1,0 +1,60 @@
+//! Every well-known name of the ContainerRecreateRequest API in one place: the API group and
+//! versions, the labels, annotations and finalizer the system writes, condition types and the
+//! readiness-gate holder identity. Components import these; nobody spells a key twice.
+
+/// API group of the ContainerRecreateRequest resource.
+pub const GROUP: &str = "apps.kruise.io";
+/// The legacy version, served but not stored.
+pub const V1ALPHA1: &str = "v1alpha1";
+/// The storage version and the hub of conversion.
+pub const V1BETA1: &str = "v1beta1";
+/// Kind of the resource.
+pub const KIND: &str = "ContainerRecreateRequest";
+/// Plural resource name.
+pub const PLURAL: &str = "containerrecreaterequests";
+/// Name of the CustomResourceDefinition object.
+pub const CRD_NAME: &str = "containerrecreaterequests.apps.kruise.io";
+
+/// Label `"true"` while the CRR is unfinished; removed by the operator on completion.
+pub const LABEL_ACTIVE: &str = "crr.apps.kruise.io/active";
+/// Label with the target pod's node name (immutable; the node daemon selects on it).
+pub const LABEL_NODE_NAME: &str = "crr.apps.kruise.io/node-name";
+/// Label with the target pod's UID (immutable; a mismatch means the pod was replaced).
+pub const LABEL_POD_UID: &str = "crr.apps.kruise.io/pod-uid";
+
+/// v1alpha1 annotation carrying `status.containerStatusSnapshot` as a JSON list.
+pub const ANNOTATION_SYNC_CONTAINER_STATUSES: &str = "crr.apps.kruise.io/sync-container-statuses";
+/// v1alpha1 annotation carrying the `PreRecreateGrace` condition's time (RFC3339).
+pub const ANNOTATION_UNREADY_ACQUIRED: &str = "crr.apps.kruise.io/unready-acquired";
+/// v1alpha1 annotation (ours) carrying v1beta1 conditions the legacy annotation cannot express,
+/// so that v1beta1 → v1alpha1 → v1beta1 loses nothing.
+pub const ANNOTATION_STATUS_CONDITIONS: &str = "crr.apps.kruise.io/status-conditions";
+
+/// Finalizer held while the CRR holds its pod not-ready.
+pub const FINALIZER_UNREADY_ACQUIRED: &str = "crr.apps.kruise.io/unready-acquired";
+
+/// v1beta1 condition: the pod was made not-ready and the unready grace period started.
+pub const CONDITION_PRE_RECREATE_GRACE: &str = "PreRecreateGrace";
+/// Reason written with the `PreRecreateGrace` condition.
+pub const REASON_PRE_RECREATE_GRACE: &str = "PreRecreateGrace";
+/// Message written with the `PreRecreateGrace` condition (upstream's text).
+pub const MESSAGE_PRE_RECREATE_GRACE: &str =
+    "Pod has been forced to not-ready for unreadyGracePeriodSeconds drain";
+/// v1beta1 condition (ours): the CRR's overall outcome once Completed.
+pub const CONDITION_SUCCEEDED: &str = "Succeeded";
+
+/// Pod condition type of the readiness gate a CRR flips to take the pod out of endpoints.
+pub const POD_CONDITION_KRUISE_POD_READY: &str = "KruisePodReady";
+/// `userAgent` of a CRR's entry in the `KruisePodReady` holder list.
+pub const READINESS_USER_AGENT: &str = "ContainerRecreateRequest";
+
+/// Kubelet's CRI label with the pod UID of a container.
+pub const CRI_LABEL_POD_UID: &str = "io.kubernetes.pod.uid";
+/// Kubelet's CRI label with the container name.
+pub const CRI_LABEL_CONTAINER_NAME: &str = "io.kubernetes.container.name";
+/// Kubelet's CRI label with the pod name.
+pub const CRI_LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
+/// Kubelet's CRI label with the pod namespace.
+pub const CRI_LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+/// Kubelet's CRI annotation with the container's restart count.
+pub const CRI_ANNOTATION_RESTART_COUNT: &str = "io.kubernetes.container.restartCount";
