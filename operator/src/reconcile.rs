@@ -1,0 +1,814 @@
+//! What the operator does with one ContainerRecreateRequest, as a pure function of the request,
+//! its pod (as just read; `None` when it does not exist) and the current time.
+//!
+//! [`plan`] returns an ordered list of [`Action`]s and when to look again. It does not talk to the
+//! API server: the caller executes the actions in order, stops at the first failure and retries
+//! later. Every action is idempotent and every plan is computed from the world as read, so a
+//! repeated or interrupted reconcile is harmless (level-triggered).
+//!
+//! The order follows crr-behaviour.md §3: finished or deleted requests let go of the pod first,
+//! then lose the `active` label and expire by TTL; live requests complete when their pod is gone
+//! or a deadline passes; a recreating request gets its status snapshot and, before any container
+//! is killed, takes the pod out of endpoints for `unreadyGracePeriodSeconds`.
+
+use std::time::Duration;
+
+use crr_crds::keys;
+use crr_crds::v1beta1::{
+    ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState,
+    ContainerRecreateRequestSyncContainerStatus, Phase,
+};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+
+use crate::{deadline, readiness, snapshot};
+
+/// Status message when the pod cannot be taken out of endpoints before recreation.
+pub const MESSAGE_NO_READINESS_GATE: &str = "the pod could not be taken out of endpoints before recreating: it has no KruisePodReady readiness gate";
+
+/// One step towards the desired state, executed in plan order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Remove this request's entry from the pod's `KruisePodReady` holder list (the condition
+    /// turns True when no holder remains). Harmless when the pod or the entry is gone.
+    ReleasePodReadiness,
+    /// Drop the `unready-acquired` finalizer.
+    RemoveFinalizer,
+    /// Drop the `active` label of a finished request.
+    RemoveActiveLabel,
+    /// Delete the request: its TTL after completion has run out.
+    Delete,
+    /// Finish the request (status phase Completed).
+    Complete(Completion),
+    /// Add the `unready-acquired` finalizer, before the pod is made not-ready, so a deleted
+    /// request always gets to let go of the pod.
+    AddFinalizer,
+    /// Add this request's entry to the pod's `KruisePodReady` holder list (condition False).
+    AcquirePodReadiness,
+    /// Record that the unready grace period started: the `PreRecreateGrace` condition, and a
+    /// status message when the pod could not be made not-ready.
+    MarkPreRecreateGrace {
+        /// The whole conditions list to write.
+        conditions: Vec<Condition>,
+        /// Status message to write, if any.
+        message: Option<String>,
+        /// Whether the pod lacks the readiness gate (the caller warns with Events).
+        missing_readiness_gate: bool,
+    },
+    /// Write `status.containerStatusSnapshot`.
+    PatchSnapshot(Vec<ContainerRecreateRequestSyncContainerStatus>),
+}
+
+/// Why the operator finishes a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompletionReason {
+    /// The pod is missing, terminating, or was replaced by another with the same name.
+    PodGone,
+    /// The daemon did not pick the request up within a minute.
+    DaemonNotResponding,
+    /// `activeDeadlineSeconds` passed.
+    ActiveDeadlineExceeded,
+}
+
+impl CompletionReason {
+    /// The status message (upstream's wording).
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::PodGone => "pod has gone",
+            Self::DaemonNotResponding => "daemon has not responded for a long time",
+            Self::ActiveDeadlineExceeded => "recreating has exceeded the activeDeadlineSeconds",
+        }
+    }
+
+    /// A machine-readable reason for conditions, Events and metrics.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::PodGone => "PodGone",
+            Self::DaemonNotResponding => "DaemonNotResponding",
+            Self::ActiveDeadlineExceeded => "ActiveDeadlineExceeded",
+        }
+    }
+}
+
+/// The status written when the operator finishes a request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completion {
+    /// Why.
+    pub reason: CompletionReason,
+    /// The completion time.
+    pub time: Timestamp,
+    /// Per-container states to write (deadlines mark unfinished containers Failed), or `None`
+    /// to leave them as the daemon wrote them.
+    pub container_recreate_states: Option<Vec<ContainerRecreateRequestContainerRecreateState>>,
+    /// The whole conditions list to write (with `Succeeded=False`).
+    pub conditions: Vec<Condition>,
+}
+
+/// What to do now and when to look again.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Plan {
+    /// Actions, in order.
+    pub actions: Vec<Action>,
+    /// Reconcile again after this long even without an event; `None` waits for a change.
+    pub requeue_after: Option<Duration>,
+}
+
+/// Decides what to do with `crr`, given its pod and the time.
+pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -> Plan {
+    let mut actions = Vec::new();
+    let holds_finalizer = crr
+        .finalizers()
+        .iter()
+        .any(|finalizer| finalizer == keys::FINALIZER_UNREADY_ACQUIRED);
+    let deleting = crr.metadata.deletion_timestamp.is_some();
+    let completion_time = crr
+        .status
+        .as_ref()
+        .and_then(|status| status.completion_time.as_ref())
+        .map(|time| time.0);
+
+    if deleting || completion_time.is_some() {
+        if holds_finalizer {
+            actions.push(Action::ReleasePodReadiness);
+            actions.push(Action::RemoveFinalizer);
+        }
+        if deleting {
+            return Plan {
+                actions,
+                requeue_after: None,
+            };
+        }
+        if crr.labels().contains_key(keys::LABEL_ACTIVE) {
+            actions.push(Action::RemoveActiveLabel);
+        }
+        let expiry = completion_time.and_then(|completed| {
+            deadline::ttl_expiry(completed, crr.spec.ttl_seconds_after_finished)
+        });
+        let mut requeue_after = None;
+        match expiry {
+            Some(expiry) if deadline::has_passed(expiry, now) => actions.push(Action::Delete),
+            Some(expiry) => requeue_after = Some(deadline::until(expiry, now)),
+            None => {}
+        }
+        return Plan {
+            actions,
+            requeue_after,
+        };
+    }
+
+    let Some(pod) = pod.filter(|pod| !pod_has_gone(crr, pod)) else {
+        actions.push(Action::Complete(complete(
+            crr,
+            CompletionReason::PodGone,
+            now,
+        )));
+        return Plan {
+            actions,
+            requeue_after: None,
+        };
+    };
+
+    let phase = crr.phase();
+    let created = crr.metadata.creation_timestamp.as_ref().map(|time| time.0);
+    let mut wake_ups = Vec::new();
+    let deadlines = [
+        (
+            CompletionReason::DaemonNotResponding,
+            created
+                .filter(|_| phase.is_none())
+                .and_then(deadline::daemon_response_deadline),
+        ),
+        (
+            CompletionReason::ActiveDeadlineExceeded,
+            created.and_then(|created| {
+                deadline::active_deadline(created, crr.spec.active_deadline_seconds)
+            }),
+        ),
+    ];
+    for (reason, at) in deadlines {
+        let Some(at) = at else { continue };
+        if deadline::has_passed(at, now) {
+            actions.push(Action::Complete(complete(crr, reason, now)));
+            return Plan {
+                actions,
+                requeue_after: None,
+            };
+        }
+        wake_ups.push(at);
+    }
+
+    if phase == Some(Phase::Recreating) {
+        let previous = crr
+            .status
+            .as_ref()
+            .map(|status| status.container_status_snapshot.as_slice())
+            .unwrap_or_default();
+        if let Some(next) = snapshot::update(&crr.spec.containers, pod, previous) {
+            actions.push(Action::PatchSnapshot(next));
+        }
+        if let Some(resync) = deadline::after(now, deadline::RECREATING_RESYNC.as_secs() as i64) {
+            wake_ups.push(resync);
+        }
+        if crr.strategy().unready_grace_period_seconds.is_some() && !pre_recreate_grace_started(crr)
+        {
+            let conditions = with_condition(
+                current_conditions(crr),
+                Condition {
+                    type_: keys::CONDITION_PRE_RECREATE_GRACE.to_owned(),
+                    status: "True".to_owned(),
+                    reason: keys::REASON_PRE_RECREATE_GRACE.to_owned(),
+                    message: keys::MESSAGE_PRE_RECREATE_GRACE.to_owned(),
+                    last_transition_time: Time(now),
+                    observed_generation: crr.metadata.generation,
+                },
+            );
+            if readiness::has_readiness_gate(pod) {
+                if !holds_finalizer {
+                    actions.push(Action::AddFinalizer);
+                }
+                actions.push(Action::AcquirePodReadiness);
+                actions.push(Action::MarkPreRecreateGrace {
+                    conditions,
+                    message: None,
+                    missing_readiness_gate: false,
+                });
+            } else {
+                actions.push(Action::MarkPreRecreateGrace {
+                    conditions,
+                    message: Some(MESSAGE_NO_READINESS_GATE.to_owned()),
+                    missing_readiness_gate: true,
+                });
+            }
+        }
+    }
+
+    Plan {
+        actions,
+        requeue_after: deadline::requeue_after(now, wake_ups),
+    }
+}
+
+/// The pod is terminating, or is not the pod the request was made for (the name was reused).
+fn pod_has_gone(crr: &ContainerRecreateRequest, pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+        || pod.metadata.uid.as_deref() != crr.labels().get(keys::LABEL_POD_UID).map(String::as_str)
+}
+
+fn pre_recreate_grace_started(crr: &ContainerRecreateRequest) -> bool {
+    crr.condition(keys::CONDITION_PRE_RECREATE_GRACE)
+        .is_some_and(|condition| condition.status == "True")
+}
+
+fn current_conditions(crr: &ContainerRecreateRequest) -> Vec<Condition> {
+    crr.status
+        .as_ref()
+        .map(|status| status.conditions.clone())
+        .unwrap_or_default()
+}
+
+/// Sets a condition the way `meta.SetStatusCondition` does: replaces the one of the same type,
+/// but keeps its lastTransitionTime when the status does not change, so a repeated write never
+/// moves a transition time forward.
+pub fn with_condition(mut conditions: Vec<Condition>, mut condition: Condition) -> Vec<Condition> {
+    match conditions
+        .iter_mut()
+        .find(|existing| existing.type_ == condition.type_)
+    {
+        Some(existing) => {
+            if existing.status == condition.status {
+                condition.last_transition_time = existing.last_transition_time.clone();
+            }
+            *existing = condition;
+        }
+        None => conditions.push(condition),
+    }
+    conditions
+}
+
+fn complete(
+    crr: &ContainerRecreateRequest,
+    reason: CompletionReason,
+    now: Timestamp,
+) -> Completion {
+    let container_recreate_states = match reason {
+        CompletionReason::PodGone => None,
+        CompletionReason::DaemonNotResponding | CompletionReason::ActiveDeadlineExceeded => {
+            Some(fail_unfinished(crr, reason.message()))
+        }
+    };
+    let conditions = with_condition(
+        current_conditions(crr),
+        Condition {
+            type_: keys::CONDITION_SUCCEEDED.to_owned(),
+            status: "False".to_owned(),
+            reason: reason.reason().to_owned(),
+            message: reason.message().to_owned(),
+            last_transition_time: Time(now),
+            observed_generation: crr.metadata.generation,
+        },
+    );
+    Completion {
+        reason,
+        time: now,
+        container_recreate_states,
+        conditions,
+    }
+}
+
+/// Every requested container that has not finished is marked Failed with `message`, so users see
+/// which ones did not make it (upstream leaves them as they were, kruise issue 2353). Finished
+/// states (Succeeded, or Failed for their own reason) are kept.
+pub fn fail_unfinished(
+    crr: &ContainerRecreateRequest,
+    message: &str,
+) -> Vec<ContainerRecreateRequestContainerRecreateState> {
+    let states = crr
+        .status
+        .as_ref()
+        .map(|status| status.container_recreate_states.as_slice())
+        .unwrap_or_default();
+    crr.spec
+        .containers
+        .iter()
+        .map(|container| {
+            let existing = states.iter().find(|state| state.name == container.name);
+            match existing {
+                Some(state) if matches!(state.phase, Phase::Succeeded | Phase::Failed) => {
+                    state.clone()
+                }
+                _ => ContainerRecreateRequestContainerRecreateState {
+                    name: container.name.clone(),
+                    phase: Phase::Failed,
+                    message: Some(message.to_owned()),
+                    is_killed: existing.is_some_and(|state| state.is_killed),
+                },
+            }
+        })
+        .collect()
+}
+
+/// How long the request took from creation to completion, once completed.
+pub fn time_to_completion(crr: &ContainerRecreateRequest) -> Option<Duration> {
+    let created = crr.metadata.creation_timestamp.as_ref()?.0;
+    let completed = crr.status.as_ref()?.completion_time.as_ref()?.0;
+    Some(deadline::until(completed, created))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crr_crds::v1beta1::{
+        ContainerRecreateRequestContainer, ContainerRecreateRequestContainerContext,
+        ContainerRecreateRequestSpec, ContainerRecreateRequestStatus,
+        ContainerRecreateRequestStrategy,
+    };
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStatus, PodReadinessGate, PodSpec,
+        PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    const POD_UID: &str = "uid-1";
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + seconds).unwrap()
+    }
+
+    /// A request for containers `app` and `sidecar` of pod `web`, created at `at(0)`, active.
+    fn crr() -> ContainerRecreateRequest {
+        let container = |name: &str| ContainerRecreateRequestContainer {
+            name: name.to_owned(),
+            status_context: Some(ContainerRecreateRequestContainerContext {
+                container_id: format!("containerd://{name}-0"),
+                restart_count: 0,
+            }),
+            ..Default::default()
+        };
+        ContainerRecreateRequest {
+            metadata: ObjectMeta {
+                name: Some("crr-a".to_owned()),
+                namespace: Some("ns".to_owned()),
+                creation_timestamp: Some(Time(at(0))),
+                labels: Some(BTreeMap::from([
+                    (keys::LABEL_ACTIVE.to_owned(), "true".to_owned()),
+                    (keys::LABEL_POD_UID.to_owned(), POD_UID.to_owned()),
+                ])),
+                ..Default::default()
+            },
+            spec: ContainerRecreateRequestSpec {
+                pod_name: "web".to_owned(),
+                containers: vec![container("app"), container("sidecar")],
+                ..Default::default()
+            },
+            status: None,
+        }
+    }
+
+    fn with_phase(mut crr: ContainerRecreateRequest, phase: Phase) -> ContainerRecreateRequest {
+        crr.status.get_or_insert_default().phase = Some(phase);
+        crr
+    }
+
+    fn completed_at(mut crr: ContainerRecreateRequest, seconds: i64) -> ContainerRecreateRequest {
+        let status = crr.status.get_or_insert_default();
+        status.phase = Some(Phase::Completed);
+        status.completion_time = Some(Time(at(seconds)));
+        crr
+    }
+
+    fn with_unready_grace(mut crr: ContainerRecreateRequest) -> ContainerRecreateRequest {
+        crr.spec.strategy = Some(ContainerRecreateRequestStrategy {
+            unready_grace_period_seconds: Some(5),
+            ..Default::default()
+        });
+        crr
+    }
+
+    fn with_finalizer(mut crr: ContainerRecreateRequest) -> ContainerRecreateRequest {
+        crr.metadata.finalizers = Some(vec![keys::FINALIZER_UNREADY_ACQUIRED.to_owned()]);
+        crr
+    }
+
+    fn deleted(mut crr: ContainerRecreateRequest) -> ContainerRecreateRequest {
+        crr.metadata.deletion_timestamp = Some(Time(at(30)));
+        crr
+    }
+
+    fn pod() -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("web".to_owned()),
+                namespace: Some("ns".to_owned()),
+                uid: Some(POD_UID.to_owned()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec::default()),
+            status: Some(PodStatus::default()),
+        }
+    }
+
+    fn with_gate(mut pod: Pod) -> Pod {
+        pod.spec.get_or_insert_default().readiness_gates = Some(vec![PodReadinessGate {
+            condition_type: keys::POD_CONDITION_KRUISE_POD_READY.to_owned(),
+        }]);
+        pod
+    }
+
+    fn secs(seconds: u64) -> Option<Duration> {
+        Some(Duration::from_secs(seconds))
+    }
+
+    fn completion(plan: &Plan) -> &Completion {
+        match plan.actions.as_slice() {
+            [Action::Complete(completion)] => completion,
+            other => panic!("expected one Complete action, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn new_request_waits_for_the_daemon_until_one_minute_after_creation() {
+        let plan = plan(&crr(), Some(&pod()), at(20));
+        assert_eq!(plan.actions, vec![]);
+        assert_eq!(plan.requeue_after, secs(40));
+    }
+
+    #[test]
+    fn daemon_silence_for_a_minute_completes_the_request() {
+        let plan = plan(&crr(), Some(&pod()), at(60));
+        let completion = completion(&plan);
+        assert_eq!(completion.reason, CompletionReason::DaemonNotResponding);
+        assert_eq!(
+            completion.reason.message(),
+            "daemon has not responded for a long time"
+        );
+        assert_eq!(completion.time, at(60));
+        assert_eq!(plan.requeue_after, None);
+    }
+
+    #[test]
+    fn pending_request_has_no_daemon_timeout_and_no_wake_up_without_deadline() {
+        let plan = plan(&with_phase(crr(), Phase::Pending), Some(&pod()), at(600));
+        assert_eq!(plan, Plan::default());
+    }
+
+    #[test]
+    fn requeue_falls_on_the_earliest_deadline() {
+        let mut request = crr();
+        request.spec.active_deadline_seconds = Some(10);
+        assert_eq!(plan(&request, Some(&pod()), at(4)).requeue_after, secs(6));
+        request.spec.active_deadline_seconds = Some(100);
+        assert_eq!(plan(&request, Some(&pod()), at(4)).requeue_after, secs(56));
+    }
+
+    #[test]
+    fn active_deadline_completes_and_fails_unfinished_containers() {
+        let mut request = with_phase(crr(), Phase::Recreating);
+        request.spec.active_deadline_seconds = Some(3);
+        request
+            .status
+            .get_or_insert_default()
+            .container_recreate_states = vec![
+            ContainerRecreateRequestContainerRecreateState {
+                name: "app".to_owned(),
+                phase: Phase::Succeeded,
+                message: None,
+                is_killed: true,
+            },
+            ContainerRecreateRequestContainerRecreateState {
+                name: "sidecar".to_owned(),
+                phase: Phase::Recreating,
+                message: None,
+                is_killed: true,
+            },
+        ];
+        let plan = plan(&request, Some(&pod()), at(3));
+        let completion = completion(&plan);
+        assert_eq!(completion.reason, CompletionReason::ActiveDeadlineExceeded);
+        assert_eq!(
+            completion.reason.message(),
+            "recreating has exceeded the activeDeadlineSeconds"
+        );
+        let states = completion.container_recreate_states.as_ref().unwrap();
+        assert_eq!(states[0].phase, Phase::Succeeded);
+        assert_eq!(states[1].phase, Phase::Failed);
+        assert!(states[1].is_killed);
+        assert_eq!(
+            states[1].message.as_deref(),
+            Some("recreating has exceeded the activeDeadlineSeconds")
+        );
+        let succeeded = &completion.conditions[0];
+        assert_eq!(succeeded.type_, keys::CONDITION_SUCCEEDED);
+        assert_eq!(succeeded.status, "False");
+        assert_eq!(succeeded.reason, "ActiveDeadlineExceeded");
+    }
+
+    #[test]
+    fn deadline_adds_failed_states_for_containers_the_daemon_never_reported() {
+        let mut request = with_phase(crr(), Phase::Pending);
+        request.spec.active_deadline_seconds = Some(5);
+        let plan = plan(&request, Some(&pod()), at(9));
+        let states = completion(&plan).container_recreate_states.clone().unwrap();
+        assert_eq!(
+            states.iter().map(|state| state.phase).collect::<Vec<_>>(),
+            vec![Phase::Failed, Phase::Failed]
+        );
+        assert!(states.iter().all(|state| !state.is_killed));
+    }
+
+    #[test]
+    fn missing_pod_completes_with_pod_has_gone() {
+        let plan = plan(&with_phase(crr(), Phase::Recreating), None, at(5));
+        let completion = completion(&plan);
+        assert_eq!(completion.reason, CompletionReason::PodGone);
+        assert_eq!(completion.reason.message(), "pod has gone");
+        assert_eq!(completion.container_recreate_states, None);
+    }
+
+    #[test]
+    fn terminating_or_replaced_pod_completes_with_pod_has_gone() {
+        let mut terminating = pod();
+        terminating.metadata.deletion_timestamp = Some(Time(at(1)));
+        let mut replaced = pod();
+        replaced.metadata.uid = Some("uid-2".to_owned());
+        for pod in [terminating, replaced] {
+            let plan = plan(&crr(), Some(&pod), at(5));
+            assert_eq!(completion(&plan).reason, CompletionReason::PodGone);
+        }
+    }
+
+    #[test]
+    fn recreating_request_snapshots_new_containers_and_resyncs_every_three_seconds() {
+        let mut pod = pod();
+        pod.status.get_or_insert_default().container_statuses = Some(vec![ContainerStatus {
+            name: "app".to_owned(),
+            container_id: Some("containerd://app-1".to_owned()),
+            restart_count: 1,
+            ready: true,
+            state: Some(ContainerState {
+                running: Some(ContainerStateRunning::default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]);
+        let request = with_phase(crr(), Phase::Recreating);
+        let first = plan(&request, Some(&pod), at(5));
+        let Some(Action::PatchSnapshot(snapshot)) = first.actions.first() else {
+            panic!("expected a snapshot patch, got {:?}", first.actions);
+        };
+        assert_eq!(snapshot.len(), 1);
+        assert_eq!(snapshot[0].container_id, "containerd://app-1");
+        assert_eq!(first.requeue_after, secs(3));
+
+        // Once stored, the same snapshot is not written again.
+        let mut stored = request.clone();
+        stored
+            .status
+            .get_or_insert_default()
+            .container_status_snapshot = snapshot.clone();
+        let again = plan(&stored, Some(&pod), at(6));
+        assert_eq!(again.actions, vec![]);
+        assert_eq!(again.requeue_after, secs(3));
+    }
+
+    #[test]
+    fn unready_grace_takes_the_gated_pod_out_of_endpoints_finalizer_first() {
+        let request = with_unready_grace(with_phase(crr(), Phase::Recreating));
+        let plan = plan(&request, Some(&with_gate(pod())), at(7));
+        assert_eq!(plan.actions.len(), 3);
+        assert_eq!(plan.actions[0], Action::AddFinalizer);
+        assert_eq!(plan.actions[1], Action::AcquirePodReadiness);
+        let Action::MarkPreRecreateGrace {
+            conditions,
+            message,
+            missing_readiness_gate,
+        } = &plan.actions[2]
+        else {
+            panic!("expected MarkPreRecreateGrace, got {:?}", plan.actions[2]);
+        };
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].type_, keys::CONDITION_PRE_RECREATE_GRACE);
+        assert_eq!(conditions[0].status, "True");
+        assert_eq!(conditions[0].last_transition_time, Time(at(7)));
+        assert_eq!(*message, None);
+        assert!(!missing_readiness_gate);
+    }
+
+    #[test]
+    fn unready_grace_does_not_add_the_finalizer_twice() {
+        let request = with_finalizer(with_unready_grace(with_phase(crr(), Phase::Recreating)));
+        let plan = plan(&request, Some(&with_gate(pod())), at(7));
+        assert_eq!(plan.actions[0], Action::AcquirePodReadiness);
+    }
+
+    #[test]
+    fn unready_grace_waits_for_the_daemon_to_pick_the_request() {
+        let request = with_unready_grace(with_phase(crr(), Phase::Pending));
+        assert_eq!(
+            plan(&request, Some(&with_gate(pod())), at(7)).actions,
+            vec![]
+        );
+    }
+
+    #[test]
+    fn unready_grace_is_done_once() {
+        let mut request = with_finalizer(with_unready_grace(with_phase(crr(), Phase::Recreating)));
+        request.status.get_or_insert_default().conditions = vec![Condition {
+            type_: keys::CONDITION_PRE_RECREATE_GRACE.to_owned(),
+            status: "True".to_owned(),
+            reason: keys::REASON_PRE_RECREATE_GRACE.to_owned(),
+            message: String::new(),
+            last_transition_time: Time(at(7)),
+            observed_generation: None,
+        }];
+        assert_eq!(
+            plan(&request, Some(&with_gate(pod())), at(9)).actions,
+            vec![]
+        );
+    }
+
+    #[test]
+    fn pod_without_readiness_gate_gets_a_message_but_the_grace_still_starts() {
+        let request = with_unready_grace(with_phase(crr(), Phase::Recreating));
+        let plan = plan(&request, Some(&pod()), at(7));
+        let [
+            Action::MarkPreRecreateGrace {
+                conditions,
+                message,
+                missing_readiness_gate,
+            },
+        ] = plan.actions.as_slice()
+        else {
+            panic!("expected only MarkPreRecreateGrace, got {:?}", plan.actions);
+        };
+        assert_eq!(conditions[0].status, "True");
+        assert_eq!(message.as_deref(), Some(MESSAGE_NO_READINESS_GATE));
+        assert!(missing_readiness_gate);
+    }
+
+    #[test]
+    fn existing_condition_transition_time_is_never_moved_forward() {
+        let old = Condition {
+            type_: "PreRecreateGrace".to_owned(),
+            status: "True".to_owned(),
+            reason: "PreRecreateGrace".to_owned(),
+            message: String::new(),
+            last_transition_time: Time(at(1)),
+            observed_generation: None,
+        };
+        let newer = Condition {
+            last_transition_time: Time(at(9)),
+            message: "again".to_owned(),
+            ..old.clone()
+        };
+        let conditions = with_condition(vec![old.clone()], newer.clone());
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, Time(at(1)));
+        assert_eq!(conditions[0].message, "again");
+        let flipped = Condition {
+            status: "False".to_owned(),
+            ..newer
+        };
+        let conditions = with_condition(vec![old], flipped);
+        assert_eq!(conditions[0].last_transition_time, Time(at(9)));
+    }
+
+    #[test]
+    fn completed_request_drops_the_active_label_and_waits_for_its_ttl() {
+        let mut request = completed_at(crr(), 100);
+        request.spec.ttl_seconds_after_finished = Some(3);
+        let plan = plan(&request, Some(&pod()), at(101));
+        assert_eq!(plan.actions, vec![Action::RemoveActiveLabel]);
+        assert_eq!(plan.requeue_after, secs(2));
+    }
+
+    #[test]
+    fn completed_request_is_deleted_when_its_ttl_has_passed() {
+        let mut request = completed_at(crr(), 100);
+        request.metadata.labels = None;
+        request.spec.ttl_seconds_after_finished = Some(3);
+        let plan = plan(&request, None, at(103));
+        assert_eq!(plan.actions, vec![Action::Delete]);
+        assert_eq!(plan.requeue_after, None);
+    }
+
+    #[test]
+    fn completed_request_without_ttl_stays() {
+        let mut request = completed_at(crr(), 100);
+        request.metadata.labels = None;
+        assert_eq!(plan(&request, None, at(10_000)), Plan::default());
+    }
+
+    #[test]
+    fn completed_request_lets_go_of_the_pod_before_anything_else() {
+        let mut request = with_finalizer(completed_at(crr(), 100));
+        request.spec.ttl_seconds_after_finished = Some(0);
+        let plan = plan(&request, Some(&pod()), at(100));
+        assert_eq!(
+            plan.actions,
+            vec![
+                Action::ReleasePodReadiness,
+                Action::RemoveFinalizer,
+                Action::RemoveActiveLabel,
+                Action::Delete,
+            ]
+        );
+    }
+
+    #[test]
+    fn deleted_request_mid_flight_restores_readiness_and_nothing_else() {
+        let request = deleted(with_finalizer(with_phase(crr(), Phase::Recreating)));
+        let plan = plan(&request, Some(&with_gate(pod())), at(31));
+        assert_eq!(
+            plan.actions,
+            vec![Action::ReleasePodReadiness, Action::RemoveFinalizer]
+        );
+        assert_eq!(plan.requeue_after, None);
+    }
+
+    #[test]
+    fn deleted_request_without_finalizer_needs_nothing() {
+        let request = deleted(with_phase(crr(), Phase::Recreating));
+        assert_eq!(plan(&request, None, at(31)), Plan::default());
+    }
+
+    #[test]
+    fn time_to_completion_is_completion_minus_creation() {
+        assert_eq!(
+            time_to_completion(&completed_at(crr(), 42)),
+            Some(Duration::from_secs(42))
+        );
+        assert_eq!(time_to_completion(&crr()), None);
+    }
+
+    #[test]
+    fn completion_keeps_other_conditions() {
+        let mut request = with_phase(crr(), Phase::Recreating);
+        request.spec.active_deadline_seconds = Some(3);
+        request.status.get_or_insert_default().conditions = vec![Condition {
+            type_: keys::CONDITION_PRE_RECREATE_GRACE.to_owned(),
+            status: "True".to_owned(),
+            reason: String::new(),
+            message: String::new(),
+            last_transition_time: Time(at(1)),
+            observed_generation: None,
+        }];
+        let plan = plan(&request, Some(&pod()), at(4));
+        let types: Vec<_> = completion(&plan)
+            .conditions
+            .iter()
+            .map(|condition| condition.type_.as_str())
+            .collect();
+        assert_eq!(types, vec!["PreRecreateGrace", "Succeeded"]);
+    }
+
+    #[test]
+    fn status_default_is_unpicked() {
+        // A status object without phase counts as not yet picked up by the daemon.
+        let mut request = crr();
+        request.status = Some(ContainerRecreateRequestStatus::default());
+        assert_eq!(plan(&request, Some(&pod()), at(59)).requeue_after, secs(1));
+    }
+}
