@@ -5,9 +5,13 @@
 //! (`controller` executes a reconcile plan against the API server, `elector` holds the Lease,
 //! `admin` serves health and metrics) wire them to Kubernetes; `main.rs` wires the shells.
 
+pub mod admin;
+pub mod controller;
 pub mod deadline;
+pub mod elector;
 pub mod lease;
 pub mod metrics;
 pub mod readiness;
 pub mod reconcile;
 pub mod snapshot;
+pub mod trigger;

@@ -1,0 +1,707 @@
+//! The kube-runtime controller: watches, the reconcile shell that executes a [`reconcile::plan`],
+//! and the error policy.
+//!
+//! # Watches
+//! * ContainerRecreateRequests (v1beta1, all namespaces) through the controller's own reflector:
+//!   the operator needs every request, finished ones included (TTL), and their number is small.
+//! * Pods through a **metadata-only** watch. A pod event only has to say "this pod changed" so
+//!   the requests that name it are re-queued (see `trigger`); the reconcile then GETs the one pod
+//!   it needs, fresh. A full pod watch would cache every pod spec and status of the cluster to
+//!   serve the few pods that have requests; per-pod field-selector watches would need dynamic
+//!   watch management. The metadata stream is small per object and nothing from it is kept in
+//!   memory (no pod store), at the price of one GET per reconcile and events for pods without
+//!   requests, which the mapper drops after a lookup in the request cache.
+//!
+//! # Leadership
+//! Every replica runs the watches (caches stay warm), but only the Lease holder reconciles and
+//! writes: followers return at once, and the holder checks leadership again before each write.
+//! When a replica becomes leader, every cached request is reconciled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crr_crds::keys;
+use crr_crds::v1beta1::ContainerRecreateRequest;
+use futures::{Stream, StreamExt};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::Store;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::metrics::{CompletionLabels, ErrorLabels, Metrics, OutcomeLabels};
+use crate::readiness::{self, Holder};
+use crate::reconcile::{self, Action, Completion};
+use crate::trigger;
+
+/// Field manager of every write the operator makes.
+pub const FIELD_MANAGER: &str = "crr-operator";
+
+/// How many times a pod status write is retried on a conflict within one reconcile.
+const POD_WRITE_ATTEMPTS: usize = 5;
+
+/// Shared state of all reconciles.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// Publishes Events.
+    pub recorder: Recorder,
+    /// Metrics to update.
+    pub metrics: Metrics,
+    /// `true` while this replica holds the Lease.
+    pub leader: watch::Receiver<bool>,
+}
+
+impl Context {
+    fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+}
+
+/// Why a reconcile failed; it is retried by the error policy.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request without namespace (cannot happen for a namespaced resource read from the API).
+    #[error("the ContainerRecreateRequest {name} has no namespace")]
+    MissingNamespace {
+        /// Request name.
+        name: String,
+    },
+    /// The pod could not be read.
+    #[error("reading pod {pod}: {source}")]
+    ReadPod {
+        /// `namespace/name`.
+        pod: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Someone else changed the object between our read and our write.
+    #[error("{action} on {object}: it changed meanwhile, will retry")]
+    Conflict {
+        /// What we tried.
+        action: &'static str,
+        /// `kind namespace/name`.
+        object: String,
+    },
+    /// A write was refused or failed.
+    #[error("{action} on {object}: {source}")]
+    Write {
+        /// What we tried.
+        action: &'static str,
+        /// `kind namespace/name`.
+        object: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The pod's readiness-gate holder list belongs to someone we cannot understand.
+    #[error("taking pod {pod} out of endpoints: {source}")]
+    UnreadableHolders {
+        /// `namespace/name`.
+        pod: String,
+        /// Why.
+        #[source]
+        source: readiness::UnreadableHolders,
+    },
+    /// The Lease was lost within the reconcile; nothing more was written.
+    #[error("lost the leader Lease during the reconcile")]
+    NotLeader,
+}
+
+impl Error {
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::MissingNamespace { .. } => "missing_namespace",
+            Self::ReadPod { .. } => "read_pod",
+            Self::Conflict { .. } => "conflict",
+            Self::Write { .. } => "write",
+            Self::UnreadableHolders { .. } => "unreadable_holders",
+            Self::NotLeader => "not_leader",
+        }
+    }
+}
+
+/// Reconciles one request: reads its pod, plans, executes the plan, and says when to look again.
+pub async fn reconcile(
+    crr: Arc<ContainerRecreateRequest>,
+    ctx: Arc<Context>,
+) -> Result<controller::Action, Error> {
+    if !ctx.is_leader() {
+        ctx.metrics
+            .reconciles
+            .get_or_create(&OutcomeLabels { outcome: "skipped" })
+            .inc();
+        return Ok(controller::Action::await_change());
+    }
+    let name = crr.name_any();
+    let namespace = crr
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace { name: name.clone() })?;
+    let span =
+        info_span!("reconcile", crr = %format!("{namespace}/{name}"), pod = %crr.spec.pod_name);
+    async move {
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+        let pod = if crr.spec.pod_name.is_empty() {
+            None
+        } else {
+            pods.get_opt(&crr.spec.pod_name)
+                .await
+                .map_err(|source| Error::ReadPod {
+                    pod: format!("{namespace}/{}", crr.spec.pod_name),
+                    source,
+                })?
+        };
+        let now = Timestamp::now();
+        let plan = reconcile::plan(&crr, pod.as_ref(), now);
+        debug!(actions = ?plan.actions, requeue_after = ?plan.requeue_after, "planned");
+        let mut executor = Executor {
+            ctx: &ctx,
+            crrs: Api::namespaced(ctx.client.clone(), &namespace),
+            pods,
+            current: (*crr).clone(),
+            pod,
+            now,
+        };
+        for action in plan.actions {
+            if executor.execute(action).await? == Step::Stop {
+                break;
+            }
+        }
+        ctx.metrics
+            .reconciles
+            .get_or_create(&OutcomeLabels { outcome: "applied" })
+            .inc();
+        Ok(match plan.requeue_after {
+            Some(after) => controller::Action::requeue(after),
+            None => controller::Action::await_change(),
+        })
+    }
+    .instrument(span)
+    .await
+}
+
+/// Retries a failed reconcile: conflicts soon (the cache is about to catch up), others later.
+pub fn error_policy(
+    crr: Arc<ContainerRecreateRequest>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> controller::Action {
+    ctx.metrics
+        .reconciles
+        .get_or_create(&OutcomeLabels { outcome: "error" })
+        .inc();
+    ctx.metrics
+        .errors
+        .get_or_create(&ErrorLabels { kind: error.kind() })
+        .inc();
+    match error {
+        Error::Conflict { .. } => {
+            debug!(crr = %crr.name_any(), %error, "reconcile conflicted");
+            controller::Action::requeue(Duration::from_millis(500))
+        }
+        Error::NotLeader => controller::Action::await_change(),
+        _ => {
+            warn!(crr = %crr.name_any(), %error, "reconcile failed");
+            controller::Action::requeue(Duration::from_secs(5))
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    Continue,
+    /// The request is gone: the rest of the plan has nothing to act on.
+    Stop,
+}
+
+struct Executor<'a> {
+    ctx: &'a Context,
+    crrs: Api<ContainerRecreateRequest>,
+    pods: Api<Pod>,
+    /// The request as last read or written (its resourceVersion guards the next write).
+    current: ContainerRecreateRequest,
+    /// The pod as read at the start of the reconcile.
+    pod: Option<Pod>,
+    now: Timestamp,
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+fn time_value(time: Timestamp) -> Value {
+    serde_json::to_value(Time(time)).unwrap_or(Value::Null)
+}
+
+impl Executor<'_> {
+    fn crr_key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.current.namespace().unwrap_or_default(),
+            self.current.name_any()
+        )
+    }
+
+    fn holder(&self) -> Holder {
+        Holder::for_crr(
+            &self.current.namespace().unwrap_or_default(),
+            &self.current.name_any(),
+        )
+    }
+
+    fn api_error(&self, action: &'static str, object: String, source: kube::Error) -> Error {
+        match &source {
+            kube::Error::Api(status) if status.is_conflict() => Error::Conflict { action, object },
+            _ => Error::Write {
+                action,
+                object,
+                source,
+            },
+        }
+    }
+
+    async fn execute(&mut self, action: Action) -> Result<Step, Error> {
+        if !self.ctx.is_leader() {
+            return Err(Error::NotLeader);
+        }
+        match action {
+            Action::ReleasePodReadiness => self.release_pod_readiness().await,
+            Action::RemoveFinalizer => {
+                let finalizers: Vec<String> = self
+                    .current
+                    .finalizers()
+                    .iter()
+                    .filter(|finalizer| *finalizer != keys::FINALIZER_UNREADY_ACQUIRED)
+                    .cloned()
+                    .collect();
+                self.patch_crr(
+                    "removing the unready-acquired finalizer",
+                    json!({
+                        "metadata": {
+                            "resourceVersion": self.current.resource_version(),
+                            "finalizers": finalizers,
+                        }
+                    }),
+                )
+                .await
+            }
+            Action::AddFinalizer => {
+                let mut finalizers = self.current.finalizers().to_vec();
+                finalizers.push(keys::FINALIZER_UNREADY_ACQUIRED.to_owned());
+                self.patch_crr(
+                    "adding the unready-acquired finalizer",
+                    json!({
+                        "metadata": {
+                            "resourceVersion": self.current.resource_version(),
+                            "finalizers": finalizers,
+                        }
+                    }),
+                )
+                .await
+            }
+            Action::RemoveActiveLabel => {
+                let step = self
+                    .patch_crr(
+                        "removing the active label",
+                        json!({
+                            "metadata": { "labels": { keys::LABEL_ACTIVE: null } }
+                        }),
+                    )
+                    .await?;
+                if let Some(took) = reconcile::time_to_completion(&self.current) {
+                    self.ctx.metrics.observe_completion(took);
+                }
+                Ok(step)
+            }
+            Action::Delete => self.delete().await,
+            Action::Complete(completion) => self.complete(completion).await,
+            Action::AcquirePodReadiness => self.acquire_pod_readiness().await,
+            Action::MarkPreRecreateGrace {
+                conditions,
+                message,
+                missing_readiness_gate,
+            } => {
+                let mut status = json!({ "conditions": conditions });
+                if let Some(message) = &message {
+                    status["message"] = json!(message);
+                }
+                let step = self
+                    .patch_crr_status(
+                        "starting the unready grace period",
+                        json!({
+                            "metadata": { "resourceVersion": self.current.resource_version() },
+                            "status": status,
+                        }),
+                    )
+                    .await?;
+                if missing_readiness_gate {
+                    let note = reconcile::MESSAGE_NO_READINESS_GATE;
+                    warn!("{note}");
+                    self.publish_on_crr(EventType::Warning, "NoReadinessGate", note)
+                        .await;
+                    self.publish_on_pod(EventType::Warning, "NoReadinessGate", note)
+                        .await;
+                } else {
+                    self.publish_on_crr(
+                        EventType::Normal,
+                        "PreRecreateGrace",
+                        keys::MESSAGE_PRE_RECREATE_GRACE,
+                    )
+                    .await;
+                }
+                Ok(step)
+            }
+            Action::PatchSnapshot(snapshot) => {
+                self.patch_crr_status(
+                    "writing the container status snapshot",
+                    json!({
+                        "status": { "containerStatusSnapshot": snapshot }
+                    }),
+                )
+                .await
+            }
+        }
+    }
+
+    async fn patch_crr(&mut self, action: &'static str, patch: Value) -> Result<Step, Error> {
+        let name = self.current.name_any();
+        match self
+            .crrs
+            .patch(&name, &params(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(updated) => {
+                self.current = updated;
+                Ok(Step::Continue)
+            }
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(Step::Stop),
+            Err(source) => Err(self.api_error(action, format!("crr {}", self.crr_key()), source)),
+        }
+    }
+
+    async fn patch_crr_status(
+        &mut self,
+        action: &'static str,
+        patch: Value,
+    ) -> Result<Step, Error> {
+        let name = self.current.name_any();
+        match self
+            .crrs
+            .patch_status(&name, &params(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(updated) => {
+                self.current = updated;
+                Ok(Step::Continue)
+            }
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(Step::Stop),
+            Err(source) => Err(self.api_error(action, format!("crr {}", self.crr_key()), source)),
+        }
+    }
+
+    async fn complete(&mut self, completion: Completion) -> Result<Step, Error> {
+        let message = completion.reason.message();
+        let mut status = json!({
+            "phase": crr_crds::v1beta1::Phase::Completed.as_str(),
+            "completionTime": time_value(completion.time),
+            "message": message,
+            "conditions": completion.conditions,
+        });
+        if let Some(states) = &completion.container_recreate_states {
+            status["containerRecreateStates"] = json!(states);
+        }
+        // The resourceVersion precondition keeps a stale cache from overwriting a completion
+        // the daemon has just written.
+        let step = self
+            .patch_crr_status(
+                "completing the request",
+                json!({
+                    "metadata": { "resourceVersion": self.current.resource_version() },
+                    "status": status,
+                }),
+            )
+            .await?;
+        if step == Step::Continue {
+            info!(reason = completion.reason.reason(), "completed: {message}");
+            self.ctx
+                .metrics
+                .completions
+                .get_or_create(&CompletionLabels {
+                    reason: completion.reason.reason(),
+                })
+                .inc();
+            let note = format!(
+                "ContainerRecreateRequest {} completed: {message}",
+                self.crr_key()
+            );
+            self.publish_on_crr(EventType::Warning, completion.reason.reason(), &note)
+                .await;
+            self.publish_on_pod(EventType::Warning, completion.reason.reason(), &note)
+                .await;
+        }
+        Ok(step)
+    }
+
+    async fn delete(&mut self) -> Result<Step, Error> {
+        let name = self.current.name_any();
+        let params = DeleteParams::default().preconditions(Preconditions {
+            uid: self.current.uid(),
+            resource_version: None,
+        });
+        match self.crrs.delete(&name, &params).await {
+            Ok(_) => {
+                info!("deleted after ttlSecondsAfterFinished");
+                self.publish_on_crr(
+                    EventType::Normal,
+                    "TTLExpired",
+                    "deleted: ttlSecondsAfterFinished passed since completion",
+                )
+                .await;
+                Ok(Step::Stop)
+            }
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(Step::Stop),
+            Err(source) => Err(self.api_error(
+                "deleting the finished request",
+                format!("crr {}", self.crr_key()),
+                source,
+            )),
+        }
+    }
+
+    /// Writes pod conditions computed from a fresh read, retrying on conflicts, so concurrent
+    /// holders of the same pod never lose each other's entries. Returns whether it wrote.
+    async fn update_pod_conditions<F>(
+        &mut self,
+        action: &'static str,
+        decide: F,
+    ) -> Result<bool, Error>
+    where
+        F: Fn(
+            &Pod,
+        ) -> Result<
+            Option<Vec<k8s_openapi::api::core::v1::PodCondition>>,
+            readiness::UnreadableHolders,
+        >,
+    {
+        let pod_name = self.current.spec.pod_name.clone();
+        let pod_key = format!(
+            "{}/{pod_name}",
+            self.current.namespace().unwrap_or_default()
+        );
+        for attempt in 1..=POD_WRITE_ATTEMPTS {
+            let pod = match attempt {
+                1 => self.pod.clone(),
+                _ => None,
+            };
+            let pod = match pod {
+                Some(pod) => pod,
+                None => match self.pods.get_opt(&pod_name).await {
+                    Ok(Some(pod)) => pod,
+                    Ok(None) => return Ok(false),
+                    Err(source) => {
+                        return Err(Error::ReadPod {
+                            pod: pod_key,
+                            source,
+                        });
+                    }
+                },
+            };
+            let changes = decide(&pod).map_err(|source| Error::UnreadableHolders {
+                pod: pod_key.clone(),
+                source,
+            })?;
+            let Some(conditions) = changes else {
+                return Ok(false);
+            };
+            if !self.ctx.is_leader() {
+                return Err(Error::NotLeader);
+            }
+            let patch = json!({
+                "metadata": { "resourceVersion": pod.resource_version() },
+                "status": { "conditions": conditions },
+            });
+            match self
+                .pods
+                .patch_status(&pod_name, &params(), &Patch::Strategic(&patch))
+                .await
+            {
+                Ok(updated) => {
+                    self.pod = Some(updated);
+                    return Ok(true);
+                }
+                Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(false),
+                Err(kube::Error::Api(status)) if status.is_conflict() => {
+                    debug!(attempt, "pod changed meanwhile, reading it again");
+                    self.pod = None;
+                }
+                Err(source) => {
+                    return Err(Error::Write {
+                        action,
+                        object: format!("pod {pod_key}"),
+                        source,
+                    });
+                }
+            }
+        }
+        Err(Error::Conflict {
+            action,
+            object: format!("pod {pod_key}"),
+        })
+    }
+
+    async fn acquire_pod_readiness(&mut self) -> Result<Step, Error> {
+        let holder = self.holder();
+        let now = self.now;
+        let wrote = self
+            .update_pod_conditions("taking the pod out of endpoints", |pod| {
+                readiness::acquire(pod, &holder, now)
+            })
+            .await?;
+        if wrote {
+            let note = format!(
+                "pod {} set not ready (KruisePodReady=False) by ContainerRecreateRequest {} before recreating containers",
+                self.current.spec.pod_name,
+                self.crr_key()
+            );
+            info!("{note}");
+            self.publish_on_crr(EventType::Normal, "PodNotReady", &note)
+                .await;
+            self.publish_on_pod(EventType::Normal, "PodNotReady", &note)
+                .await;
+        }
+        Ok(Step::Continue)
+    }
+
+    async fn release_pod_readiness(&mut self) -> Result<Step, Error> {
+        let holder = self.holder();
+        let now = self.now;
+        let result = self
+            .update_pod_conditions("restoring the pod's readiness", |pod| {
+                readiness::release(pod, &holder, now).map(|change| change.map(|c| vec![c]))
+            })
+            .await;
+        let wrote = match result {
+            Ok(wrote) => wrote,
+            // An unreadable list cannot contain our entry in a form we wrote; never let that
+            // keep the finalizer (and so the request) forever.
+            Err(Error::UnreadableHolders { pod, source }) => {
+                warn!(%pod, %source, "cannot read the readiness holders; assuming ours is gone");
+                false
+            }
+            Err(error) => return Err(error),
+        };
+        if wrote {
+            let note = format!(
+                "ContainerRecreateRequest {} released pod {} (KruisePodReady)",
+                self.crr_key(),
+                self.current.spec.pod_name
+            );
+            info!("{note}");
+            self.publish_on_crr(EventType::Normal, "PodReadinessRestored", &note)
+                .await;
+            self.publish_on_pod(EventType::Normal, "PodReadinessRestored", &note)
+                .await;
+        }
+        Ok(Step::Continue)
+    }
+
+    async fn publish_on_crr(&self, type_: EventType, reason: &str, note: &str) {
+        let reference = self.current.object_ref(&());
+        self.publish(type_, reason, note, reference).await;
+    }
+
+    async fn publish_on_pod(&self, type_: EventType, reason: &str, note: &str) {
+        if let Some(pod) = &self.pod {
+            let reference = pod.object_ref(&());
+            self.publish(type_, reason, note, reference).await;
+        }
+    }
+
+    async fn publish(
+        &self,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+        reference: k8s_openapi::api::core::v1::ObjectReference,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note.to_owned()),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.ctx.recorder.publish(&event, &reference).await {
+            warn!(%error, reason, "could not publish an Event");
+        }
+    }
+}
+
+/// Pod metadata events (the objects touched). Calls `on_synced` once the first list of pods has
+/// been seen.
+pub fn pod_triggers(
+    client: Client,
+    on_synced: impl Fn() + Send + 'static,
+) -> impl Stream<Item = Result<PartialObjectMeta<Pod>, watcher::Error>> + Send + 'static {
+    // `Api<PartialObjectMeta<_>>` makes metadata-only list and watch requests.
+    let pods: Api<PartialObjectMeta<Pod>> = Api::all(client);
+    watcher(pods, watcher::Config::default())
+        .default_backoff()
+        .inspect(move |event| {
+            if let Ok(watcher::Event::InitDone) = event {
+                on_synced();
+            }
+        })
+        .touched_objects()
+}
+
+/// The controller over all requests; its `store()` is the request cache.
+pub fn new_controller(client: Client, concurrency: u16) -> Controller<ContainerRecreateRequest> {
+    let crrs: Api<ContainerRecreateRequest> = Api::all(client);
+    Controller::new(crrs, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(concurrency))
+}
+
+/// Runs `controller` until `shutdown` resolves and in-flight reconciles have finished. Pod
+/// events re-queue the requests that name the pod; `became_leader` emits whenever this replica
+/// gains the Lease, and then every cached request is reconciled.
+pub async fn run(
+    controller: Controller<ContainerRecreateRequest>,
+    ctx: Arc<Context>,
+    on_pods_synced: impl Fn() + Send + 'static,
+    became_leader: impl Stream<Item = ()> + Send + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let store: Store<ContainerRecreateRequest> = controller.store();
+    controller
+        .watches_stream(
+            pod_triggers(ctx.client.clone(), on_pods_synced),
+            move |pod| trigger::requests_for_pod(&store.state(), &pod.metadata),
+        )
+        .reconcile_all_on(became_leader)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => debug!(crr = %object, "reconciled"),
+                Err(controller::Error::ReconcilerFailed(_, object)) => {
+                    debug!(crr = %object, "reconcile failed");
+                }
+                Err(error) => warn!(%error, "controller event"),
+            }
+        })
+        .await;
+}

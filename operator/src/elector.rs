@@ -1,0 +1,183 @@
+//! Leader election: holds a `coordination.k8s.io/v1` Lease and publishes "am I the leader?".
+//!
+//! Each round reads the Lease, asks `lease::decide`, and writes the claim with the Lease's
+//! resourceVersion as precondition (a create for a missing Lease), so of two candidates in one
+//! round only one wins. A leader that cannot renew for `renew_deadline` steps down before the
+//! Lease can expire for the others. On shutdown the holder clears `holderIdentity`, so another
+//! replica takes over at once rather than after the lease duration.
+
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::lease::{self, Decision};
+
+/// Lease settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// Name of the Lease.
+    pub name: String,
+    /// This replica's identity (unique among replicas).
+    pub identity: String,
+    /// How long a claim lasts without renewal.
+    pub lease_duration: Duration,
+    /// How long a leader keeps acting without a successful renewal.
+    pub renew_deadline: Duration,
+    /// Time between rounds.
+    pub retry_period: Duration,
+}
+
+/// Holds the Lease while running.
+pub struct Elector {
+    api: Api<Lease>,
+    settings: Settings,
+    leader: watch::Sender<bool>,
+}
+
+impl Elector {
+    /// An elector and the receiver of its leadership state (initially `false`).
+    pub fn new(client: Client, settings: Settings) -> (Self, watch::Receiver<bool>) {
+        let (leader, receiver) = watch::channel(false);
+        let api = Api::namespaced(client, &settings.namespace);
+        (
+            Self {
+                api,
+                settings,
+                leader,
+            },
+            receiver,
+        )
+    }
+
+    fn set_leader(&self, leading: bool) {
+        self.leader.send_if_modified(|current| {
+            if *current == leading {
+                return false;
+            }
+            *current = leading;
+            true
+        });
+    }
+
+    /// Runs election rounds until `stop` turns true, then gives the Lease up.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut last_renewal: Option<Instant> = None;
+        loop {
+            let leading = *self.leader.borrow();
+            match self.try_acquire_or_renew().await {
+                Ok(true) => {
+                    if !leading {
+                        info!(identity = %self.settings.identity, lease = %self.settings.name, "became leader");
+                    }
+                    last_renewal = Some(Instant::now());
+                    self.set_leader(true);
+                }
+                Ok(false) => {
+                    if leading {
+                        warn!(identity = %self.settings.identity, "lost the Lease to another replica");
+                    }
+                    self.set_leader(false);
+                }
+                Err(error) => {
+                    warn!(%error, "cannot read or write the leader Lease");
+                    let overdue = last_renewal.is_none_or(|renewed| {
+                        lease::must_step_down(renewed.elapsed(), self.settings.renew_deadline)
+                    });
+                    if leading && overdue {
+                        warn!("could not renew the Lease in time; stepping down");
+                        self.set_leader(false);
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.settings.retry_period) => {}
+                _ = stop.wait_for(|stop| *stop) => break,
+            }
+        }
+        let was_leading = *self.leader.borrow();
+        self.set_leader(false);
+        if was_leading {
+            match self.release().await {
+                Ok(()) => info!("released the leader Lease"),
+                Err(error) => warn!(%error, "could not release the leader Lease"),
+            }
+        }
+    }
+
+    /// One round: `Ok(true)` when we hold the Lease afterwards.
+    async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+        let settings = &self.settings;
+        let current = self.api.get_opt(&settings.name).await?;
+        let now = Timestamp::now();
+        let spec = current.as_ref().and_then(|lease| lease.spec.as_ref());
+        let decision = lease::decide(spec, &settings.identity, settings.lease_duration, now);
+        let Some(claim) = lease::claim(
+            &decision,
+            spec,
+            &settings.identity,
+            settings.lease_duration,
+            now,
+        ) else {
+            return Ok(false);
+        };
+        let result = match (decision, current) {
+            (Decision::Create, _) | (_, None) => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(settings.name.clone()),
+                        namespace: Some(settings.namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(claim),
+                };
+                self.api.create(&PostParams::default(), &lease).await
+            }
+            (_, Some(current)) => {
+                // `current` carries its resourceVersion: the replace fails if anyone wrote since.
+                let lease = Lease {
+                    metadata: current.metadata,
+                    spec: Some(claim),
+                };
+                self.api
+                    .replace(&settings.name, &PostParams::default(), &lease)
+                    .await
+            }
+        };
+        match result {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.is_conflict() || status.is_already_exists() => {
+                Ok(false)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn release(&self) -> Result<(), kube::Error> {
+        let Some(current) = self.api.get_opt(&self.settings.name).await? else {
+            return Ok(());
+        };
+        let Some(spec) = current
+            .spec
+            .as_ref()
+            .and_then(|spec| lease::release(spec, &self.settings.identity))
+        else {
+            return Ok(());
+        };
+        let lease = Lease {
+            metadata: current.metadata,
+            spec: Some(spec),
+        };
+        self.api
+            .replace(&self.settings.name, &PostParams::default(), &lease)
+            .await
+            .map(|_| ())
+    }
+}
