@@ -654,10 +654,14 @@ impl Executor<'_> {
 /// been seen.
 pub fn pod_triggers(
     client: Client,
+    namespace: Option<&str>,
     on_synced: impl Fn() + Send + 'static,
 ) -> impl Stream<Item = Result<PartialObjectMeta<Pod>, watcher::Error>> + Send + 'static {
     // `Api<PartialObjectMeta<_>>` makes metadata-only list and watch requests.
-    let pods: Api<PartialObjectMeta<Pod>> = Api::all(client);
+    let pods: Api<PartialObjectMeta<Pod>> = match namespace {
+        Some(namespace) => Api::namespaced(client, namespace),
+        None => Api::all(client),
+    };
     watcher(pods, watcher::Config::default())
         .default_backoff()
         .inspect(move |event| {
@@ -668,9 +672,17 @@ pub fn pod_triggers(
         .touched_objects()
 }
 
-/// The controller over all requests; its `store()` is the request cache.
-pub fn new_controller(client: Client, concurrency: u16) -> Controller<ContainerRecreateRequest> {
-    let crrs: Api<ContainerRecreateRequest> = Api::all(client);
+/// The controller over the requests of `namespace` (all namespaces when `None`); its `store()`
+/// is the request cache.
+pub fn new_controller(
+    client: Client,
+    namespace: Option<&str>,
+    concurrency: u16,
+) -> Controller<ContainerRecreateRequest> {
+    let crrs: Api<ContainerRecreateRequest> = match namespace {
+        Some(namespace) => Api::namespaced(client, namespace),
+        None => Api::all(client),
+    };
     Controller::new(crrs, watcher::Config::default())
         .with_config(controller::Config::default().concurrency(concurrency))
 }
@@ -681,6 +693,7 @@ pub fn new_controller(client: Client, concurrency: u16) -> Controller<ContainerR
 pub async fn run(
     controller: Controller<ContainerRecreateRequest>,
     ctx: Arc<Context>,
+    namespace: Option<&str>,
     on_pods_synced: impl Fn() + Send + 'static,
     became_leader: impl Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -688,7 +701,7 @@ pub async fn run(
     let store: Store<ContainerRecreateRequest> = controller.store();
     controller
         .watches_stream(
-            pod_triggers(ctx.client.clone(), on_pods_synced),
+            pod_triggers(ctx.client.clone(), namespace, on_pods_synced),
             move |pod| trigger::requests_for_pod(&store.state(), &pod.metadata),
         )
         .reconcile_all_on(became_leader)

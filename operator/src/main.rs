@@ -72,6 +72,10 @@ struct Args {
     #[arg(long, env = "CRR_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
+    /// Only handle requests (and watch pods) in this namespace; all namespaces when unset.
+    #[arg(long, env = "CRR_OPERATOR_WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
+
     /// Reconciles running at once.
     #[arg(long, env = "CRR_OPERATOR_WORKERS", default_value_t = 3)]
     workers: u16,
@@ -132,6 +136,13 @@ async fn signal() -> anyhow::Result<()> {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_tracing(args.log_format);
+    // Exactly one TLS crypto provider for the whole process (the API client uses rustls).
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        warn!("a TLS crypto provider was already installed");
+    }
     if args.renew_deadline_seconds >= args.lease_duration_seconds {
         bail!("--renew-deadline-seconds must be less than --lease-duration-seconds");
     }
@@ -176,7 +187,11 @@ async fn main() -> anyhow::Result<()> {
         leader: leader.clone(),
     });
 
-    let controller = controller::new_controller(client.clone(), args.workers);
+    let controller = controller::new_controller(
+        client.clone(),
+        args.watch_namespace.as_deref(),
+        args.workers,
+    );
     let store = controller.store();
     registry.register_collector(Box::new(PhaseCollector::new({
         let store = store.clone();
@@ -240,6 +255,7 @@ async fn main() -> anyhow::Result<()> {
     let run = controller::run(
         controller,
         context,
+        args.watch_namespace.as_deref(),
         pods_synced,
         became_leader(leader),
         stopped(controller_stop),
