@@ -718,3 +718,6 @@ pub async fn run(
         })
         .await;
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,344 @@
+//! The exact API calls a reconcile makes, against a scripted API server (tower-test mock): each
+//! step checks method, path and body, and answers like the API server would.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crr_crds::keys;
+use crr_crds::v1beta1::{
+    ContainerRecreateRequest, ContainerRecreateRequestContainer, ContainerRecreateRequestSpec,
+    ContainerRecreateRequestStatus, ContainerRecreateRequestStrategy, Phase,
+};
+use http::{Method, Request, Response, StatusCode};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::{Context, reconcile};
+use crate::metrics::Metrics;
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+const CRR_PATH: &str = "/apis/apps.kruise.io/v1beta1/namespaces/ns/containerrecreaterequests/crr-a";
+const POD_PATH: &str = "/api/v1/namespaces/ns/pods/web";
+const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
+
+fn context(leader: bool) -> (Arc<Context>, Handle, watch::Sender<bool>) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let (leader_tx, leader_rx) = watch::channel(leader);
+    let ctx = Context {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "crr-operator".to_owned(),
+                instance: Some("test".to_owned()),
+            },
+        ),
+        client,
+        metrics: Metrics::register(&mut Registry::default()),
+        leader: leader_rx,
+    };
+    (Arc::new(ctx), handle, leader_tx)
+}
+
+fn ago(seconds: i64) -> Time {
+    Time(Timestamp::now() - SignedDuration::from_secs(seconds))
+}
+
+fn crr(phase: Option<Phase>) -> ContainerRecreateRequest {
+    ContainerRecreateRequest {
+        metadata: ObjectMeta {
+            name: Some("crr-a".to_owned()),
+            namespace: Some("ns".to_owned()),
+            uid: Some("crr-uid".to_owned()),
+            resource_version: Some("7".to_owned()),
+            creation_timestamp: Some(ago(10)),
+            labels: Some(BTreeMap::from([
+                (keys::LABEL_ACTIVE.to_owned(), "true".to_owned()),
+                (keys::LABEL_POD_UID.to_owned(), "pod-uid".to_owned()),
+            ])),
+            ..Default::default()
+        },
+        spec: ContainerRecreateRequestSpec {
+            pod_name: "web".to_owned(),
+            containers: vec![ContainerRecreateRequestContainer {
+                name: "app".to_owned(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        status: Some(ContainerRecreateRequestStatus {
+            phase,
+            ..Default::default()
+        }),
+    }
+}
+
+fn pod(gate: bool, conditions: Vec<PodCondition>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some("web".to_owned()),
+            namespace: Some("ns".to_owned()),
+            uid: Some("pod-uid".to_owned()),
+            resource_version: Some("40".to_owned()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            readiness_gates: gate.then(|| {
+                vec![PodReadinessGate {
+                    condition_type: keys::POD_CONDITION_KRUISE_POD_READY.to_owned(),
+                }]
+            }),
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            conditions: Some(conditions),
+            ..Default::default()
+        }),
+    }
+}
+
+fn respond(status: StatusCode, body: &impl serde::Serialize) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .body(Body::from(serde_json::to_vec(body).expect("serializable")))
+        .expect("response")
+}
+
+fn api_status(code: u16, reason: &str) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": reason, "reason": reason, "code": code,
+    })
+}
+
+/// Takes the next request, checks method and path, returns its JSON body and the responder.
+async fn expect(
+    handle: &mut Handle,
+    method: Method,
+    path: &str,
+) -> (Value, tower_test::mock::SendResponse<Response<Body>>) {
+    let (request, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("no request; expected {method} {path}"))
+        .expect("service dropped");
+    assert_eq!(request.method(), method, "method of the request to {path}");
+    assert_eq!(request.uri().path(), path);
+    let bytes = request
+        .into_body()
+        .collect_bytes()
+        .await
+        .expect("request body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).expect("JSON request body")
+    };
+    (body, send)
+}
+
+async fn expect_event(handle: &mut Handle, reason: &str, regarding_kind: &str) {
+    let (body, send) = expect(handle, Method::POST, EVENTS_PATH).await;
+    assert_eq!(body["reason"], reason);
+    assert_eq!(body["regarding"]["kind"], regarding_kind);
+    send.send_response(respond(StatusCode::CREATED, &body));
+}
+
+#[tokio::test]
+async fn follower_makes_no_api_calls() {
+    let (ctx, mut handle, _leader) = context(false);
+    let action = reconcile(Arc::new(crr(None)), ctx)
+        .await
+        .expect("reconcile");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    let next = tokio::time::timeout(Duration::from_millis(50), handle.next_request()).await;
+    assert!(
+        !matches!(next, Ok(Some(_))),
+        "a follower must not call the API server"
+    );
+}
+
+#[tokio::test]
+async fn deadline_completion_is_one_preconditioned_status_patch_and_events() {
+    let (ctx, mut handle, _leader) = context(true);
+    let mut request = crr(Some(Phase::Recreating));
+    request.spec.active_deadline_seconds = Some(3);
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        send.send_response(respond(StatusCode::OK, &pod(false, vec![])));
+
+        let (body, send) = expect(&mut handle, Method::PATCH, &format!("{CRR_PATH}/status")).await;
+        assert_eq!(body["metadata"]["resourceVersion"], "7");
+        assert_eq!(body["status"]["phase"], "Completed");
+        assert_eq!(
+            body["status"]["message"],
+            "recreating has exceeded the activeDeadlineSeconds"
+        );
+        assert!(body["status"]["completionTime"].is_string());
+        assert_eq!(
+            body["status"]["containerRecreateStates"][0]["phase"],
+            "Failed"
+        );
+        assert_eq!(body["status"]["conditions"][0]["type"], "Succeeded");
+        assert_eq!(body["status"]["conditions"][0]["status"], "False");
+        let mut completed = crr(Some(Phase::Completed));
+        completed.metadata.resource_version = Some("8".to_owned());
+        send.send_response(respond(StatusCode::OK, &completed));
+
+        expect_event(&mut handle, "ActiveDeadlineExceeded", keys::KIND).await;
+        expect_event(&mut handle, "ActiveDeadlineExceeded", "Pod").await;
+    });
+    let action = reconcile(Arc::new(request), ctx).await.expect("reconcile");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn stale_completion_conflicts_instead_of_overwriting() {
+    let (ctx, mut handle, _leader) = context(true);
+    let mut request = crr(Some(Phase::Recreating));
+    request.spec.active_deadline_seconds = Some(3);
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        send.send_response(respond(StatusCode::OK, &pod(false, vec![])));
+        let (_, send) = expect(&mut handle, Method::PATCH, &format!("{CRR_PATH}/status")).await;
+        send.send_response(respond(StatusCode::CONFLICT, &api_status(409, "Conflict")));
+    });
+    let error = reconcile(Arc::new(request), ctx)
+        .await
+        .expect_err("conflict");
+    assert_eq!(error.kind(), "conflict");
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn unready_grace_adds_finalizer_then_holder_then_condition() {
+    let (ctx, mut handle, _leader) = context(true);
+    let mut request = crr(Some(Phase::Recreating));
+    request.spec.strategy = Some(ContainerRecreateRequestStrategy {
+        unready_grace_period_seconds: Some(5),
+        ..Default::default()
+    });
+    let server = tokio::spawn(async move {
+        let gate_true = PodCondition {
+            type_: keys::POD_CONDITION_KRUISE_POD_READY.to_owned(),
+            status: "True".to_owned(),
+            message: Some("[]".to_owned()),
+            ..Default::default()
+        };
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        send.send_response(respond(StatusCode::OK, &pod(true, vec![gate_true.clone()])));
+
+        let (body, send) = expect(&mut handle, Method::PATCH, CRR_PATH).await;
+        assert_eq!(body["metadata"]["resourceVersion"], "7");
+        assert_eq!(
+            body["metadata"]["finalizers"],
+            json!([keys::FINALIZER_UNREADY_ACQUIRED])
+        );
+        let mut with_finalizer = crr(Some(Phase::Recreating));
+        with_finalizer.metadata.resource_version = Some("8".to_owned());
+        with_finalizer.metadata.finalizers =
+            Some(vec![keys::FINALIZER_UNREADY_ACQUIRED.to_owned()]);
+        send.send_response(respond(StatusCode::OK, &with_finalizer));
+
+        // A concurrent writer changed the pod: the operator reads it again and retries.
+        let (body, send) = expect(&mut handle, Method::PATCH, &format!("{POD_PATH}/status")).await;
+        assert_eq!(body["metadata"]["resourceVersion"], "40");
+        send.send_response(respond(StatusCode::CONFLICT, &api_status(409, "Conflict")));
+        let other = PodCondition {
+            status: "False".to_owned(),
+            message: Some(r#"[{"userAgent":"Other","key":"x"}]"#.to_owned()),
+            ..gate_true
+        };
+        let mut changed = pod(true, vec![other]);
+        changed.metadata.resource_version = Some("41".to_owned());
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        send.send_response(respond(StatusCode::OK, &changed));
+        let (body, send) = expect(&mut handle, Method::PATCH, &format!("{POD_PATH}/status")).await;
+        assert_eq!(body["metadata"]["resourceVersion"], "41");
+        let condition = &body["status"]["conditions"][0];
+        assert_eq!(condition["type"], keys::POD_CONDITION_KRUISE_POD_READY);
+        assert_eq!(condition["status"], "False");
+        assert_eq!(
+            condition["message"],
+            r#"[{"userAgent":"ContainerRecreateRequest","key":"ns/crr-a"},{"userAgent":"Other","key":"x"}]"#
+        );
+        send.send_response(respond(StatusCode::OK, &changed));
+        expect_event(&mut handle, "PodNotReady", keys::KIND).await;
+        expect_event(&mut handle, "PodNotReady", "Pod").await;
+
+        let (body, send) = expect(&mut handle, Method::PATCH, &format!("{CRR_PATH}/status")).await;
+        assert_eq!(body["metadata"]["resourceVersion"], "8");
+        assert_eq!(body["status"]["conditions"][0]["type"], "PreRecreateGrace");
+        assert_eq!(body["status"]["conditions"][0]["status"], "True");
+        send.send_response(respond(StatusCode::OK, &with_finalizer));
+        expect_event(&mut handle, "PreRecreateGrace", keys::KIND).await;
+    });
+    let action = reconcile(Arc::new(request), ctx).await.expect("reconcile");
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(3))
+    );
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn deleted_request_releases_the_pod_then_drops_its_finalizer() {
+    let (ctx, mut handle, _leader) = context(true);
+    let mut request = crr(Some(Phase::Recreating));
+    request.metadata.deletion_timestamp = Some(ago(1));
+    request.metadata.finalizers = Some(vec![keys::FINALIZER_UNREADY_ACQUIRED.to_owned()]);
+    let server = tokio::spawn(async move {
+        let held = PodCondition {
+            type_: keys::POD_CONDITION_KRUISE_POD_READY.to_owned(),
+            status: "False".to_owned(),
+            message: Some(
+                r#"[{"userAgent":"ContainerRecreateRequest","key":"ns/crr-a"}]"#.to_owned(),
+            ),
+            ..Default::default()
+        };
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        send.send_response(respond(StatusCode::OK, &pod(true, vec![held])));
+        let (body, send) = expect(&mut handle, Method::PATCH, &format!("{POD_PATH}/status")).await;
+        assert_eq!(body["status"]["conditions"][0]["status"], "True");
+        assert_eq!(body["status"]["conditions"][0]["message"], "[]");
+        send.send_response(respond(StatusCode::OK, &pod(true, vec![])));
+        expect_event(&mut handle, "PodReadinessRestored", keys::KIND).await;
+        expect_event(&mut handle, "PodReadinessRestored", "Pod").await;
+        let (body, send) = expect(&mut handle, Method::PATCH, CRR_PATH).await;
+        assert_eq!(body["metadata"]["finalizers"], json!([]));
+        assert_eq!(body["metadata"]["resourceVersion"], "7");
+        send.send_response(respond(StatusCode::NOT_FOUND, &api_status(404, "NotFound")));
+    });
+    let action = reconcile(Arc::new(request), ctx).await.expect("reconcile");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn expired_ttl_deletes_with_a_uid_precondition() {
+    let (ctx, mut handle, _leader) = context(true);
+    let mut request = crr(Some(Phase::Completed));
+    request.metadata.labels = None;
+    request.spec.ttl_seconds_after_finished = Some(1);
+    request.status.get_or_insert_default().completion_time = Some(ago(5));
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        send.send_response(respond(StatusCode::NOT_FOUND, &api_status(404, "NotFound")));
+        let (body, send) = expect(&mut handle, Method::DELETE, CRR_PATH).await;
+        assert_eq!(body["preconditions"]["uid"], "crr-uid");
+        send.send_response(respond(StatusCode::OK, &crr(Some(Phase::Completed))));
+        expect_event(&mut handle, "TTLExpired", keys::KIND).await;
+    });
+    let action = reconcile(Arc::new(request), ctx).await.expect("reconcile");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    server.await.expect("scripted API server");
+}
