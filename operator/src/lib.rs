@@ -9,6 +9,7 @@ pub mod admin;
 pub mod controller;
 pub mod deadline;
 pub mod elector;
+pub mod gate;
 pub mod lease;
 pub mod metrics;
 pub mod readiness;

@@ -15,6 +15,7 @@ use clap::{Parser, ValueEnum};
 use crr_operator::admin::{self, Health};
 use crr_operator::controller::{self, Context};
 use crr_operator::elector::{self, Elector};
+use crr_operator::gate::{self, GateContext};
 use crr_operator::metrics::{Metrics, PhaseCollector};
 use futures::Stream;
 use kube::Client;
@@ -75,6 +76,11 @@ struct Args {
     /// Only handle requests (and watch pods) in this namespace; all namespaces when unset.
     #[arg(long, env = "CRR_OPERATOR_WATCH_NAMESPACE")]
     watch_namespace: Option<String>,
+
+    /// Label selector of pods whose `KruisePodReady` readiness gate the operator starts at True
+    /// (the component injecting the gate labels them). Unset: no pod is initialised.
+    #[arg(long, env = "CRR_OPERATOR_READINESS_GATE_SELECTOR")]
+    readiness_gate_selector: Option<String>,
 
     /// Reconciles running at once.
     #[arg(long, env = "CRR_OPERATOR_WORKERS", default_value_t = 3)]
@@ -252,14 +258,33 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     };
-    let run = controller::run(
+    let requests = controller::run(
         controller,
         context,
         args.watch_namespace.as_deref(),
         pods_synced,
-        became_leader(leader),
-        stopped(controller_stop),
+        became_leader(leader.clone()),
+        stopped(controller_stop.clone()),
     );
+    let gates = async {
+        if let Some(selector) = &args.readiness_gate_selector {
+            let ctx = Arc::new(GateContext {
+                client: client.clone(),
+                leader: leader.clone(),
+            });
+            gate::run(
+                ctx,
+                args.watch_namespace.as_deref(),
+                selector,
+                became_leader(leader.clone()),
+                stopped(controller_stop.clone()),
+            )
+            .await;
+        }
+    };
+    let run = async {
+        tokio::join!(requests, gates);
+    };
     tokio::select! {
         () = run => {}
         result = &mut elector_task => {

@@ -106,6 +106,24 @@ pub fn holders(pod: &Pod) -> Result<Vec<Holder>, UnreadableHolders> {
     )
 }
 
+/// The `KruisePodReady` condition a gated pod starts with: True, no holders. `None` when the pod
+/// has no gate or already has the condition (whatever its status: a holder may own it). Without
+/// it the kubelet would never report the pod Ready.
+pub fn initial(pod: &Pod, now: Timestamp) -> Option<PodCondition> {
+    if !has_readiness_gate(pod)
+        || pod_condition(pod, keys::POD_CONDITION_KRUISE_POD_READY).is_some()
+    {
+        return None;
+    }
+    Some(PodCondition {
+        type_: keys::POD_CONDITION_KRUISE_POD_READY.to_owned(),
+        status: "True".to_owned(),
+        message: Some(format_holders(&[])),
+        last_transition_time: Some(Time(now)),
+        ..PodCondition::default()
+    })
+}
+
 /// The pod conditions to write so that `holder` keeps the pod not-ready, or `None` when the pod
 /// already says so. Besides `KruisePodReady=False`, the pod's `Ready` condition is turned False
 /// the way the kubelet would, so endpoints drop the pod now rather than at the next kubelet sync.
@@ -264,6 +282,25 @@ mod tests {
         assert!(has_readiness_gate(&pod(true, vec![])));
         assert!(!has_readiness_gate(&pod(false, vec![])));
         assert!(!has_readiness_gate(&Pod::default()));
+    }
+
+    #[test]
+    fn gated_pod_without_the_condition_starts_ready_with_no_holders() {
+        let condition = initial(&pod(true, vec![]), at(1)).unwrap();
+        assert_eq!(condition.type_, keys::POD_CONDITION_KRUISE_POD_READY);
+        assert_eq!(condition.status, "True");
+        assert_eq!(condition.message.as_deref(), Some("[]"));
+        assert_eq!(condition.last_transition_time, Some(Time(at(1))));
+    }
+
+    #[test]
+    fn initial_condition_never_overrides_an_existing_one_or_touches_ungated_pods() {
+        let held = pod(
+            true,
+            vec![gate_condition("False", Some(&format!("[{A}]")), 0)],
+        );
+        assert_eq!(initial(&held, at(1)), None);
+        assert_eq!(initial(&pod(false, vec![]), at(1)), None);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! tests use only v1beta1, the storage version, so nothing needs converting).
 //!
 //! Pods that need not run are bound to a node that does not exist, so no kubelet touches them.
+//! Gated pods carry a test label that the operator is told to select (`--readiness-gate-selector`),
+//! so the operator starts their `KruisePodReady` condition at True.
 //! The readiness tests need a running container: image `CRR_TEST_IMAGE` (default
 //! `registry.k8s.io/pause:3.10`) must be available to the cluster's nodes.
 
@@ -38,8 +40,10 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
-const TEST_MANAGER: &str = "crr-operator-tests";
 const WAIT: Duration = Duration::from_secs(60);
+/// Label the tests put on pods with the readiness gate, and the operator's selector for them.
+const GATED_POD_LABEL: &str = "crr.apps.kruise.io/readiness-gate";
+const GATED_POD_SELECTOR: &str = "crr.apps.kruise.io/readiness-gate=true";
 
 /// The cluster client, or `None` (after saying why) when the tests should be skipped.
 async fn cluster() -> Option<Client> {
@@ -208,6 +212,8 @@ impl Operator {
                 "3",
                 "--retry-period-seconds",
                 "1",
+                "--readiness-gate-selector",
+                GATED_POD_SELECTOR,
             ])
             .env("RUST_LOG", "info,crr_operator=debug")
             .stdin(Stdio::null())
@@ -286,13 +292,17 @@ fn condition_is(pod: Option<&Pod>, type_: &str, status: &str) -> bool {
         .is_some_and(|condition| condition.status == status)
 }
 
-/// A running pod with the `KruisePodReady` readiness gate, Ready. The gate's condition is set
-/// True by the test, as the component that injects the gate would.
+/// A running pod with the `KruisePodReady` readiness gate, labelled so that the operator starts
+/// the gate's condition at True; returned once Ready.
 async fn gated_ready_pod(client: &Client, namespace: &str, name: &str) -> Pod {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let pod = Pod {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
+            labels: Some(BTreeMap::from([(
+                GATED_POD_LABEL.to_owned(),
+                "true".to_owned(),
+            )])),
             ..Default::default()
         },
         spec: Some(PodSpec {
@@ -312,27 +322,11 @@ async fn gated_ready_pod(client: &Client, namespace: &str, name: &str) -> Pod {
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("creating a gated pod");
-    pods.patch_status(
-        name,
-        &PatchParams::apply(TEST_MANAGER).force(),
-        &Patch::Apply(json!({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "status": { "conditions": [{
-                "type": keys::POD_CONDITION_KRUISE_POD_READY,
-                "status": "True",
-                "message": "[]",
-                "lastTransitionTime": Time(jiff::Timestamp::now()),
-            }]}
-        })),
-    )
-    .await
-    .expect("initialising the KruisePodReady condition");
     wait_for(
         pods,
         name,
         |pod: Option<&Pod>| condition_is(pod, "Ready", "True"),
-        "the gated pod to be Ready",
+        "the gated pod to be Ready (KruisePodReady initialised by the operator)",
     )
     .await
     .expect("pod exists")
