@@ -425,6 +425,62 @@ mod tests {
         assert_eq!(condition.status, "True");
     }
 
+    fn apply(pod: &mut Pod, changes: Vec<PodCondition>) {
+        let conditions = pod
+            .status
+            .get_or_insert_default()
+            .conditions
+            .get_or_insert_default();
+        for change in changes {
+            match conditions.iter_mut().find(|c| c.type_ == change.type_) {
+                Some(existing) => *existing = change,
+                None => conditions.push(change),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Any number of requests sharing a pod, acquiring and releasing in any order: the list
+        /// is always exactly the current holders, sorted, and the pod is Ready again at the end.
+        #[test]
+        fn shared_pod_holders_stay_consistent_in_any_order(
+            names in proptest::collection::btree_set("[a-e]{1,3}", 1..6),
+            acquire_order in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 6),
+            release_order in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 6),
+        ) {
+            let shuffle = |order: &[proptest::sample::Index]| {
+                let mut pool: Vec<String> = names.iter().cloned().collect();
+                let mut out = Vec::new();
+                for index in order {
+                    if pool.is_empty() { break; }
+                    out.push(pool.remove(index.index(pool.len())));
+                }
+                out.extend(pool);
+                out
+            };
+            let mut pod = pod(true, vec![gate_condition("True", Some("[]"), 0)]);
+            let mut held: Vec<Holder> = Vec::new();
+            for (step, name) in shuffle(&acquire_order).into_iter().enumerate() {
+                let holder = Holder::for_crr("ns", &name);
+                let changes = acquire(&pod, &holder, at(step as i64)).unwrap().unwrap();
+                apply(&mut pod, changes);
+                held.push(holder);
+                held.sort();
+                proptest::prop_assert_eq!(holders(&pod).unwrap(), held.clone());
+                proptest::prop_assert_eq!(acquire(&pod, &held[0], at(99)).unwrap(), None);
+            }
+            for name in shuffle(&release_order) {
+                let holder = Holder::for_crr("ns", &name);
+                let condition = release(&pod, &holder, at(100)).unwrap().unwrap();
+                held.retain(|entry| entry != &holder);
+                let expected = if held.is_empty() { "True" } else { "False" };
+                proptest::prop_assert_eq!(condition.status.as_str(), expected);
+                apply(&mut pod, vec![condition]);
+                proptest::prop_assert_eq!(holders(&pod).unwrap(), held.clone());
+            }
+        }
+    }
+
     #[test]
     fn release_is_a_no_op_when_not_held_or_no_condition() {
         let holder = Holder::for_crr("ns", "crr-a");
