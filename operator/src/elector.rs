@@ -181,3 +181,140 @@ impl Elector {
             .map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Method, Request, Response, StatusCode};
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::client::Body;
+    use serde_json::{Value, json};
+
+    type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/crr-system/leases";
+
+    fn elector() -> (Elector, Handle) {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let (elector, _leader) = Elector::new(
+            client,
+            Settings {
+                namespace: "crr-system".to_owned(),
+                name: "crr-operator".to_owned(),
+                identity: "me".to_owned(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            },
+        );
+        (elector, handle)
+    }
+
+    fn respond(status: StatusCode, body: &Value) -> Response<Body> {
+        Response::builder()
+            .status(status)
+            .body(Body::from(serde_json::to_vec(body).expect("json")))
+            .expect("response")
+    }
+
+    fn status(code: u16, reason: &str) -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": reason, "reason": reason, "code": code})
+    }
+
+    fn lease(holder: &str, renewed_ago: i64) -> Value {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some("crr-operator".to_owned()),
+                namespace: Some("crr-system".to_owned()),
+                resource_version: Some("5".to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.to_owned()),
+                lease_duration_seconds: Some(15),
+                renew_time: Some(MicroTime(
+                    Timestamp::now() - jiff::SignedDuration::from_secs(renewed_ago),
+                )),
+                ..LeaseSpec::default()
+            }),
+        };
+        serde_json::to_value(lease).expect("json")
+    }
+
+    async fn next(
+        handle: &mut Handle,
+        method: Method,
+        path: &str,
+    ) -> (Value, tower_test::mock::SendResponse<Response<Body>>) {
+        let (request, send) = handle.next_request().await.expect("a request");
+        assert_eq!(request.method(), method);
+        assert_eq!(request.uri().path(), path);
+        let bytes = request.into_body().collect_bytes().await.expect("body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).expect("json")
+        };
+        (body, send)
+    }
+
+    #[tokio::test]
+    async fn missing_lease_is_created_held_by_us() {
+        let (elector, mut handle) = elector();
+        let server = tokio::spawn(async move {
+            let (_, send) = next(&mut handle, Method::GET, &format!("{LEASES}/crr-operator")).await;
+            send.send_response(respond(StatusCode::NOT_FOUND, &status(404, "NotFound")));
+            let (body, send) = next(&mut handle, Method::POST, LEASES).await;
+            assert_eq!(body["spec"]["holderIdentity"], "me");
+            send.send_response(respond(StatusCode::CREATED, &body));
+        });
+        assert!(elector.try_acquire_or_renew().await.expect("round"));
+        server.await.expect("server");
+    }
+
+    #[tokio::test]
+    async fn live_lease_of_another_replica_is_not_written() {
+        let (elector, mut handle) = elector();
+        let server = tokio::spawn(async move {
+            let (_, send) = next(&mut handle, Method::GET, &format!("{LEASES}/crr-operator")).await;
+            send.send_response(respond(StatusCode::OK, &lease("other", 1)));
+        });
+        assert!(!elector.try_acquire_or_renew().await.expect("round"));
+        server.await.expect("server");
+    }
+
+    #[tokio::test]
+    async fn expired_lease_takeover_is_guarded_by_resource_version() {
+        let (elector, mut handle) = elector();
+        let server = tokio::spawn(async move {
+            let (_, send) = next(&mut handle, Method::GET, &format!("{LEASES}/crr-operator")).await;
+            send.send_response(respond(StatusCode::OK, &lease("other", 60)));
+            let (body, send) =
+                next(&mut handle, Method::PUT, &format!("{LEASES}/crr-operator")).await;
+            assert_eq!(body["metadata"]["resourceVersion"], "5");
+            assert_eq!(body["spec"]["holderIdentity"], "me");
+            // Another replica won this round.
+            send.send_response(respond(StatusCode::CONFLICT, &status(409, "Conflict")));
+        });
+        assert!(!elector.try_acquire_or_renew().await.expect("round"));
+        server.await.expect("server");
+    }
+
+    #[tokio::test]
+    async fn release_clears_the_holder_only_when_we_hold_it() {
+        let (elector, mut handle) = elector();
+        let server = tokio::spawn(async move {
+            let (_, send) = next(&mut handle, Method::GET, &format!("{LEASES}/crr-operator")).await;
+            send.send_response(respond(StatusCode::OK, &lease("me", 1)));
+            let (body, send) =
+                next(&mut handle, Method::PUT, &format!("{LEASES}/crr-operator")).await;
+            assert!(body["spec"].get("holderIdentity").is_none());
+            send.send_response(respond(StatusCode::OK, &body));
+        });
+        elector.release().await.expect("release");
+        server.await.expect("server");
+    }
+}
