@@ -22,6 +22,10 @@ pub const LABEL_NODE_NAME: &str = "crr.apps.kruise.io/node-name";
 /// Label with the target pod's UID (immutable; a mismatch means the pod was replaced).
 pub const LABEL_POD_UID: &str = "crr.apps.kruise.io/pod-uid";
 
+/// Pod label (ours) marking pods that carry the `KruisePodReady` readiness gate because crr
+/// injected it; the operator starts their gate condition at True.
+pub const LABEL_READINESS_GATE: &str = "crr.apps.kruise.io/readiness-gate";
+
 /// v1alpha1 annotation carrying `status.containerStatusSnapshot` as a JSON list.
 pub const ANNOTATION_SYNC_CONTAINER_STATUSES: &str = "crr.apps.kruise.io/sync-container-statuses";
 /// v1alpha1 annotation carrying the `PreRecreateGrace` condition's time (RFC3339).

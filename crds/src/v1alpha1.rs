@@ -17,6 +17,7 @@ pub use crate::v1beta1::{
 
 /// ContainerRecreateRequestSpec names the pod and the containers to recreate, and how
 /// (legacy version; stored as v1beta1).
+#[allow(clippy::duplicated_attributes)] // kube takes one `derive = ...` per trait.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "apps.kruise.io",

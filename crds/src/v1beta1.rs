@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 /// ContainerRecreateRequestSpec names the pod and the containers to recreate (restart in place:
 /// the pod, its IP and volumes stay; the named containers get new container IDs) and how.
+#[allow(clippy::duplicated_attributes)] // kube takes one `derive = ...` per trait.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "apps.kruise.io",

@@ -1,0 +1,5 @@
+//! The crr admission webhook: defaulting and validation of ContainerRecreateRequests (both
+//! versions, one set of rules), CRD conversion, served over rustls.
+
+pub mod admission;
+pub mod review;

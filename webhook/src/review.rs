@@ -1,0 +1,202 @@
+//! AdmissionReview and ConversionReview handling: bytes in, review out. Never fails at the HTTP
+//! level: a body that cannot be read becomes an invalid review answer, a broken rule a denial
+//! with its message, defaults a JSON patch computed against the request's own version.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crr_crds::conversion::{self, Version};
+use crr_crds::keys::{GROUP, KIND};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use kube::core::{DynamicObject, Status};
+use serde_json::Value;
+
+use crate::admission::{self, Lookup, Rejection};
+
+/// Where the review layer gets pods and nodes from (a watch-backed cache in production, plain
+/// values in tests).
+pub trait ClusterLookup: Send + Sync {
+    /// The pod `namespace/name`.
+    fn pod(&self, namespace: &str, name: &str) -> impl Future<Output = Lookup<Arc<Pod>>> + Send;
+    /// The node `name`.
+    fn node(&self, name: &str) -> impl Future<Output = Lookup<Arc<Node>>> + Send;
+}
+
+/// What happened to one admission request, for metrics and logs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Allowed without changes.
+    Allowed,
+    /// Allowed with a JSON patch.
+    Patched,
+    /// Denied; the rule's short reason.
+    Denied(&'static str),
+    /// The body was not an AdmissionReview we could read.
+    Invalid,
+}
+
+/// Answers one CRR AdmissionReview body.
+pub async fn review_crr(
+    body: &[u8],
+    cluster: &impl ClusterLookup,
+    node_daemon_enabled: bool,
+) -> (AdmissionReview<DynamicObject>, Verdict) {
+    let request: AdmissionRequest<DynamicObject> =
+        match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
+            .map_err(|error| error.to_string())
+            .and_then(|review| {
+                review
+                    .try_into()
+                    .map_err(|_| "the AdmissionReview has no request".to_owned())
+            }) {
+            Ok(request) => request,
+            Err(error) => {
+                return (
+                    AdmissionResponse::invalid(format!("cannot read AdmissionReview: {error}"))
+                        .into_review(),
+                    Verdict::Invalid,
+                );
+            }
+        };
+    let response = AdmissionResponse::from(&request);
+    match decide_crr(&request, cluster, node_daemon_enabled).await {
+        Ok(None) => (response.into_review(), Verdict::Allowed),
+        Ok(Some(patch)) => match response.clone().with_patch(patch) {
+            Ok(patched) => (patched.into_review(), Verdict::Patched),
+            Err(error) => deny(
+                response,
+                Rejection {
+                    code: 500,
+                    message: error.to_string(),
+                    reason: "PatchEncoding",
+                },
+            ),
+        },
+        Err(rejection) => deny(response, rejection),
+    }
+}
+
+fn deny(
+    response: AdmissionResponse,
+    rejection: Rejection,
+) -> (AdmissionReview<DynamicObject>, Verdict) {
+    let mut response = response.deny(&rejection.message);
+    response.result.code = rejection.code;
+    response.result.reason = http_reason(rejection.code).to_owned();
+    (response.into_review(), Verdict::Denied(rejection.reason))
+}
+
+fn http_reason(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        403 => "Forbidden",
+        _ => "InternalError",
+    }
+}
+
+/// The decision for one request: `None` = allow as is, `Some(patch)` = allow with changes.
+async fn decide_crr(
+    request: &AdmissionRequest<DynamicObject>,
+    cluster: &impl ClusterLookup,
+    node_daemon_enabled: bool,
+) -> Result<Option<json_patch::Patch>, Rejection> {
+    admission::check_feature_gate(node_daemon_enabled)?;
+    if request.kind.group != GROUP || request.kind.kind != KIND {
+        return Err(bad_request(format!(
+            "this webhook admits {GROUP} {KIND} objects, not {}/{} {}",
+            request.kind.group, request.kind.version, request.kind.kind
+        )));
+    }
+    let version = Version::from_version(&request.kind.version)
+        .map_err(|error| bad_request(error.to_string()))?;
+    let decode = |object: Option<&DynamicObject>, what: &str| {
+        let object = object.ok_or_else(|| bad_request(format!("the request has no {what}")))?;
+        let value = serde_json::to_value(object).map_err(|error| bad_request(error.to_string()))?;
+        conversion::decode_to_hub(value, version).map_err(|error| bad_request(error.to_string()))
+    };
+    match request.operation {
+        Operation::Create => {
+            let crr = decode(request.object.as_ref(), "object")?;
+            let original = conversion::encode_from_hub(crr.clone(), version);
+            let namespace = request
+                .namespace
+                .clone()
+                .or_else(|| crr.metadata.namespace.clone())
+                .unwrap_or_default();
+            let pod = if crr.spec.pod_name.is_empty() {
+                Lookup::NotFound
+            } else {
+                cluster.pod(&namespace, &crr.spec.pod_name).await
+            };
+            let node_name = match &pod {
+                Lookup::Found(pod) => pod.spec.as_ref().and_then(|spec| spec.node_name.clone()),
+                _ => None,
+            };
+            let node = match node_name.filter(|name| !name.is_empty()) {
+                Some(name) => cluster.node(&name).await,
+                None => Lookup::NotFound,
+            };
+            let admitted = admission::admit_create(crr, as_ref(&pod), as_ref(&node))?;
+            let patch =
+                json_patch::diff(&original, &conversion::encode_from_hub(admitted, version));
+            Ok((!patch.0.is_empty()).then_some(patch))
+        }
+        Operation::Update => {
+            let old = decode(request.old_object.as_ref(), "oldObject")?;
+            let new = decode(request.object.as_ref(), "object")?;
+            admission::admit_update(&old, &new, version == Version::V1alpha1)?;
+            Ok(None)
+        }
+        Operation::Delete | Operation::Connect => Ok(None),
+    }
+}
+
+fn as_ref<T>(lookup: &Lookup<Arc<T>>) -> Lookup<&T> {
+    match lookup {
+        Lookup::Found(object) => Lookup::Found(object.as_ref()),
+        Lookup::NotFound => Lookup::NotFound,
+        Lookup::Failed(error) => Lookup::Failed(error.clone()),
+    }
+}
+
+fn bad_request(message: String) -> Rejection {
+    Rejection {
+        code: 400,
+        message,
+        reason: "InvalidObject",
+    }
+}
+
+/// Answers one ConversionReview body; `None` when the body is not a ConversionReview at all.
+pub fn review_conversion(body: &[u8]) -> ConversionReview {
+    let request = match serde_json::from_slice::<ConversionReview>(body)
+        .map_err(|error| error.to_string())
+        .and_then(|review| {
+            ConversionRequest::from_review(review)
+                .map_err(|_| "the ConversionReview has no request".to_owned())
+        }) {
+        Ok(request) => request,
+        Err(error) => {
+            return ConversionResponse::invalid(Status::failure(
+                &format!("cannot read ConversionReview: {error}"),
+                "BadRequest",
+            ))
+            .into_review();
+        }
+    };
+    let desired = request.desired_api_version.clone();
+    let objects = request.objects.clone();
+    let response = ConversionResponse::for_request(request);
+    let converted: Result<Vec<Value>, _> = objects
+        .into_iter()
+        .map(|object| conversion::convert_json(object, &desired))
+        .collect();
+    match converted {
+        Ok(objects) => response.success(objects).into_review(),
+        Err(error) => response
+            .failure(Status::failure(&error.to_string(), "BadRequest"))
+            .into_review(),
+    }
+}

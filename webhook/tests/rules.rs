@@ -1,0 +1,514 @@
+//! Every admission rule, through the same entry point the API server calls (AdmissionReview JSON
+//! in, AdmissionReview out), for both API versions, against pods given as plain values.
+
+use std::sync::Arc;
+
+use crr_webhook::admission::Lookup;
+use crr_webhook::review::{self, ClusterLookup, Verdict};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+
+struct Cluster {
+    pod: Option<Pod>,
+    node: Option<Node>,
+}
+
+impl ClusterLookup for Cluster {
+    async fn pod(&self, _namespace: &str, _name: &str) -> Lookup<Arc<Pod>> {
+        self.pod
+            .clone()
+            .map_or(Lookup::NotFound, |pod| Lookup::Found(Arc::new(pod)))
+    }
+    async fn node(&self, _name: &str) -> Lookup<Arc<Node>> {
+        self.node
+            .clone()
+            .map_or(Lookup::NotFound, |node| Lookup::Found(Arc::new(node)))
+    }
+}
+
+fn pod() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-0", "namespace": "default", "uid": "pod-uid-1"},
+        "spec": {
+            "nodeName": "node-a", "terminationGracePeriodSeconds": 45,
+            "containers": [
+                {"name": "app", "image": "busybox", "ports": [{"name": "http", "containerPort": 8080}],
+                 "lifecycle": {"preStop": {"httpGet": {"path": "/drain", "port": "http"}}}},
+                {"name": "sidecar", "image": "busybox",
+                 "lifecycle": {"preStop": {"exec": {"command": ["sleep", "1"]}}}}
+            ],
+            "initContainers": [
+                {"name": "init", "image": "busybox"},
+                {"name": "proxy", "image": "busybox", "restartPolicy": "Always"}
+            ]
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {"name": "app", "containerID": "containerd://app-1", "restartCount": 2, "ready": true, "image": "busybox", "imageID": ""},
+                {"name": "sidecar", "containerID": "containerd://sidecar-1", "restartCount": 0, "ready": true, "image": "busybox", "imageID": ""}
+            ],
+            "initContainerStatuses": [
+                {"name": "init", "containerID": "containerd://init-1", "restartCount": 0, "ready": false, "image": "busybox", "imageID": ""},
+                {"name": "proxy", "containerID": "containerd://proxy-1", "restartCount": 1, "ready": true, "image": "busybox", "imageID": ""}
+            ]
+        }
+    })
+}
+
+fn cluster_with(pod: Value) -> Cluster {
+    Cluster {
+        pod: Some(serde_json::from_value(pod).unwrap()),
+        node: Some(serde_json::from_value(json!({"metadata": {"name": "node-a"}})).unwrap()),
+    }
+}
+
+fn crr(version: &str, spec: Value) -> Value {
+    json!({"apiVersion": format!("apps.kruise.io/{version}"), "kind": "ContainerRecreateRequest",
+           "metadata": {"name": "r", "namespace": "default"}, "spec": spec})
+}
+
+fn review_body(operation: &str, version: &str, object: Value, old: Option<Value>) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "apps.kruise.io", "version": version, "kind": "ContainerRecreateRequest"},
+            "resource": {"group": "apps.kruise.io", "version": version, "resource": "containerrecreaterequests"},
+            "name": "r", "namespace": "default", "operation": operation,
+            "userInfo": {"username": "tester"},
+            "object": object, "oldObject": old, "dryRun": false
+        }
+    }))
+    .unwrap()
+}
+
+/// Runs a review; returns the verdict, the response JSON and (when patched) the patched object.
+async fn run(
+    cluster: &Cluster,
+    operation: &str,
+    version: &str,
+    object: Value,
+    old: Option<Value>,
+) -> (Verdict, Value, Option<Value>) {
+    let body = review_body(operation, version, object.clone(), old);
+    let (review, verdict) = review::review_crr(&body, cluster, true).await;
+    let response = serde_json::to_value(&review).unwrap()["response"].clone();
+    // kube writes the patch bytes as a JSON array of numbers (Go's decoder accepts both forms).
+    let patched = response["patch"].as_array().map(|bytes| {
+        let bytes: Vec<u8> = bytes.iter().map(|b| b.as_u64().unwrap() as u8).collect();
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+        let mut patched = object.clone();
+        json_patch::patch(&mut patched, &patch).expect("patch applies to the raw object");
+        patched
+    });
+    (verdict, response, patched)
+}
+
+#[tokio::test]
+async fn create_defaults_and_injects_in_both_versions() {
+    let cluster = cluster_with(pod());
+    for version in ["v1alpha1", "v1beta1"] {
+        let object = crr(
+            version,
+            json!({"podName": "web-0", "containers": [{"name": "app"}, {"name": "sidecar"}, {"name": "proxy"}]}),
+        );
+        let (verdict, response, patched) = run(&cluster, "CREATE", version, object, None).await;
+        assert_eq!(verdict, Verdict::Patched, "{version}: {response}");
+        assert_eq!(response["allowed"], true);
+        let patched = patched.unwrap();
+        let labels = &patched["metadata"]["labels"];
+        assert_eq!(labels["crr.apps.kruise.io/active"], "true");
+        assert_eq!(labels["crr.apps.kruise.io/node-name"], "node-a");
+        assert_eq!(labels["crr.apps.kruise.io/pod-uid"], "pod-uid-1");
+        let spec = &patched["spec"];
+        assert_eq!(spec["strategy"]["failurePolicy"], "Fail");
+        assert_eq!(spec["strategy"]["terminationGracePeriodSeconds"], 45);
+        let app = &spec["containers"][0];
+        assert_eq!(
+            app["statusContext"],
+            json!({"containerID": "containerd://app-1", "restartCount": 2})
+        );
+        assert_eq!(app["preStop"]["httpGet"]["path"], "/drain");
+        assert_eq!(
+            app["ports"][0]["name"], "http",
+            "ports are copied for httpGet preStop"
+        );
+        let sidecar = &spec["containers"][1];
+        assert_eq!(sidecar["preStop"]["exec"]["command"], json!(["sleep", "1"]));
+        assert!(
+            sidecar.get("ports").is_none(),
+            "ports only travel with httpGet"
+        );
+        // (ours) native sidecars are recreatable, with the init container status.
+        assert_eq!(
+            spec["containers"][2]["statusContext"]["containerID"],
+            "containerd://proxy-1"
+        );
+    }
+}
+
+#[tokio::test]
+async fn explicit_strategy_values_are_kept() {
+    let cluster = cluster_with(pod());
+    let object = crr(
+        "v1beta1",
+        json!({"podName": "web-0", "containers": [{"name": "app"}],
+        "strategy": {"failurePolicy": "Ignore", "terminationGracePeriodSeconds": 0}}),
+    );
+    let (_, _, patched) = run(&cluster, "CREATE", "v1beta1", object, None).await;
+    let strategy = &patched.unwrap()["spec"]["strategy"];
+    assert_eq!(strategy["failurePolicy"], "Ignore");
+    assert_eq!(strategy["terminationGracePeriodSeconds"], 0);
+}
+
+async fn expect_denied(cluster: &Cluster, spec: Value, code: u16, message: &str) {
+    for version in ["v1alpha1", "v1beta1"] {
+        let (verdict, response, _) =
+            run(cluster, "CREATE", version, crr(version, spec.clone()), None).await;
+        assert!(
+            matches!(verdict, Verdict::Denied(_)),
+            "{version} {spec}: {response}"
+        );
+        assert_eq!(response["allowed"], false);
+        assert_eq!(response["status"]["code"], code, "{response}");
+        let text = response["status"]["message"].as_str().unwrap();
+        assert!(
+            text.contains(message),
+            "{version}: expected {message:?} in {text:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn create_rejections_carry_upstream_messages() {
+    let cluster = cluster_with(pod());
+    let cases = [
+        (
+            json!({"podName": "", "containers": [{"name": "app"}]}),
+            400,
+            "podName can not be empty",
+        ),
+        (
+            json!({"podName": "web-0", "containers": []}),
+            400,
+            "containers list can not be null",
+        ),
+        (
+            json!({"podName": "web-0", "containers": [{"name": "app"}], "activeDeadlineSeconds": 2}),
+            400,
+            "activeDeadlineSeconds can not be less than 3s",
+        ),
+        (
+            json!({"podName": "web-0", "containers": [{"name": "app"}], "strategy": {"terminationGracePeriodSeconds": -1}}),
+            400,
+            "terminationGracePeriodSeconds must be non-negative integer",
+        ),
+        (
+            json!({"podName": "web-0", "containers": [{"name": "app"}], "strategy": {"unreadyGracePeriodSeconds": -1}}),
+            400,
+            "unreadyGracePeriodSeconds must be non-negative integer",
+        ),
+        (
+            json!({"podName": "web-0", "containers": [{"name": "app"}], "strategy": {"failurePolicy": "Retry"}}),
+            400,
+            "unknown failurePolicy Retry",
+        ),
+        (
+            json!({"podName": "web-0", "containers": [{"name": "app"}, {"name": "app"}]}),
+            400,
+            "can not recreate app multi times",
+        ),
+        (
+            json!({"podName": "web-0", "containers": [{"name": "app", "statusContext": {"containerID": "x", "restartCount": 0}}]}),
+            400,
+            "ready-only fields",
+        ),
+        (
+            json!({"podName": "web-0", "containers": [{"name": "app", "preStop": {"exec": {"command": ["true"]}}}]}),
+            400,
+            "ready-only fields",
+        ),
+        (
+            json!({"podName": "web-0", "containers": [{"name": "nope"}]}),
+            400,
+            "container nope not found in Pod",
+        ),
+        (
+            json!({"podName": "web-0", "containers": [{"name": "init"}]}),
+            400,
+            "only native sidecars",
+        ),
+    ];
+    for (spec, code, message) in cases {
+        expect_denied(&cluster, spec, code, message).await;
+    }
+}
+
+#[tokio::test]
+async fn create_rejects_by_pod_state() {
+    let spec = json!({"podName": "web-0", "containers": [{"name": "app"}]});
+    expect_denied(
+        &Cluster {
+            pod: None,
+            node: None,
+        },
+        spec.clone(),
+        400,
+        "no found Pod named web-0",
+    )
+    .await;
+
+    let mut finished = pod();
+    finished["status"]["phase"] = "Succeeded".into();
+    expect_denied(&cluster_with(finished), spec.clone(), 400, "inactive Pod").await;
+
+    let mut deleting = pod();
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+    expect_denied(&cluster_with(deleting), spec.clone(), 400, "inactive Pod").await;
+
+    let mut pending = pod();
+    pending["spec"]["nodeName"] = Value::Null;
+    expect_denied(&cluster_with(pending), spec.clone(), 400, "pending Pod").await;
+
+    let mut no_node = cluster_with(pod());
+    no_node.node = None;
+    expect_denied(&no_node, spec.clone(), 400, "failed to get Node node-a").await;
+
+    let mut not_started = pod();
+    not_started["status"]["containerStatuses"][0]["containerID"] = "".into();
+    expect_denied(
+        &cluster_with(not_started),
+        spec.clone(),
+        400,
+        "maybe the container has not been initialized",
+    )
+    .await;
+
+    let mut no_status = pod();
+    no_status["status"]["containerStatuses"] = json!([]);
+    expect_denied(
+        &cluster_with(no_status),
+        spec.clone(),
+        400,
+        "not found app containerStatus",
+    )
+    .await;
+
+    // (ours) the kubelet would never start it again.
+    let mut never = pod();
+    never["spec"]["restartPolicy"] = "Never".into();
+    expect_denied(
+        &cluster_with(never),
+        spec.clone(),
+        400,
+        "would not be started again",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn lookup_failures_are_internal_errors() {
+    struct Broken;
+    impl ClusterLookup for Broken {
+        async fn pod(&self, _: &str, _: &str) -> Lookup<Arc<Pod>> {
+            Lookup::Failed("connection refused".into())
+        }
+        async fn node(&self, _: &str) -> Lookup<Arc<Node>> {
+            Lookup::NotFound
+        }
+    }
+    let body = review_body(
+        "CREATE",
+        "v1beta1",
+        crr(
+            "v1beta1",
+            json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+        ),
+        None,
+    );
+    let (review, _) = review::review_crr(&body, &Broken, true).await;
+    let response = serde_json::to_value(&review).unwrap()["response"].clone();
+    assert_eq!(response["status"]["code"], 500);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("connection refused")
+    );
+}
+
+#[tokio::test]
+async fn feature_gate_off_refuses_everything() {
+    let cluster = cluster_with(pod());
+    let body = review_body(
+        "CREATE",
+        "v1beta1",
+        crr(
+            "v1beta1",
+            json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+        ),
+        None,
+    );
+    let (review, verdict) = review::review_crr(&body, &cluster, false).await;
+    assert_eq!(verdict, Verdict::Denied("FeatureGateDisabled"));
+    let response = serde_json::to_value(&review).unwrap()["response"].clone();
+    assert_eq!(response["status"]["code"], 403);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("feature-gate KruiseDaemon is not enabled")
+    );
+}
+
+#[tokio::test]
+async fn update_keeps_spec_and_identity_labels_frozen() {
+    let cluster = cluster_with(pod());
+    let mut old = crr(
+        "v1beta1",
+        json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+    );
+    old["metadata"]["labels"] = json!({"crr.apps.kruise.io/pod-uid": "u", "crr.apps.kruise.io/node-name": "n", "crr.apps.kruise.io/active": "true"});
+    for version in ["v1alpha1", "v1beta1"] {
+        let mut old = old.clone();
+        old["apiVersion"] = format!("apps.kruise.io/{version}").into();
+
+        let mut relabelled = old.clone();
+        relabelled["metadata"]["labels"]["team"] = "a".into();
+        relabelled["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("crr.apps.kruise.io/active");
+        let (verdict, _, _) = run(&cluster, "UPDATE", version, relabelled, Some(old.clone())).await;
+        assert_eq!(
+            verdict,
+            Verdict::Allowed,
+            "other labels and active may change"
+        );
+
+        let mut changed_spec = old.clone();
+        changed_spec["spec"]["podName"] = "web-1".into();
+        let (_, response, _) =
+            run(&cluster, "UPDATE", version, changed_spec, Some(old.clone())).await;
+        assert_eq!(response["status"]["code"], 403);
+        assert_eq!(
+            response["status"]["message"],
+            "spec of ContainerRecreateRequest is immutable"
+        );
+
+        for key in ["crr.apps.kruise.io/pod-uid", "crr.apps.kruise.io/node-name"] {
+            let mut changed = old.clone();
+            changed["metadata"]["labels"][key] = "other".into();
+            let (_, response, _) =
+                run(&cluster, "UPDATE", version, changed, Some(old.clone())).await;
+            assert_eq!(response["status"]["code"], 403);
+            assert!(
+                response["status"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains(key)
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn v1alpha1_unready_acquired_annotation_is_immutable_once_set() {
+    let cluster = cluster_with(pod());
+    let mut old = crr(
+        "v1alpha1",
+        json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+    );
+    old["metadata"]["annotations"] =
+        json!({"crr.apps.kruise.io/unready-acquired": "2026-01-02T03:04:05Z"});
+    let mut changed = old.clone();
+    changed["metadata"]["annotations"]["crr.apps.kruise.io/unready-acquired"] =
+        "2026-01-02T03:09:05Z".into();
+    let (_, response, _) = run(&cluster, "UPDATE", "v1alpha1", changed, Some(old.clone())).await;
+    assert_eq!(response["status"]["code"], 403, "{response}");
+    let mut removed = old.clone();
+    removed["metadata"]["annotations"] = json!({});
+    let (verdict, _, _) = run(&cluster, "UPDATE", "v1alpha1", removed, Some(old.clone())).await;
+    assert!(matches!(verdict, Verdict::Denied("ImmutableAnnotation")));
+    let (verdict, _, _) = run(&cluster, "UPDATE", "v1alpha1", old.clone(), Some(old)).await;
+    assert_eq!(verdict, Verdict::Allowed);
+}
+
+#[tokio::test]
+async fn malformed_bodies_and_wrong_kinds_get_clean_answers() {
+    let cluster = cluster_with(pod());
+    for body in [&b""[..], b"{", b"[]", b"{\"request\": 5}", b"\xff\xfe"] {
+        let (review, verdict) = review::review_crr(body, &cluster, true).await;
+        assert_eq!(verdict, Verdict::Invalid);
+        assert!(!review.response.unwrap().allowed);
+    }
+    let mut body: Value = serde_json::from_slice(&review_body(
+        "CREATE",
+        "v1",
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}),
+        None,
+    ))
+    .unwrap();
+    body["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Pod"});
+    let (review, _) = review::review_crr(&serde_json::to_vec(&body).unwrap(), &cluster, true).await;
+    let response = review.response.unwrap();
+    assert!(!response.allowed);
+    assert_eq!(response.result.code, 400);
+    let (review, _) = review::review_crr(
+        &review_body("CREATE", "v9", crr("v9", json!({})), None),
+        &cluster,
+        true,
+    )
+    .await;
+    assert!(
+        review
+            .response
+            .unwrap()
+            .result
+            .message
+            .contains("unsupported apiVersion")
+    );
+}
+
+#[test]
+fn conversion_review_converts_every_object_and_reports_failures() {
+    let objects = json!([crr(
+        "v1alpha1",
+        json!({"podName": "p", "containers": [{"name": "app"}]})
+    )]);
+    let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "c-1", "desiredAPIVersion": "apps.kruise.io/v1beta1", "objects": objects}});
+    let review = serde_json::to_value(review::review_conversion(
+        &serde_json::to_vec(&body).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(review["response"]["uid"], "c-1");
+    assert_eq!(review["response"]["result"]["status"], "Success");
+    assert_eq!(
+        review["response"]["convertedObjects"][0]["apiVersion"],
+        "apps.kruise.io/v1beta1"
+    );
+
+    let mut bad = body.clone();
+    bad["request"]["desiredAPIVersion"] = "apps.kruise.io/v2".into();
+    let review = serde_json::to_value(review::review_conversion(
+        &serde_json::to_vec(&bad).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(review["response"]["result"]["status"], "Failure");
+
+    let review = serde_json::to_value(review::review_conversion(b"not json")).unwrap();
+    assert_eq!(review["response"]["result"]["status"], "Failure");
+}
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_bodies_never_panic(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let cluster = cluster_with(pod());
+        let _ = runtime.block_on(review::review_crr(&body, &cluster, true));
+        let _ = review::review_conversion(&body);
+    }
+}
