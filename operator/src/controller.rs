@@ -377,19 +377,7 @@ impl Executor<'_> {
     }
 
     async fn patch_crr(&mut self, action: &'static str, patch: Value) -> Result<Step, Error> {
-        let name = self.current.name_any();
-        match self
-            .crrs
-            .patch(&name, &params(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(updated) => {
-                self.current = updated;
-                Ok(Step::Continue)
-            }
-            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(Step::Stop),
-            Err(source) => Err(self.api_error(action, format!("crr {}", self.crr_key()), source)),
-        }
+        self.merge_patch_crr(action, patch, false).await
     }
 
     async fn patch_crr_status(
@@ -397,12 +385,25 @@ impl Executor<'_> {
         action: &'static str,
         patch: Value,
     ) -> Result<Step, Error> {
+        self.merge_patch_crr(action, patch, true).await
+    }
+
+    /// Merge-patches the CRR (its status subresource when `status`), keeping the answer as the
+    /// current object; a CRR deleted meanwhile stops the reconcile.
+    async fn merge_patch_crr(
+        &mut self,
+        action: &'static str,
+        patch: Value,
+        status: bool,
+    ) -> Result<Step, Error> {
         let name = self.current.name_any();
-        match self
-            .crrs
-            .patch_status(&name, &params(), &Patch::Merge(&patch))
-            .await
-        {
+        let patch = Patch::Merge(&patch);
+        let result = if status {
+            self.crrs.patch_status(&name, &params(), &patch).await
+        } else {
+            self.crrs.patch(&name, &params(), &patch).await
+        };
+        match result {
             Ok(updated) => {
                 self.current = updated;
                 Ok(Step::Continue)
