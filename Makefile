@@ -2,15 +2,22 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: demo test fmt-check clippy unit crd
+.PHONY: demo test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd
 
-## demo: show the system working. Until the local cluster lands (issue 4) this runs the real
-## admission + conversion code on the upstream sample CRR against a two-container pod.
-demo:
+## demo: show the system working: the local cluster comes up and recreates a container in
+## place, then the real admission + conversion code runs on the upstream sample CRR.
+demo: cluster-up
+	hack/cluster-smoke.sh
 	$(CARGO) run -q -p crr-webhook --example admit-sample
+	@echo "demo: the cluster keeps running; use it with: $$(hack/cluster.sh env); stop it with: make cluster-down"
 
-## test: everything CI runs.
-test: fmt-check clippy unit
+## test: everything CI runs: static checks, unit tests, then the cluster tests on the local
+## test bed (built and started by hack/, taken down afterwards).
+test: deps fmt-check clippy unit cluster-test
+
+## deps: the Debian packages the build and the test bed need (hack/install-deps.sh).
+deps:
+	hack/install-deps.sh
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -20,6 +27,19 @@ clippy:
 
 unit:
 	$(CARGO) test --workspace
+
+cluster-test:
+	hack/cluster-test.sh
+
+## cluster-up / cluster-down: the local Kubernetes test bed (hack/README.md).
+cluster-up: deps
+	hack/cluster.sh up
+
+cluster-down:
+	hack/cluster.sh down
+
+cluster-smoke:
+	hack/cluster-smoke.sh
 
 ## crd: regenerate crds/crr.yaml from the Rust types.
 crd:

@@ -13,7 +13,7 @@
 //! Gated pods carry a test label that the operator is told to select (`--readiness-gate-selector`),
 //! so the operator starts their `KruisePodReady` condition at True.
 //! The readiness tests need a running container: image `CRR_TEST_IMAGE` (default
-//! `registry.k8s.io/pause:3.10`) must be available to the cluster's nodes.
+//! `crr.local/pause:3.10`, which `hack/cluster.sh up` imports) must be on the cluster's nodes.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -248,7 +248,7 @@ async fn leader(client: &Client, namespace: &str) -> String {
 }
 
 fn image() -> String {
-    std::env::var("CRR_TEST_IMAGE").unwrap_or_else(|_| "registry.k8s.io/pause:3.10".to_owned())
+    std::env::var("CRR_TEST_IMAGE").unwrap_or_else(|_| "crr.local/pause:3.10".to_owned())
 }
 
 /// A pod bound to a node that does not exist: it exists (with a UID) but never runs.

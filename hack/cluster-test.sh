@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The cluster half of `make test`: brings the local test bed up (unless one
+# already runs), proves it with the smoke test, runs every crate's cluster
+# tests against it with CRR_CLUSTER_TESTS=1 (so a missing cluster fails
+# instead of skipping), and takes down what it started.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/versions.sh"
+. "$here/cluster-env.sh"
+
+started_here=0
+if ! "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then
+  "$here/cluster.sh" up
+  started_here=1
+fi
+finish() {
+  local rc=$?
+  if (( rc != 0 )); then
+    echo "cluster-test: failed; daemon logs are in $CLUSTER_DIR/logs" >&2
+    [[ "${CI:-}" == true ]] && for f in "$CLUSTER_DIR"/logs/*.log; do echo "--- $f"; tail -n 20 "$f"; done >&2
+  fi
+  if (( started_here )) && [[ "${CRR_KEEP_CLUSTER:-}" != 1 ]]; then "$here/cluster.sh" down; fi
+  exit "$rc"
+}
+trap finish EXIT
+
+"$here/cluster-smoke.sh"
+export KUBECONFIG="$KUBECONFIG_ADMIN" CRR_CLUSTER_TESTS=1
+cargo test --workspace --test '*cluster*'

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the test bed's images locally and imports them into the cluster's
+# containerd (namespace k8s.io), since there is no registry:
+#   crr.local/pause:3.10     the sandbox image (hack/images/pause.c, static)
+#   crr.local/busybox:1.35   Debian's static busybox, for test pods
+#   crr.local/<bin>:dev      each Rust binary of ours named in $CRR_IMAGES
+# Usage: hack/images.sh base | hack/images.sh crr BIN...
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/versions.sh"
+. "$here/cluster-env.sh"
+
+out="$CRR_CACHE/images"
+mkdir -p "$out"
+
+import() {
+  ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$1" >/dev/null
+  echo "images: imported $2"
+}
+
+# Copies an ELF program and the shared libraries it loads into ROOTFS.
+copy_with_libs() {
+  local bin="$1" rootfs="$2" dest="$3" lib
+  install -D -m 0755 "$bin" "$rootfs$dest"
+  for lib in $(ldd "$bin" 2>/dev/null | grep -oE '/[^ ]+' | sort -u); do
+    install -D -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
+  done
+}
+
+build_base() {
+  local rootfs
+  rootfs="$(mktemp -d)"
+  gcc -O2 -static -s -o "$rootfs/pause" "$here/images/pause.c"
+  "$here/oci-image.sh" "$rootfs" crr.local/pause:3.10 "$out/pause.tar" /pause
+  rm -rf "$rootfs"
+
+  rootfs="$(mktemp -d)"
+  mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc"
+  cp /bin/busybox "$rootfs/bin/busybox"
+  for applet in $("$rootfs/bin/busybox" --list); do
+    [[ -e "$rootfs/bin/$applet" ]] || ln -s busybox "$rootfs/bin/$applet"
+  done
+  echo 'root:x:0:0:root:/:/bin/sh' > "$rootfs/etc/passwd"
+  echo 'nobody:x:65534:65534:nobody:/:/bin/false' >> "$rootfs/etc/passwd"
+  "$here/oci-image.sh" "$rootfs" crr.local/busybox:1.35 "$out/busybox.tar" /bin/sh
+  rm -rf "$rootfs"
+
+  import "$out/pause.tar" crr.local/pause:3.10
+  import "$out/busybox.tar" crr.local/busybox:1.35
+}
+
+# Each argument is a built binary; its image is crr.local/<file name>:dev.
+build_crr() {
+  local bin name rootfs
+  for bin in "$@"; do
+    name="$(basename "$bin")"
+    rootfs="$(mktemp -d)"
+    copy_with_libs "$bin" "$rootfs" "/usr/local/bin/$name"
+    mkdir -p "$rootfs/tmp"
+    "$here/oci-image.sh" "$rootfs" "crr.local/$name:dev" "$out/$name.tar" "/usr/local/bin/$name"
+    rm -rf "$rootfs"
+    import "$out/$name.tar" "crr.local/$name:dev"
+  done
+}
+
+case "${1:-}" in
+  base) build_base ;;
+  crr) shift; build_crr "$@" ;;
+  *) echo "usage: $0 base | crr BIN..." >&2; exit 2 ;;
+esac

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the local test bed and the build need.
+# Idempotent: packages already present are not reinstalled.
+set -euo pipefail
+packages=(
+  containerd runc containernetworking-plugins   # the node's container runtime and pod network
+  iptables iproute2 conntrack util-linux        # kube-proxy, netns/veth, nsenter
+  openssl                                       # the cluster's certificates
+  buildah busybox-static                        # local images, imported into containerd
+  protobuf-compiler                             # CRI bindings of the node daemon
+  gcc libc6-dev                                 # the static pause program
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if (( ${#missing[@]} )); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "install-deps: ok"

@@ -1,0 +1,7 @@
+# Versions of the local test bed, in one place. Sourced by the hack/ scripts.
+# Kubernetes: the oldest minor our k8s-openapi feature (v1_33) targets, latest patch.
+KUBE_VERSION=v1.33.13
+# etcd: the server version Kubernetes v1.33 itself depends on (hack/k8s/go.mod).
+ETCD_VERSION=v3.5.21
+CRR_CACHE="${CRR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crr}"
+KUBE_BIN="$CRR_CACHE/kube-$KUBE_VERSION"
