@@ -1,0 +1,2 @@
+//! `kubectl crr`: recreate containers in place from the command line.
+fn main() {}

@@ -1,0 +1,1 @@
+//! The node daemon: recreates the containers a ContainerRecreateRequest names, through CRI.
