@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: demo test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd
+.PHONY: demo test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd manifests manifests-check
 
 ## demo: show the system working: the local cluster comes up and recreates a container in
 ## place, then the real admission + conversion code runs on the upstream sample CRR.
@@ -13,7 +13,7 @@ demo: cluster-up
 
 ## test: everything CI runs: static checks, unit tests, then the cluster tests on the local
 ## test bed (built and started by hack/, taken down afterwards).
-test: deps fmt-check clippy unit cluster-test
+test: deps fmt-check manifests-check clippy unit cluster-test
 
 ## deps: the Debian packages the build and the test bed need (hack/install-deps.sh).
 deps:
@@ -41,6 +41,14 @@ cluster-down:
 cluster-smoke:
 	hack/cluster-smoke.sh
 
-## crd: regenerate crds/crr.yaml from the Rust types.
+## crd: regenerate crds/crr.yaml from the Rust types, then the install manifests.
 crd:
 	$(CARGO) run -q -p crr-crds --bin crdgen crds/crr.yaml
+	hack/render-manifests.sh
+
+## manifests: render the Helm chart (the source of truth) into the kustomize base.
+manifests:
+	hack/render-manifests.sh
+
+manifests-check:
+	hack/render-manifests.sh --check

@@ -5,3 +5,6 @@ KUBE_VERSION=v1.33.13
 ETCD_VERSION=v3.5.21
 CRR_CACHE="${CRR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crr}"
 KUBE_BIN="$CRR_CACHE/kube-$KUBE_VERSION"
+# Helm: renders manifests/helm/crr in tests; v3.18 is built on the same k8s.io v0.33 modules.
+HELM_VERSION=v3.18.6
+HELM_BIN="$CRR_CACHE/helm-$HELM_VERSION"
