@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds crr's three binaries, turns them into images in the test bed's containerd, installs
+# everything with `kubectl apply -k manifests/overlays/local` and waits until the operator,
+# the webhook and the node daemon are ready and the webhook has published its CA.
+#   CRR_PROFILE=release hack/install.sh   (default: dev, the build the tests already made)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/versions.sh"
+. "$here/cluster-env.sh"
+root="$here/.."
+kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
+started=$(date +%s)
+step() { echo "install: $* ($(( $(date +%s) - started ))s)" >&2; }
+
+profile="${CRR_PROFILE:-dev}"
+dir=debug; [[ $profile == dev ]] || dir="$profile"
+bins=(crr-operator crr-webhook crr-node-daemon)
+step "building ${bins[*]} ($profile)"
+(cd "$root" && cargo build -q --profile "$profile" -p crr-operator -p crr-webhook -p crr-node-daemon)
+step "images"
+"$here/images.sh" crr "${bins[@]/#/$root/target/$dir/}"
+
+step "applying manifests/overlays/local"
+kubectl apply --server-side --force-conflicts -k "$root/manifests/overlays/local" >/dev/null
+# Same tag, new image: restart so the pods run what was just built.
+kubectl -n crr-system rollout restart deployment/crr-operator deployment/crr-webhook daemonset/crr-node-daemon >/dev/null
+for workload in deployment/crr-webhook deployment/crr-operator daemonset/crr-node-daemon; do
+  kubectl -n crr-system rollout status "$workload" --timeout=180s >/dev/null ||
+    { kubectl -n crr-system get pods -o wide >&2; kubectl -n crr-system logs "$workload" --tail=30 >&2 || true; exit 1; }
+  step "$workload ready"
+done
+
+ca_published() {
+  [[ -n "$(kubectl get mutatingwebhookconfiguration crr-webhook -o 'jsonpath={.webhooks[0].clientConfig.caBundle}')" ]] &&
+  [[ -n "$(kubectl get validatingwebhookconfiguration crr-webhook -o 'jsonpath={.webhooks[0].clientConfig.caBundle}')" ]] &&
+  [[ -n "$(kubectl get crd containerrecreaterequests.apps.kruise.io -o 'jsonpath={.spec.conversion.webhook.clientConfig.caBundle}')" ]]
+}
+deadline=$(( $(date +%s) + 60 ))
+until ca_published; do
+  (( $(date +%s) < deadline )) || { echo "install: the webhook did not publish its CA within 60s" >&2; exit 1; }
+  sleep 1
+done
+step "webhook CA published; crr is installed"

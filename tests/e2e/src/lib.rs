@@ -1,0 +1,501 @@
+//! The end-to-end harness: crr installed from `manifests/` (hack/install.sh) on the local test
+//! bed, driven through the real API server as a user would. Each scenario gets a fresh
+//! namespace (labelled `crr-e2e=true`), deleted afterwards unless `CRR_KEEP_NAMESPACES=1`.
+//!
+//! This crate decides nothing about CRRs: it creates objects, waits on watches with timeouts and
+//! reads what the components did.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail, ensure};
+use crr_crds::keys;
+use crr_crds::v1beta1::ContainerRecreateRequest;
+use k8s_openapi::api::core::v1::{ContainerStatus, Namespace, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::wait::{Condition, await_condition};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+
+/// Namespace the components are installed in.
+pub const SYSTEM_NAMESPACE: &str = "crr-system";
+/// Image every test pod runs (imported by hack/cluster.sh).
+pub const BUSYBOX: &str = "crr.local/busybox:1.35";
+
+pub type ScenarioFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+
+/// One scenario: a name and the test, given its own namespace.
+pub struct Scenario {
+    pub name: &'static str,
+    pub run: fn(Ctx) -> ScenarioFuture,
+}
+
+/// What a scenario works with: a client and its namespace.
+#[derive(Clone)]
+pub struct Ctx {
+    pub client: Client,
+    pub namespace: String,
+}
+
+/// The API versions a CRR can be written in.
+#[derive(Clone, Copy, Debug)]
+pub enum Version {
+    V1alpha1,
+    V1beta1,
+}
+
+impl Version {
+    fn api_resource(self) -> ApiResource {
+        let version = match self {
+            Version::V1alpha1 => keys::V1ALPHA1,
+            Version::V1beta1 => keys::V1BETA1,
+        };
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(keys::GROUP, version, keys::KIND),
+            keys::PLURAL,
+        )
+    }
+}
+
+impl Ctx {
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub fn crrs(&self) -> Api<ContainerRecreateRequest> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// CRRs in a given served version, as plain JSON objects.
+    pub fn crrs_in(&self, version: Version) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            &self.namespace,
+            &version.api_resource(),
+        )
+    }
+
+    /// A running pod with two long-running containers, `app` and `sidecar`, sharing an
+    /// emptyDir at /data. `customize` edits the pod JSON before it is created (hooks, labels).
+    pub async fn two_container_pod(
+        &self,
+        name: &str,
+        customize: impl FnOnce(&mut Value),
+    ) -> anyhow::Result<Pod> {
+        let container = |name: &str| {
+            json!({
+                "name": name,
+                "image": BUSYBOX,
+                "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"],
+                "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            })
+        };
+        let mut pod = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {
+                "terminationGracePeriodSeconds": 3,
+                "containers": [container("app"), container("sidecar")],
+                "volumes": [{"name": "data", "emptyDir": {}}],
+            },
+        });
+        customize(&mut pod);
+        let pod: Pod = serde_json::from_value(pod).context("test pod JSON")?;
+        self.pods()
+            .create(&PostParams::default(), &pod)
+            .await
+            .with_context(|| format!("creating pod {name}"))?;
+        self.wait_pod(name, "Ready", Duration::from_secs(90), pod_ready)
+            .await
+    }
+
+    /// Waits (by watch) until `condition` holds for the pod; the pod must exist.
+    pub async fn wait_pod(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        condition: impl Fn(&Pod) -> bool,
+    ) -> anyhow::Result<Pod> {
+        let found = wait(self.pods(), name, timeout, move |pod: Option<&Pod>| {
+            pod.is_some_and(&condition)
+        })
+        .await
+        .with_context(|| format!("pod {name} never became {what}"))?;
+        found.ok_or_else(|| anyhow!("pod {name} vanished"))
+    }
+
+    /// Creates a CRR from JSON (`apiVersion` and `kind` are filled in) in `version`.
+    pub async fn create_crr(&self, version: Version, crr: Value) -> anyhow::Result<String> {
+        let mut crr = crr;
+        crr["apiVersion"] = json!(format!("{}/{}", keys::GROUP, version_str(version)));
+        crr["kind"] = json!(keys::KIND);
+        let object: DynamicObject = serde_json::from_value(crr).context("CRR JSON")?;
+        let created = self
+            .crrs_in(version)
+            .create(&PostParams::default(), &object)
+            .await
+            .context("creating the ContainerRecreateRequest")?;
+        Ok(created.name_any())
+    }
+
+    /// Waits until the CRR is Completed and returns it (v1beta1 view).
+    pub async fn wait_completed(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<ContainerRecreateRequest> {
+        let found = wait(
+            self.crrs(),
+            name,
+            timeout,
+            |crr: Option<&ContainerRecreateRequest>| {
+                crr.is_some_and(ContainerRecreateRequest::is_completed)
+            },
+        )
+        .await
+        .with_context(|| format!("ContainerRecreateRequest {name} never Completed"))?;
+        found.ok_or_else(|| anyhow!("ContainerRecreateRequest {name} vanished"))
+    }
+
+    /// Runs a command in a container of a pod (through the real kubelet) and returns stdout.
+    pub async fn exec(&self, pod: &str, container: &str, command: &str) -> anyhow::Result<String> {
+        let output = kubectl(&[
+            "-n",
+            &self.namespace,
+            "exec",
+            pod,
+            "-c",
+            container,
+            "--",
+            "sh",
+            "-c",
+            command,
+        ])
+        .await?;
+        ensure!(
+            output.status.success(),
+            "exec {command:?} in {pod}/{container} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+fn version_str(version: Version) -> &'static str {
+    match version {
+        Version::V1alpha1 => keys::V1ALPHA1,
+        Version::V1beta1 => keys::V1BETA1,
+    }
+}
+
+/// Waits with a watch until `condition` holds, failing after `timeout`.
+pub async fn wait<K>(
+    api: Api<K>,
+    name: &str,
+    timeout: Duration,
+    condition: impl Condition<K>,
+) -> anyhow::Result<Option<K>>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    tokio::time::timeout(timeout, await_condition(api, name, condition))
+        .await
+        .map_err(|_| anyhow!("timed out after {}s", timeout.as_secs()))?
+        .context("watching")
+}
+
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        })
+}
+
+/// The status of one container of a pod.
+pub fn container<'a>(pod: &'a Pod, name: &str) -> anyhow::Result<&'a ContainerStatus> {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.container_statuses.as_ref())
+        .and_then(|statuses| statuses.iter().find(|status| status.name == name))
+        .ok_or_else(|| anyhow!("pod {} has no status for container {name}", pod.name_any()))
+}
+
+/// The container ID and restart count of one container.
+pub fn id_and_restarts(pod: &Pod, name: &str) -> anyhow::Result<(String, i32)> {
+    let status = container(pod, name)?;
+    Ok((
+        status.container_id.clone().unwrap_or_default(),
+        status.restart_count,
+    ))
+}
+
+/// Runs the test bed's kubectl (same version as the cluster) with the admin kubeconfig.
+pub async fn kubectl(args: &[&str]) -> anyhow::Result<std::process::Output> {
+    kubectl_with_stdin(args, None).await
+}
+
+pub async fn kubectl_with_stdin(
+    args: &[&str],
+    stdin: Option<&str>,
+) -> anyhow::Result<std::process::Output> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut command = tokio::process::Command::new(kubectl_path());
+    command
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().context("starting kubectl")?;
+    if let Some(mut pipe) = child.stdin.take() {
+        if let Some(input) = stdin {
+            pipe.write_all(input.as_bytes()).await?;
+        }
+        drop(pipe);
+    }
+    child.wait_with_output().await.context("running kubectl")
+}
+
+fn kubectl_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("CRR_KUBECTL") {
+        return path.into();
+    }
+    let home = std::env::var_os("HOME").unwrap_or_default();
+    PathBuf::from(home).join(".cache/crr/kube-v1.33.13/kubectl")
+}
+
+/// The containerd socket of the test bed's node, for scenarios that act on a container behind
+/// the kubelet's back (as a crash would).
+pub fn containerd_socket() -> String {
+    let dir = std::env::var("CRR_CLUSTER_DIR").unwrap_or_else(|_| "/var/lib/crr-cluster".into());
+    format!("{dir}/containerd/containerd.sock")
+}
+
+/// Kills a container's task through containerd, so the kubelet restarts it.
+pub async fn kill_container(container_id: &str) -> anyhow::Result<()> {
+    let id = container_id.trim_start_matches("containerd://");
+    let output = tokio::process::Command::new("ctr")
+        .args([
+            "--address",
+            &containerd_socket(),
+            "-n",
+            "k8s.io",
+            "tasks",
+            "kill",
+            "-s",
+            "SIGKILL",
+            id,
+        ])
+        .output()
+        .await
+        .context("running ctr")?;
+    ensure!(
+        output.status.success(),
+        "ctr tasks kill {id}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
+}
+
+/// Outcome of one scenario, for the timing table.
+pub struct Outcome {
+    pub name: &'static str,
+    pub elapsed: Duration,
+    pub error: Option<anyhow::Error>,
+}
+
+/// Runs the scenarios one after another (several of them kill components on purpose), each in
+/// its own namespace, and prints a timing table. Returns whether all passed.
+pub async fn run_all(client: Client, scenarios: &[Scenario], filter: Option<&str>) -> bool {
+    let mut outcomes = Vec::new();
+    for scenario in scenarios {
+        if filter.is_some_and(|filter| !scenario.name.contains(filter)) {
+            continue;
+        }
+        println!("e2e: {} ...", scenario.name);
+        let start = Instant::now();
+        let result = run_one(client.clone(), scenario).await;
+        let elapsed = start.elapsed();
+        match &result {
+            Ok(()) => println!("e2e: {} ok ({:.1}s)", scenario.name, elapsed.as_secs_f64()),
+            Err(error) => println!(
+                "e2e: {} FAILED ({:.1}s): {error:#}",
+                scenario.name,
+                elapsed.as_secs_f64()
+            ),
+        }
+        outcomes.push(Outcome {
+            name: scenario.name,
+            elapsed,
+            error: result.err(),
+        });
+    }
+    print_table(&outcomes);
+    outcomes.iter().all(|outcome| outcome.error.is_none())
+}
+
+async fn run_one(client: Client, scenario: &Scenario) -> anyhow::Result<()> {
+    let namespace = create_namespace(&client, scenario.name).await?;
+    let ctx = Ctx {
+        client: client.clone(),
+        namespace: namespace.clone(),
+    };
+    let result = (scenario.run)(ctx.clone()).await;
+    if result.is_err() {
+        dump_namespace(&namespace).await;
+    }
+    if std::env::var("CRR_KEEP_NAMESPACES").as_deref() != Ok("1") {
+        let namespaces: Api<Namespace> = Api::all(client);
+        let _ = namespaces
+            .delete(&namespace, &DeleteParams::default())
+            .await;
+    }
+    result
+}
+
+async fn create_namespace(client: &Client, scenario: &str) -> anyhow::Result<String> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let suffix = std::process::id() ^ (jiff::Timestamp::now().subsec_nanosecond() as u32);
+    let name = format!("e2e-{scenario}-{:05x}", suffix & 0xfffff);
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some([("crr-e2e".to_owned(), "true".to_owned())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .with_context(|| format!("creating namespace {name}"))?;
+    // Pods need the namespace's default ServiceAccount, which the controller manager adds.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), &name);
+    wait(
+        accounts,
+        "default",
+        Duration::from_secs(30),
+        |account: Option<&_>| account.is_some(),
+    )
+    .await
+    .context("default ServiceAccount")?;
+    Ok(name)
+}
+
+async fn dump_namespace(namespace: &str) {
+    for args in [
+        vec![
+            "-n",
+            namespace,
+            "get",
+            "pods,containerrecreaterequests.apps.kruise.io",
+            "-o",
+            "yaml",
+        ],
+        vec!["-n", namespace, "get", "events", "--sort-by=.lastTimestamp"],
+        vec![
+            "-n",
+            SYSTEM_NAMESPACE,
+            "logs",
+            "-l",
+            "app.kubernetes.io/name=crr-node-daemon",
+            "--tail=40",
+        ],
+        vec![
+            "-n",
+            SYSTEM_NAMESPACE,
+            "logs",
+            "-l",
+            "app.kubernetes.io/name=crr-operator",
+            "--tail=40",
+        ],
+    ] {
+        if let Ok(output) = kubectl(&args).await {
+            println!(
+                "--- kubectl {}\n{}{}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+}
+
+fn print_table(outcomes: &[Outcome]) {
+    println!();
+    println!("| scenario | result | seconds |");
+    println!("|---|---|---|");
+    for outcome in outcomes {
+        println!(
+            "| {} | {} | {:.1} |",
+            outcome.name,
+            if outcome.error.is_none() {
+                "pass"
+            } else {
+                "FAIL"
+            },
+            outcome.elapsed.as_secs_f64()
+        );
+    }
+    let total: f64 = outcomes.iter().map(|o| o.elapsed.as_secs_f64()).sum();
+    println!(
+        "| total | {}/{} passed | {total:.1} |",
+        outcomes.iter().filter(|o| o.error.is_none()).count(),
+        outcomes.len()
+    );
+}
+
+/// Whether crr is installed and ready on the cluster the client talks to: the reason if not.
+pub async fn installed(client: &Client) -> Result<(), String> {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    for name in ["crr-operator", "crr-webhook"] {
+        let deployment = deployments
+            .get_opt(name)
+            .await
+            .map_err(|error| format!("reading deployment {name}: {error}"))?
+            .ok_or_else(|| {
+                format!("deployment {SYSTEM_NAMESPACE}/{name} not found (run hack/install.sh)")
+            })?;
+        let ready = deployment
+            .status
+            .and_then(|status| status.ready_replicas)
+            .unwrap_or(0);
+        if ready == 0 {
+            return Err(format!("deployment {name} has no ready replica"));
+        }
+    }
+    Ok(())
+}
+
+/// Parses an RFC 3339 time from the API.
+pub fn timestamp(time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> jiff::Timestamp {
+    time.0
+}
+
+/// Fails with `message` unless `condition`.
+pub fn check(condition: bool, message: impl FnOnce() -> String) -> anyhow::Result<()> {
+    if !condition {
+        bail!(message());
+    }
+    Ok(())
+}
+
+/// The object's UID, or an error.
+pub fn uid<K: kube::Resource>(object: &K) -> anyhow::Result<String> {
+    object
+        .meta()
+        .uid
+        .clone()
+        .ok_or_else(|| anyhow!("object without uid"))
+}

@@ -1,0 +1,685 @@
+//! End-to-end scenarios (spec section 5 plus issue 8's), against crr installed from
+//! manifests/ on the local test bed. `cargo test -p crr-e2e --test e2e [-- FILTER]`.
+//! Without an installed crr the suite prints why and passes, unless `CRR_CLUSTER_TESTS=1`.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, ensure};
+use crr_crds::keys;
+use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use crr_e2e::{
+    Ctx, Scenario, Version, check, container, id_and_restarts, kill_container, kubectl,
+    kubectl_with_stdin, pod_ready, timestamp, uid, wait,
+};
+use futures::StreamExt as _;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+
+const COMPLETION: Duration = Duration::from_secs(70);
+
+fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "simple",
+            run: |ctx| Box::pin(simple(ctx)),
+        },
+        Scenario {
+            name: "two-containers",
+            run: |ctx| Box::pin(two_containers(ctx)),
+        },
+        Scenario {
+            name: "post-start",
+            run: |ctx| Box::pin(post_start(ctx)),
+        },
+        Scenario {
+            name: "pre-stop",
+            run: |ctx| Box::pin(pre_stop(ctx)),
+        },
+        Scenario {
+            name: "force-recreate",
+            run: |ctx| Box::pin(force_recreate(ctx, true)),
+        },
+        Scenario {
+            name: "already-restarted",
+            run: |ctx| Box::pin(force_recreate(ctx, false)),
+        },
+        Scenario {
+            name: "v1beta1-ordered",
+            run: |ctx| Box::pin(v1beta1_ordered(ctx)),
+        },
+        Scenario {
+            name: "conversion",
+            run: |ctx| Box::pin(conversion(ctx)),
+        },
+        Scenario {
+            name: "invalid-refused",
+            run: |ctx| Box::pin(invalid_refused(ctx)),
+        },
+        Scenario {
+            name: "endpoints-drain",
+            run: |ctx| Box::pin(endpoints_drain(ctx)),
+        },
+        Scenario {
+            name: "active-deadline",
+            run: |ctx| Box::pin(active_deadline(ctx)),
+        },
+        Scenario {
+            name: "target-pod-deleted",
+            run: |ctx| Box::pin(target_pod_deleted(ctx)),
+        },
+        Scenario {
+            name: "daemon-deleted",
+            run: |ctx| Box::pin(daemon_deleted(ctx)),
+        },
+        Scenario {
+            name: "leader-deleted",
+            run: |ctx| Box::pin(leader_deleted(ctx)),
+        },
+    ]
+}
+
+fn main() {
+    let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let passed = runtime.block_on(async move {
+        let required = std::env::var("CRR_CLUSTER_TESTS").as_deref() == Ok("1");
+        let client = match Client::try_default().await {
+            Ok(client) => client,
+            Err(error) => return skip(required, &format!("no cluster: {error}")),
+        };
+        if let Err(reason) = crr_e2e::installed(&client).await {
+            return skip(required, &reason);
+        }
+        crr_e2e::run_all(client, &scenarios(), filter.as_deref()).await
+    });
+    if !passed {
+        std::process::exit(1);
+    }
+}
+
+fn skip(required: bool, reason: &str) -> bool {
+    if required {
+        eprintln!("e2e: CRR_CLUSTER_TESTS=1 but crr is not usable: {reason}");
+        return false;
+    }
+    println!("SKIPPED: {reason}. Run `make test` (or hack/cluster.sh up && hack/install.sh).");
+    true
+}
+
+/// Pod with the readiness gate injected by the webhook (opt-in label).
+fn gated(pod: &mut Value) {
+    pod["metadata"]["labels"][keys::LABEL_READINESS_GATE] = json!("true");
+}
+
+fn plain(_: &mut Value) {}
+
+// 1. Simple, through the v1alpha1 API: defaults, labels, statusContext, completion, TTL.
+async fn simple(ctx: Ctx) -> anyhow::Result<()> {
+    let pod = ctx.two_container_pod("simple", plain).await?;
+    let (app_id, _) = id_and_restarts(&pod, "app")?;
+    let (sidecar_id, _) = id_and_restarts(&pod, "sidecar")?;
+    let name = ctx
+        .create_crr(
+            Version::V1alpha1,
+            json!({
+                "metadata": {"name": "simple"},
+                "spec": {"podName": "simple", "containers": [{"name": "app"}],
+                         "strategy": {"minStartedSeconds": 5}, "ttlSecondsAfterFinished": 3},
+            }),
+        )
+        .await?;
+    let created = ctx.crrs().get(&name).await?;
+    let labels = created.labels();
+    check(labels.get(keys::LABEL_POD_UID) == Some(&uid(&pod)?), || {
+        format!("pod-uid label: {labels:?}")
+    })?;
+    check(
+        labels.get(keys::LABEL_NODE_NAME).map(String::as_str)
+            == pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        || format!("node-name label: {labels:?}"),
+    )?;
+    check(
+        labels.get(keys::LABEL_ACTIVE).map(String::as_str) == Some("true"),
+        || format!("active label: {labels:?}"),
+    )?;
+    check(
+        created.strategy().failure_policy.as_deref() == Some("Fail"),
+        || format!("failurePolicy not defaulted: {:?}", created.spec.strategy),
+    )?;
+    let context = created.spec.containers[0]
+        .status_context
+        .clone()
+        .unwrap_or_default();
+    check(context.container_id == app_id, || {
+        format!("statusContext {context:?} vs {app_id}")
+    })?;
+
+    let done = ctx.wait_completed(&name, COMPLETION).await?;
+    let status = done.status.clone().unwrap_or_default();
+    let completion = status
+        .completion_time
+        .as_ref()
+        .ok_or_else(|| anyhow!("no completionTime"))?;
+    check(!done.labels().contains_key(keys::LABEL_ACTIVE), || {
+        format!("active label kept: {:?}", done.labels())
+    })?;
+    let states = &status.container_recreate_states;
+    check(
+        states.len() == 1
+            && states[0].name == "app"
+            && states[0].phase == Phase::Succeeded
+            && states[0].is_killed,
+        || format!("states: {states:?}"),
+    )?;
+    let pod = ctx
+        .wait_pod("simple", "Ready", Duration::from_secs(30), pod_ready)
+        .await?;
+    let (new_id, restarts) = id_and_restarts(&pod, "app")?;
+    check(new_id != app_id && restarts == 1, || {
+        format!("app: {new_id} restarts {restarts}")
+    })?;
+    check(id_and_restarts(&pod, "sidecar")?.0 == sidecar_id, || {
+        "sidecar was restarted".into()
+    })?;
+    let started = container(&pod, "app")?
+        .state
+        .as_ref()
+        .and_then(|state| state.running.as_ref())
+        .and_then(|running| running.started_at.as_ref())
+        .ok_or_else(|| anyhow!("app not running"))?;
+    let gap = timestamp(completion).duration_since(timestamp(started));
+    check(gap.as_secs() >= 4, || {
+        format!("completed {gap:?} after the new app started (minStartedSeconds 5)")
+    })?;
+
+    // TTL 3s: the operator deletes it.
+    wait(
+        ctx.crrs(),
+        &name,
+        Duration::from_secs(20),
+        |crr: Option<&ContainerRecreateRequest>| crr.is_none(),
+    )
+    .await
+    .context("CRR not deleted after ttlSecondsAfterFinished")?;
+    Ok(())
+}
+
+// 1b. Both containers of another pod.
+async fn two_containers(ctx: Ctx) -> anyhow::Result<()> {
+    let pod = ctx.two_container_pod("both", plain).await?;
+    let before = [
+        id_and_restarts(&pod, "app")?,
+        id_and_restarts(&pod, "sidecar")?,
+    ];
+    let name = ctx
+        .create_crr(
+            Version::V1alpha1,
+            json!({"metadata": {"generateName": "both-"},
+                   "spec": {"podName": "both", "containers": [{"name": "app"}, {"name": "sidecar"}]}}),
+        )
+        .await?;
+    let done = ctx.wait_completed(&name, COMPLETION).await?;
+    succeeded(&done, 2)?;
+    let pod = ctx
+        .wait_pod("both", "Ready", Duration::from_secs(30), pod_ready)
+        .await?;
+    for (index, container) in ["app", "sidecar"].into_iter().enumerate() {
+        let (id, restarts) = id_and_restarts(&pod, container)?;
+        check(id != before[index].0 && restarts == 1, || {
+            format!("{container}: {id} restarts {restarts}")
+        })?;
+    }
+    Ok(())
+}
+
+fn succeeded(crr: &ContainerRecreateRequest, count: usize) -> anyhow::Result<()> {
+    let status = crr.status.clone().unwrap_or_default();
+    let states = &status.container_recreate_states;
+    check(
+        status.phase == Some(Phase::Completed)
+            && states.len() == count
+            && states.iter().all(|state| state.phase == Phase::Succeeded),
+        || {
+            format!(
+                "phase {:?} states {states:?} message {:?}",
+                status.phase, status.message
+            )
+        },
+    )
+}
+
+// 2. postStart runs again in the new container; the emptyDir survives.
+async fn post_start(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("hooks", |pod| {
+        pod["spec"]["containers"][0]["lifecycle"] =
+            json!({"postStart": {"exec": {"command": ["sh", "-c", "echo started >> /data/post-start"]}}});
+    })
+    .await?;
+    ctx.exec("hooks", "sidecar", "echo kept > /data/marker")
+        .await?;
+    let name = ctx
+        .create_crr(Version::V1alpha1, json!({"metadata": {"name": "hooks"}, "spec": {"podName": "hooks", "containers": [{"name": "app"}]}}))
+        .await?;
+    succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)?;
+    let runs = ctx.exec("hooks", "sidecar", "cat /data/post-start").await?;
+    check(runs.lines().count() == 2, || {
+        format!("postStart ran {} times: {runs:?}", runs.lines().count())
+    })?;
+    let kept = ctx.exec("hooks", "sidecar", "cat /data/marker").await?;
+    check(kept.trim() == "kept", || {
+        format!("emptyDir content lost: {kept:?}")
+    })?;
+    Ok(())
+}
+
+// 3. preStop: injected from the pod, run by the daemon before the kill.
+async fn pre_stop(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("prestop", |pod| {
+        pod["spec"]["containers"][0]["lifecycle"] =
+            json!({"preStop": {"exec": {"command": ["sh", "-c", "echo stopping >> /data/pre-stop"]}}});
+    })
+    .await?;
+    let name = ctx
+        .create_crr(Version::V1beta1, json!({"metadata": {"name": "prestop"}, "spec": {"podName": "prestop", "containers": [{"name": "app"}]}}))
+        .await?;
+    let created = ctx.crrs().get(&name).await?;
+    check(
+        created.spec.containers[0]
+            .pre_stop
+            .as_ref()
+            .and_then(|hook| hook.exec.as_ref())
+            .is_some(),
+        || format!("preStop not injected: {:?}", created.spec.containers[0]),
+    )?;
+    succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)?;
+    let runs = ctx.exec("prestop", "sidecar", "cat /data/pre-stop").await?;
+    check(runs.lines().count() == 1, || {
+        format!("preStop ran {} times: {runs:?}", runs.lines().count())
+    })?;
+    let pod = ctx.pods().get("prestop").await?;
+    check(id_and_restarts(&pod, "app")?.1 == 1, || {
+        "app not restarted once".into()
+    })?;
+    Ok(())
+}
+
+// 4. A container restarted after the CRR was made: forceRecreate kills it again (restartCount
+// 2); without it, the restart counts as the recreate (restartCount 1).
+async fn force_recreate(ctx: Ctx, force: bool) -> anyhow::Result<()> {
+    let pod = ctx.two_container_pod("force", gated).await?;
+    let (app_id, _) = id_and_restarts(&pod, "app")?;
+    // The unready grace holds the daemon back for 8s, time for the crash to happen first.
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "force"},
+                   "spec": {"podName": "force", "containers": [{"name": "app"}],
+                            "strategy": {"forceRecreate": force, "unreadyGracePeriodSeconds": 8}}}),
+        )
+        .await?;
+    kill_container(&app_id).await?;
+    ctx.wait_pod("force", "restarted", Duration::from_secs(30), |pod| {
+        id_and_restarts(pod, "app").is_ok_and(|(_, restarts)| restarts == 1)
+    })
+    .await?;
+    succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)?;
+    let pod = ctx
+        .wait_pod("force", "Ready", Duration::from_secs(30), pod_ready)
+        .await?;
+    let expected = if force { 2 } else { 1 };
+    let (_, restarts) = id_and_restarts(&pod, "app")?;
+    check(restarts == expected, || {
+        format!("forceRecreate={force}: restartCount {restarts}, want {expected}")
+    })
+}
+
+// 5. v1beta1 with orderedRecreate: the sidecar goes only once app is back and Ready; the
+// snapshot is in the status.
+async fn v1beta1_ordered(ctx: Ctx) -> anyhow::Result<()> {
+    let pod = ctx.two_container_pod("ordered", plain).await?;
+    let (app_id, _) = id_and_restarts(&pod, "app")?;
+    let (sidecar_id, _) = id_and_restarts(&pod, "sidecar")?;
+    // Record every pod state the API server shows while the CRR runs.
+    let pods = ctx.pods();
+    let recorder = tokio::spawn(async move {
+        let config = watcher::Config::default().fields("metadata.name=ordered");
+        let mut stream = watcher(pods, config).applied_objects().boxed();
+        let mut seen = Vec::new();
+        while let Some(Ok(pod)) = stream.next().await {
+            seen.push(pod);
+        }
+        seen
+    });
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "ordered"},
+                   "spec": {"podName": "ordered", "containers": [{"name": "app"}, {"name": "sidecar"}],
+                            "strategy": {"orderedRecreate": true}}}),
+        )
+        .await?;
+    let done = ctx.wait_completed(&name, COMPLETION).await?;
+    succeeded(&done, 2)?;
+    let status = done.status.clone().unwrap_or_default();
+    check(!status.container_status_snapshot.is_empty(), || {
+        "containerStatusSnapshot empty".into()
+    })?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    recorder.abort();
+    let seen = recorder.await.unwrap_or_default();
+    let first_new_sidecar = seen
+        .iter()
+        .find(|pod| {
+            id_and_restarts(pod, "sidecar").is_ok_and(|(id, _)| id != sidecar_id && !id.is_empty())
+        })
+        .ok_or_else(|| {
+            anyhow!(
+                "never saw the sidecar recreated ({} pod states)",
+                seen.len()
+            )
+        })?;
+    let app = container(first_new_sidecar, "app")?;
+    check(
+        app.container_id.as_deref().is_some_and(|id| id != app_id) && app.ready,
+        || {
+            format!(
+                "sidecar recreated while app was {:?} ready={}",
+                app.container_id, app.ready
+            )
+        },
+    )
+}
+
+// 6. One object, two versions: typed status on the v1beta1 view, legacy annotations on v1alpha1.
+async fn conversion(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("convert", gated).await?;
+    let alpha = ctx
+        .create_crr(Version::V1alpha1, json!({"metadata": {"name": "alpha"}, "spec": {"podName": "convert", "containers": [{"name": "app"}]}}))
+        .await?;
+    ctx.wait_completed(&alpha, COMPLETION).await?;
+    let beta_view = ctx.crrs_in(Version::V1beta1).get(&alpha).await?;
+    let phase = beta_view.data["status"]["phase"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    check(phase == "Completed", || {
+        format!("v1beta1 view phase {phase:?}")
+    })?;
+    let annotations = beta_view.annotations();
+    for legacy in [
+        keys::ANNOTATION_SYNC_CONTAINER_STATUSES,
+        keys::ANNOTATION_UNREADY_ACQUIRED,
+    ] {
+        check(!annotations.contains_key(legacy), || {
+            format!("v1beta1 view carries {legacy}")
+        })?;
+    }
+
+    let beta = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "beta"},
+                   "spec": {"podName": "convert", "containers": [{"name": "app"}],
+                            "strategy": {"unreadyGracePeriodSeconds": 2}}}),
+        )
+        .await?;
+    let graced = wait(
+        ctx.crrs(),
+        &beta,
+        Duration::from_secs(30),
+        |crr: Option<&ContainerRecreateRequest>| {
+            crr.is_some_and(|crr| crr.condition(keys::CONDITION_PRE_RECREATE_GRACE).is_some())
+        },
+    )
+    .await?
+    .ok_or_else(|| anyhow!("CRR beta vanished"))?;
+    let condition_time = graced
+        .condition(keys::CONDITION_PRE_RECREATE_GRACE)
+        .map(|condition| timestamp(&condition.last_transition_time))
+        .ok_or_else(|| anyhow!("no PreRecreateGrace condition"))?;
+    let alpha_view = ctx.crrs_in(Version::V1alpha1).get(&beta).await?;
+    let acquired = alpha_view
+        .annotations()
+        .get(keys::ANNOTATION_UNREADY_ACQUIRED)
+        .ok_or_else(|| {
+            anyhow!(
+                "v1alpha1 view lacks {}: {:?}",
+                keys::ANNOTATION_UNREADY_ACQUIRED,
+                alpha_view.annotations()
+            )
+        })?;
+    let acquired: jiff::Timestamp = acquired
+        .parse()
+        .with_context(|| format!("annotation {acquired:?}"))?;
+    check(acquired.as_second() == condition_time.as_second(), || {
+        format!("annotation {acquired} vs condition {condition_time}")
+    })?;
+    ctx.wait_completed(&beta, COMPLETION).await?;
+    Ok(())
+}
+
+// Invalid requests are refused by the webhook with a message kubectl shows.
+async fn invalid_refused(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("target", plain).await?;
+    let cases = [
+        (
+            "missing-pod",
+            json!({"podName": "nope", "containers": [{"name": "app"}]}),
+            "nope",
+        ),
+        (
+            "unknown-container",
+            json!({"podName": "target", "containers": [{"name": "ghost"}]}),
+            "ghost",
+        ),
+        (
+            "duplicate",
+            json!({"podName": "target", "containers": [{"name": "app"}, {"name": "app"}]}),
+            "app",
+        ),
+        (
+            "no-containers",
+            json!({"podName": "target", "containers": []}),
+            "containers",
+        ),
+    ];
+    for (name, spec, expected) in cases {
+        let manifest = json!({
+            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "ContainerRecreateRequest",
+            "metadata": {"name": name, "namespace": ctx.namespace}, "spec": spec,
+        });
+        let output = kubectl_with_stdin(&["apply", "-f", "-"], Some(&manifest.to_string())).await?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        ensure!(!output.status.success(), "{name}: accepted");
+        check(
+            stderr.contains("denied the request") && stderr.contains(expected),
+            || format!("{name}: {stderr}"),
+        )?;
+    }
+    Ok(())
+}
+
+// The readiness gate takes the pod out of the Service's EndpointSlice during the unready grace
+// and puts it back afterwards.
+async fn endpoints_drain(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("web", gated).await?;
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]},
+    }))?;
+    Api::<Service>::namespaced(ctx.client.clone(), &ctx.namespace)
+        .create(&PostParams::default(), &service)
+        .await?;
+    let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let ready = |slices: &[EndpointSlice]| -> Option<bool> {
+        slices
+            .iter()
+            .flat_map(|slice| slice.endpoints.iter())
+            .find_map(|endpoint| {
+                endpoint
+                    .conditions
+                    .as_ref()
+                    .and_then(|conditions| conditions.ready)
+            })
+    };
+    let params = ListParams::default().labels("kubernetes.io/service-name=web");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while ready(&slices.list(&params).await?.items) != Some(true) {
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "endpoint never ready"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let watched = slices.clone();
+    let recorder = tokio::spawn(async move {
+        let config = watcher::Config::default().labels("kubernetes.io/service-name=web");
+        let mut stream = watcher(watched, config).applied_objects().boxed();
+        let mut seen = Vec::new();
+        while let Some(Ok(slice)) = stream.next().await {
+            seen.push(ready(std::slice::from_ref(&slice)));
+        }
+        seen
+    });
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "drain"},
+                   "spec": {"podName": "web", "containers": [{"name": "app"}],
+                            "strategy": {"unreadyGracePeriodSeconds": 3}}}),
+        )
+        .await?;
+    succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while ready(&slices.list(&params).await?.items) != Some(true) {
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "endpoint not ready again after completion"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    recorder.abort();
+    let seen = recorder.await.unwrap_or_default();
+    check(seen.contains(&Some(false)) || seen.contains(&None), || {
+        format!("endpoint never left ready: {seen:?}")
+    })
+}
+
+// activeDeadlineSeconds ends a request that cannot finish in time.
+async fn active_deadline(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("slow", plain).await?;
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "deadline"},
+                   "spec": {"podName": "slow", "containers": [{"name": "app"}], "activeDeadlineSeconds": 5,
+                            "strategy": {"minStartedSeconds": 120}}}),
+        )
+        .await?;
+    let done = ctx.wait_completed(&name, Duration::from_secs(40)).await?;
+    let message = done
+        .status
+        .and_then(|status| status.message)
+        .unwrap_or_default();
+    check(message.contains("activeDeadlineSeconds"), || {
+        format!("message {message:?}")
+    })
+}
+
+// The target pod deleted mid-flight: the request completes with a message.
+async fn target_pod_deleted(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("doomed", gated).await?;
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "doomed"},
+                   "spec": {"podName": "doomed", "containers": [{"name": "app"}],
+                            "strategy": {"unreadyGracePeriodSeconds": 30}}}),
+        )
+        .await?;
+    ctx.pods()
+        .delete("doomed", &DeleteParams::default().grace_period(0))
+        .await?;
+    let done = ctx.wait_completed(&name, Duration::from_secs(40)).await?;
+    let message = done
+        .status
+        .and_then(|status| status.message)
+        .unwrap_or_default();
+    check(!message.is_empty(), || "completed without a message".into())
+}
+
+// The node daemon's pod deleted while it runs a (slow) preStop: the DaemonSet's next pod
+// finishes the request, and the container is killed exactly once.
+async fn daemon_deleted(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("survivor", |pod| {
+        pod["spec"]["containers"][0]["lifecycle"] =
+            json!({"preStop": {"exec": {"command": ["sh", "-c", "sleep 4; echo stopping >> /data/pre-stop"]}}});
+    })
+    .await?;
+    let name = ctx
+        .create_crr(Version::V1beta1, json!({"metadata": {"name": "survivor"}, "spec": {"podName": "survivor", "containers": [{"name": "app"}]}}))
+        .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let output = kubectl(&[
+        "-n",
+        crr_e2e::SYSTEM_NAMESPACE,
+        "delete",
+        "pod",
+        "-l",
+        "app.kubernetes.io/name=crr-node-daemon",
+        "--wait=false",
+    ])
+    .await?;
+    ensure!(
+        output.status.success(),
+        "deleting the daemon pod: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    succeeded(
+        &ctx.wait_completed(&name, Duration::from_secs(120)).await?,
+        1,
+    )?;
+    let pod = ctx
+        .wait_pod("survivor", "Ready", Duration::from_secs(30), pod_ready)
+        .await?;
+    let (_, restarts) = id_and_restarts(&pod, "app")?;
+    check(restarts == 1, || format!("app restarted {restarts} times"))
+}
+
+// The operator's leader deleted mid-flight: the other replica takes over, the request completes
+// and the pod's readiness comes back.
+async fn leader_deleted(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("led", gated).await?;
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "led"},
+                   "spec": {"podName": "led", "containers": [{"name": "app"}],
+                            "strategy": {"unreadyGracePeriodSeconds": 4}}}),
+        )
+        .await?;
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
+    let leader = leases
+        .get("crr-operator")
+        .await?
+        .spec
+        .and_then(|spec| spec.holder_identity)
+        .ok_or_else(|| anyhow!("no operator leader"))?;
+    let system_pods: Api<Pod> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
+    system_pods
+        .delete(&leader, &DeleteParams::default())
+        .await
+        .with_context(|| format!("deleting leader {leader}"))?;
+    succeeded(
+        &ctx.wait_completed(&name, Duration::from_secs(120)).await?,
+        1,
+    )?;
+    ctx.wait_pod("led", "Ready again", Duration::from_secs(60), pod_ready)
+        .await?;
+    Ok(())
+}
