@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# `make bench`: release build of crr, installed on the local test bed, then the figures of
+# BENCHMARKS.md (tests/e2e/src/bin/crr-bench.rs) and the webhook's own TLS load bench.
+# Knobs: CRR_BENCH_REPETITIONS (10), CRR_BENCH_BURST (50), CRR_BENCH_IDLE_PODS (100),
+# CRR_BENCH_IDLE_SECONDS (300). Results: bench/results/<date>.{json,md}, latest.md.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/hack/versions.sh"
+. "$root/hack/cluster-env.sh"
+"$root/hack/cluster.sh" up
+CRR_PROFILE=release "$root/hack/install.sh"
+cd "$root"
+KUBECONFIG="$KUBECONFIG_ADMIN" CRR_BENCH_OUT="$root/bench/results" \
+  cargo run -q --release -p crr-e2e --bin crr-bench
+{
+  echo
+  echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r);"
+  echo "Kubernetes $KUBE_VERSION, containerd $(containerd --version | awk '{print $3}'); $(date -u +%Y-%m-%d)."
+} | tee -a "$root/bench/results/latest.md"

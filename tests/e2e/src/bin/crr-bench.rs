@@ -1,0 +1,512 @@
+//! `crr-bench`: the figures of BENCHMARKS.md, measured on the local test bed with crr installed
+//! (run through `make bench`, which builds release binaries and installs them first).
+//!
+//! Every time is taken on one clock, this machine's monotonic clock, by watching the API server:
+//! the whole cluster runs here, so there is no clock skew to correct for. API timestamps have
+//! whole-second resolution, so they are not used for durations.
+//!
+//! Writes `bench/results/<date>.json` and `.md` and prints the table.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow};
+use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use crr_e2e::{Ctx, Version, id_and_restarts, kill_container, pod_ready};
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+
+/// Milestones of one recreate, in milliseconds after the create call.
+#[derive(Default, Debug, Clone, serde::Serialize)]
+struct Milestones {
+    admitted: f64,
+    picked_up: Option<f64>,
+    killed: Option<f64>,
+    restarted: Option<f64>,
+    ready: Option<f64>,
+    completed: f64,
+}
+
+#[derive(serde::Serialize)]
+struct Summary {
+    samples: usize,
+    median: f64,
+    p90: f64,
+    p99: f64,
+    min: f64,
+    max: f64,
+}
+
+fn summarize(values: &[f64]) -> Summary {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = |q: f64| -> f64 {
+        if sorted.is_empty() {
+            return f64::NAN;
+        }
+        let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+        sorted[index.min(sorted.len() - 1)]
+    };
+    Summary {
+        samples: sorted.len(),
+        median: at(0.5),
+        p90: at(0.9),
+        p99: at(0.99),
+        min: sorted.first().copied().unwrap_or(f64::NAN),
+        max: sorted.last().copied().unwrap_or(f64::NAN),
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let client = Client::try_default()
+        .await
+        .context("connecting to the cluster")?;
+    crr_e2e::installed(&client)
+        .await
+        .map_err(|reason| anyhow!("crr is not installed: {reason}"))?;
+    let repetitions = env_usize("CRR_BENCH_REPETITIONS", 10);
+    let burst = env_usize("CRR_BENCH_BURST", 50);
+    let idle_pods = env_usize("CRR_BENCH_IDLE_PODS", 100);
+    let idle_seconds = env_usize("CRR_BENCH_IDLE_SECONDS", 300);
+    let out_dir =
+        PathBuf::from(std::env::var("CRR_BENCH_OUT").unwrap_or_else(|_| "bench/results".into()));
+
+    let mut report = BTreeMap::<String, Value>::new();
+    let ctx = namespace(&client, "bench").await?;
+
+    eprintln!("bench: 1. kubelet floor and CRR latency, {repetitions} repetitions");
+    let mut floors = Vec::new();
+    let mut plain = Vec::new();
+    for repetition in 0..repetitions {
+        let pod = format!("latency-{repetition}");
+        ctx.two_container_pod(&pod, |_| {}).await?;
+        floors.push(kubelet_restart(&ctx, &pod).await?);
+        plain.push(recreate(&ctx, &pod, json!({})).await?);
+    }
+    let totals: Vec<f64> = plain.iter().map(|m| m.completed).collect();
+    let floor_median = summarize(&floors).median;
+    let overheads: Vec<f64> = plain
+        .iter()
+        .zip(&floors)
+        .map(|(milestones, floor)| milestones.completed - floor)
+        .collect();
+    report.insert("kubelet_restart_ms".into(), json!(summarize(&floors)));
+    report.insert("crr_total_ms".into(), json!(summarize(&totals)));
+    report.insert("crr_overhead_ms".into(), json!(summarize(&overheads)));
+    report.insert("phases_ms".into(), json!(phase_summaries(&plain)));
+
+    eprintln!("bench: 2. with a preStop exec hook and unreadyGracePeriodSeconds=1");
+    let mut hooked = Vec::new();
+    let mut graced = Vec::new();
+    for repetition in 0..repetitions.min(5) {
+        let pod = format!("hooked-{repetition}");
+        ctx.two_container_pod(&pod, |pod| {
+            pod["metadata"]["labels"][crr_crds::keys::LABEL_READINESS_GATE] = json!("true");
+            pod["spec"]["containers"][0]["lifecycle"] =
+                json!({"preStop": {"exec": {"command": ["true"]}}});
+        })
+        .await?;
+        hooked.push(recreate(&ctx, &pod, json!({})).await?.completed);
+        graced.push(
+            recreate(&ctx, &pod, json!({"unreadyGracePeriodSeconds": 1}))
+                .await?
+                .completed,
+        );
+    }
+    report.insert("prestop_exec_total_ms".into(), json!(summarize(&hooked)));
+    report.insert(
+        "unready_grace_1s_total_ms".into(),
+        json!(summarize(&graced)),
+    );
+
+    eprintln!("bench: 3. burst of {burst} pods x 1 CRR");
+    let burst_report = burst_run(&client, burst).await?;
+    report.insert("burst".into(), burst_report);
+
+    eprintln!("bench: 5. idle footprint with {idle_pods} pods, {idle_seconds}s");
+    let idle = idle_run(&client, idle_pods, Duration::from_secs(idle_seconds as u64)).await?;
+    report.insert("idle".into(), idle);
+
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&ctx.namespace, &DeleteParams::default())
+        .await;
+
+    let burst_ratio = report["burst"]["all_completed_ms"]
+        .as_f64()
+        .unwrap_or(f64::NAN)
+        / summarize(&totals).median;
+    report.insert(
+        "ratios".into(),
+        json!({
+            "overhead_over_kubelet_restart": summarize(&overheads).median / floor_median,
+            "burst_over_single": burst_ratio,
+        }),
+    );
+    write_report(&out_dir, &report)
+}
+
+async fn namespace(client: &Client, prefix: &str) -> anyhow::Result<Ctx> {
+    let name = format!("{prefix}-{}", std::process::id());
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some([("crr-e2e".to_owned(), "true".to_owned())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), &name);
+    crr_e2e::wait(
+        accounts,
+        "default",
+        Duration::from_secs(30),
+        |account: Option<&_>| account.is_some(),
+    )
+    .await?;
+    Ok(Ctx {
+        client: client.clone(),
+        namespace: name,
+    })
+}
+
+/// The floor: how long the kubelet takes to bring `app` back (new ID, Ready) after its process
+/// dies, killed directly through containerd.
+async fn kubelet_restart(ctx: &Ctx, pod: &str) -> anyhow::Result<f64> {
+    let current = ctx.pods().get(pod).await?;
+    let (id, restarts) = id_and_restarts(&current, "app")?;
+    let start = Instant::now();
+    kill_container(&id).await?;
+    ctx.wait_pod(pod, "restarted", Duration::from_secs(60), |pod| {
+        back(pod, &id, restarts) && pod_ready(pod)
+    })
+    .await?;
+    Ok(start.elapsed().as_secs_f64() * 1000.0)
+}
+
+fn back(pod: &Pod, old_id: &str, old_restarts: i32) -> bool {
+    id_and_restarts(pod, "app").is_ok_and(|(id, restarts)| id != old_id && restarts > old_restarts)
+}
+
+/// One CRR for `app` of `pod` (grace 0, minStartedSeconds 0), with milestones seen by watch.
+async fn recreate(ctx: &Ctx, pod: &str, strategy: Value) -> anyhow::Result<Milestones> {
+    let current = ctx
+        .wait_pod(pod, "Ready", Duration::from_secs(60), pod_ready)
+        .await?;
+    let (old_id, old_restarts) = id_and_restarts(&current, "app")?;
+    let mut strategy = strategy;
+    strategy["terminationGracePeriodSeconds"] = json!(0);
+    strategy["minStartedSeconds"] = json!(0);
+
+    let pods = ctx.pods();
+    let pod_name = pod.to_owned();
+    let start = Instant::now();
+    let pod_times = tokio::spawn(async move {
+        let config = watcher::Config::default().fields(&format!("metadata.name={pod_name}"));
+        let mut stream = watcher(pods, config).applied_objects().boxed();
+        let (mut killed, mut restarted) = (None, None);
+        while let Some(Ok(pod)) = stream.next().await {
+            let now = start.elapsed().as_secs_f64() * 1000.0;
+            let status = crr_e2e::container(&pod, "app").ok();
+            let not_running = status.is_some_and(|status| {
+                status.container_id.as_deref() == Some(old_id.as_str())
+                    && status
+                        .state
+                        .as_ref()
+                        .is_some_and(|state| state.running.is_none())
+            });
+            if killed.is_none() && (not_running || back(&pod, &old_id, old_restarts)) {
+                killed = Some(now);
+            }
+            if restarted.is_none() && back(&pod, &old_id, old_restarts) {
+                restarted = Some(now);
+            }
+            if back(&pod, &old_id, old_restarts) && pod_ready(&pod) {
+                return (killed, restarted, Some(now));
+            }
+        }
+        (killed, restarted, None)
+    });
+
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"generateName": format!("{pod}-")},
+                   "spec": {"podName": pod, "containers": [{"name": "app"}], "strategy": strategy}}),
+        )
+        .await?;
+    let admitted = start.elapsed().as_secs_f64() * 1000.0;
+    let mut picked_up = None;
+    let crrs = ctx.crrs();
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = watcher(crrs, config).applied_objects().boxed();
+    let completed = loop {
+        let next = tokio::time::timeout(Duration::from_secs(120), stream.try_next())
+            .await
+            .map_err(|_| anyhow!("CRR {name} did not complete within 120s"))??;
+        let crr: ContainerRecreateRequest = next.ok_or_else(|| anyhow!("watch ended"))?;
+        let now = start.elapsed().as_secs_f64() * 1000.0;
+        if picked_up.is_none() && crr.phase() == Some(Phase::Recreating) {
+            picked_up = Some(now);
+        }
+        if crr.is_completed() {
+            break now;
+        }
+    };
+    let (killed, restarted, ready) = tokio::time::timeout(Duration::from_secs(30), pod_times)
+        .await
+        .unwrap_or(Ok((None, None, None)))
+        .unwrap_or((None, None, None));
+    let _ = ctx.crrs().delete(&name, &DeleteParams::default()).await;
+    Ok(Milestones {
+        admitted,
+        picked_up,
+        killed,
+        restarted,
+        ready,
+        completed,
+    })
+}
+
+fn phase_summaries(samples: &[Milestones]) -> BTreeMap<&'static str, Summary> {
+    let mut phases = BTreeMap::new();
+    let pick =
+        |f: fn(&Milestones) -> Option<f64>| -> Vec<f64> { samples.iter().filter_map(f).collect() };
+    phases.insert("1_admitted", summarize(&pick(|m| Some(m.admitted))));
+    phases.insert("2_picked_up", summarize(&pick(|m| m.picked_up)));
+    phases.insert("3_killed", summarize(&pick(|m| m.killed)));
+    phases.insert("4_restarted", summarize(&pick(|m| m.restarted)));
+    phases.insert("5_ready", summarize(&pick(|m| m.ready)));
+    phases.insert("6_completed", summarize(&pick(|m| Some(m.completed))));
+    phases
+}
+
+/// A process of ours on this machine: CPU seconds so far and resident memory.
+#[derive(Clone, Copy, Default)]
+struct Usage {
+    cpu_seconds: f64,
+    rss_kib: u64,
+}
+
+fn pids_of(program: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| program.starts_with(comm.trim()))
+        })
+        .collect()
+}
+
+fn usage(pid: u32) -> Option<Usage> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss_kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())?;
+    Some(Usage {
+        cpu_seconds: ticks / 100.0,
+        rss_kib,
+    })
+}
+
+/// Sum over every process of `program` (the operator has two replicas).
+fn total_usage(program: &str) -> Usage {
+    pids_of(program)
+        .into_iter()
+        .filter_map(usage)
+        .fold(Usage::default(), |sum, one| Usage {
+            cpu_seconds: sum.cpu_seconds + one.cpu_seconds,
+            rss_kib: sum.rss_kib + one.rss_kib,
+        })
+}
+
+const PROGRAMS: [&str; 3] = ["crr-operator", "crr-webhook", "crr-node-daemon"];
+
+async fn burst_run(client: &Client, count: usize) -> anyhow::Result<Value> {
+    let ctx = namespace(client, "burst").await?;
+    let creations = (0..count).map(|index| {
+        let ctx = ctx.clone();
+        async move {
+            ctx.two_container_pod(&format!("burst-{index}"), |_| {})
+                .await
+        }
+    });
+    futures::stream::iter(creations)
+        .buffer_unordered(10)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let before: BTreeMap<_, _> = PROGRAMS.iter().map(|p| (*p, total_usage(p))).collect();
+    let mut peak: BTreeMap<&str, u64> = PROGRAMS.iter().map(|p| (*p, 0)).collect();
+    let start = Instant::now();
+    for index in 0..count {
+        ctx.create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": format!("burst-{index}")},
+                   "spec": {"podName": format!("burst-{index}"), "containers": [{"name": "app"}],
+                            "strategy": {"terminationGracePeriodSeconds": 0}}}),
+        )
+        .await?;
+    }
+    let crrs = ctx.crrs();
+    loop {
+        for program in PROGRAMS {
+            let now = total_usage(program).rss_kib;
+            let entry = peak.entry(program).or_default();
+            *entry = (*entry).max(now);
+        }
+        let list = crrs.list(&Default::default()).await?;
+        if list.items.iter().filter(|crr| crr.is_completed()).count() == count {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(600) {
+            return Err(anyhow!("burst did not complete within 600s"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let elapsed = start.elapsed().as_secs_f64() * 1000.0;
+    let failed = crrs
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|crr| {
+            crr.status.as_ref().is_some_and(|s| {
+                s.container_recreate_states
+                    .iter()
+                    .any(|c| c.phase != Phase::Succeeded)
+            })
+        })
+        .map(|crr| crr.name_any())
+        .collect::<Vec<_>>();
+    let cpu: BTreeMap<_, _> = PROGRAMS
+        .iter()
+        .map(|p| (*p, total_usage(p).cpu_seconds - before[p].cpu_seconds))
+        .collect();
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&ctx.namespace, &DeleteParams::default())
+        .await;
+    Ok(json!({
+        "pods": count,
+        "all_completed_ms": elapsed,
+        "not_succeeded": failed,
+        "cpu_seconds": cpu,
+        "peak_rss_mib": peak.iter().map(|(p, kib)| (*p, *kib as f64 / 1024.0)).collect::<BTreeMap<_, _>>(),
+    }))
+}
+
+async fn idle_run(client: &Client, count: usize, duration: Duration) -> anyhow::Result<Value> {
+    let ctx = namespace(client, "idle").await?;
+    let creations = (0..count).map(|index| {
+        let ctx = ctx.clone();
+        async move {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": format!("idle-{index}")},
+                "spec": {"terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "pause", "image": "crr.local/pause:3.10"}]},
+            }))?;
+            ctx.pods().create(&PostParams::default(), &pod).await?;
+            anyhow::Ok(())
+        }
+    });
+    futures::stream::iter(creations)
+        .buffer_unordered(10)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let before: BTreeMap<_, _> = PROGRAMS.iter().map(|p| (*p, total_usage(p))).collect();
+    tokio::time::sleep(duration).await;
+    let after: BTreeMap<_, _> = PROGRAMS.iter().map(|p| (*p, total_usage(p))).collect();
+    let replicas: BTreeMap<_, _> = PROGRAMS.iter().map(|p| (*p, pids_of(p).len())).collect();
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&ctx.namespace, &DeleteParams::default())
+        .await;
+    Ok(json!({
+        "pods": count,
+        "seconds": duration.as_secs(),
+        "processes": replicas,
+        "rss_mib_per_process": PROGRAMS.iter().map(|p| (*p, after[p].rss_kib as f64 / 1024.0 / replicas[p].max(1) as f64)).collect::<BTreeMap<_, _>>(),
+        "cpu_millicores": PROGRAMS.iter().map(|p| (*p, (after[p].cpu_seconds - before[p].cpu_seconds) * 1000.0 / duration.as_secs_f64())).collect::<BTreeMap<_, _>>(),
+    }))
+}
+
+fn write_report(dir: &PathBuf, report: &BTreeMap<String, Value>) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let date = jiff::Zoned::now().strftime("%Y-%m-%dT%H%M").to_string();
+    let json = serde_json::to_string_pretty(report)?;
+    std::fs::write(dir.join(format!("{date}.json")), &json)?;
+    let markdown = markdown(report);
+    std::fs::write(dir.join(format!("{date}.md")), &markdown)?;
+    std::fs::write(dir.join("latest.md"), &markdown)?;
+    println!("{markdown}");
+    eprintln!("bench: wrote {}/{date}.json and .md", dir.display());
+    Ok(())
+}
+
+fn markdown(report: &BTreeMap<String, Value>) -> String {
+    let mut out = String::from(
+        "| figure | median | p90 | p99 | min | max | n |\n|---|---|---|---|---|---|---|\n",
+    );
+    let mut row = |label: &str, value: &Value| {
+        if value.get("median").is_some() {
+            let cell = |key: &str| {
+                value[key]
+                    .as_f64()
+                    .map_or("–".into(), |v| format!("{v:.0}"))
+            };
+            out.push_str(&format!(
+                "| {label} (ms) | {} | {} | {} | {} | {} | {} |\n",
+                cell("median"),
+                cell("p90"),
+                cell("p99"),
+                cell("min"),
+                cell("max"),
+                value["samples"]
+            ));
+        }
+    };
+    for key in [
+        "kubelet_restart_ms",
+        "crr_total_ms",
+        "crr_overhead_ms",
+        "prestop_exec_total_ms",
+        "unready_grace_1s_total_ms",
+    ] {
+        if let Some(value) = report.get(key) {
+            row(key.trim_end_matches("_ms"), value);
+        }
+    }
+    if let Some(phases) = report.get("phases_ms").and_then(Value::as_object) {
+        for (phase, value) in phases {
+            row(&format!("phase {phase}"), value);
+        }
+    }
+    out.push('\n');
+    for key in ["burst", "idle", "ratios"] {
+        if let Some(value) = report.get(key) {
+            out.push_str(&format!("**{key}**: `{value}`\n\n"));
+        }
+    }
+    out
+}
