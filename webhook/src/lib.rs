@@ -2,4 +2,9 @@
 //! versions, one set of rules), CRD conversion, served over rustls.
 
 pub mod admission;
+pub mod certs;
+pub mod lookup;
+pub mod metrics;
+pub mod readiness_gate;
 pub mod review;
+pub mod server;

@@ -1,0 +1,220 @@
+//! The container runtime, over CRI v1 gRPC on its unix socket: finding a pod's containers by the
+//! kubelet's labels, running preStop exec hooks, stopping containers.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crr_crds::keys::{CRI_ANNOTATION_RESTART_COUNT, CRI_LABEL_CONTAINER_NAME, CRI_LABEL_POD_UID};
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::proto::runtime_service_client::RuntimeServiceClient;
+use crate::proto::{
+    ContainerFilter, ContainerState, ExecSyncRequest, ListContainersRequest, StopContainerRequest,
+    VersionRequest,
+};
+use crate::recreate::RuntimeContainer;
+
+/// Where runtimes put their CRI socket, tried in order when none is given.
+pub const KNOWN_SOCKETS: [&str; 4] = [
+    "/run/containerd/containerd.sock",
+    "/run/crio/crio.sock",
+    "/run/cri-dockerd.sock",
+    "/var/run/cri-dockerd.sock",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum CriError {
+    #[error("no CRI socket found (tried {0})")]
+    NoSocket(String),
+    #[error("connecting to the runtime at {path}: {source}")]
+    Connect {
+        path: PathBuf,
+        source: tonic::transport::Error,
+    },
+    /// The runtime is (momentarily) unreachable: worth a retry.
+    #[error("runtime unavailable: {0}")]
+    Unavailable(String),
+    /// The container is gone.
+    #[error("container not found: {0}")]
+    NotFound(String),
+    #[error("runtime error: {0}")]
+    Other(String),
+}
+
+impl From<tonic::Status> for CriError {
+    fn from(status: tonic::Status) -> Self {
+        match status.code() {
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => {
+                Self::Unavailable(status.message().to_owned())
+            }
+            tonic::Code::NotFound => Self::NotFound(status.message().to_owned()),
+            _ => Self::Other(format!("{:?}: {}", status.code(), status.message())),
+        }
+    }
+}
+
+/// The socket to use: the given one, or the first known one that exists.
+pub fn find_socket(given: Option<&Path>) -> Result<PathBuf, CriError> {
+    if let Some(path) = given {
+        return Ok(path.to_owned());
+    }
+    KNOWN_SOCKETS
+        .iter()
+        .map(PathBuf::from)
+        .find(|path| path.exists())
+        .ok_or_else(|| CriError::NoSocket(KNOWN_SOCKETS.join(", ")))
+}
+
+/// A CRI runtime client (cheap to clone: one HTTP/2 connection underneath).
+#[derive(Clone)]
+pub struct Runtime {
+    client: RuntimeServiceClient<Channel>,
+    /// `containerd`, `cri-o`...: the scheme of container IDs the kubelet reports.
+    pub name: String,
+    pub version: String,
+}
+
+impl Runtime {
+    /// Connects over the unix socket and asks the runtime's name and version.
+    pub async fn connect(path: &Path) -> Result<Self, CriError> {
+        let socket = path.to_owned();
+        // The URI is required by tonic but unused: every connection goes to the socket.
+        let channel = Endpoint::from_static("http://[::1]:1")
+            .connect_timeout(Duration::from_secs(5))
+            .connect_with_connector(tower::service_fn(move |_| {
+                let socket = socket.clone();
+                async move {
+                    Ok::<_, std::io::Error>(TokioIo::new(
+                        tokio::net::UnixStream::connect(socket).await?,
+                    ))
+                }
+            }))
+            .await
+            .map_err(|source| CriError::Connect {
+                path: path.to_owned(),
+                source,
+            })?;
+        let mut client = RuntimeServiceClient::new(channel);
+        let version = client
+            .version(VersionRequest {
+                version: "v1".into(),
+            })
+            .await?
+            .into_inner();
+        Ok(Self {
+            client,
+            name: version.runtime_name,
+            version: version.runtime_version,
+        })
+    }
+
+    /// The newest attempt of each container of the pod, by container name.
+    pub async fn pod_containers(
+        &self,
+        pod_uid: &str,
+    ) -> Result<Vec<(String, RuntimeContainer)>, CriError> {
+        let request = ListContainersRequest {
+            filter: Some(ContainerFilter {
+                label_selector: [(CRI_LABEL_POD_UID.to_owned(), pod_uid.to_owned())].into(),
+                ..Default::default()
+            }),
+        };
+        let containers = self
+            .client
+            .clone()
+            .list_containers(request)
+            .await?
+            .into_inner()
+            .containers;
+        let now = jiff::Timestamp::now().as_nanosecond();
+        let mut newest: std::collections::BTreeMap<String, (i64, u32, RuntimeContainer)> =
+            Default::default();
+        for container in containers {
+            let Some(name) = container.labels.get(CRI_LABEL_CONTAINER_NAME).cloned() else {
+                continue;
+            };
+            let attempt = container
+                .metadata
+                .as_ref()
+                .map_or(0, |metadata| metadata.attempt);
+            let restart_count = container
+                .annotations
+                .get(CRI_ANNOTATION_RESTART_COUNT)
+                .and_then(|count| count.parse().ok())
+                .unwrap_or(attempt as i32);
+            let running = container.state == ContainerState::ContainerRunning as i32;
+            let runtime_container = RuntimeContainer {
+                id: format!("{}://{}", self.scheme(), container.id),
+                restart_count,
+                running,
+                running_for: running.then(|| {
+                    Duration::from_nanos(
+                        now.saturating_sub(i128::from(container.created_at)).max(0) as u64,
+                    )
+                }),
+            };
+            let newer = newest.get(&name).is_none_or(|(created, seen_attempt, _)| {
+                (container.created_at, attempt) > (*created, *seen_attempt)
+            });
+            if newer {
+                newest.insert(name, (container.created_at, attempt, runtime_container));
+            }
+        }
+        Ok(newest
+            .into_iter()
+            .map(|(name, (_, _, container))| (name, container))
+            .collect())
+    }
+
+    /// `containerd` for containerd, as the kubelet writes IDs (`containerd://...`).
+    fn scheme(&self) -> &str {
+        match self.name.as_str() {
+            "cri-o" => "cri-o",
+            "docker" => "docker",
+            _ => "containerd",
+        }
+    }
+
+    /// Runs a command in the container, bounded by `timeout`; returns (exit code, output).
+    pub async fn exec_sync(
+        &self,
+        container_id: &str,
+        command: Vec<String>,
+        timeout: Duration,
+    ) -> Result<(i32, String), CriError> {
+        let request = ExecSyncRequest {
+            container_id: strip_scheme(container_id).to_owned(),
+            cmd: command,
+            timeout: timeout.as_secs().max(1) as i64,
+        };
+        let mut client = self.client.clone();
+        let call = client.exec_sync(request);
+        let response = tokio::time::timeout(timeout + Duration::from_secs(2), call)
+            .await
+            .map_err(|_| {
+                CriError::Unavailable(format!("exec did not return within {}s", timeout.as_secs()))
+            })??
+            .into_inner();
+        let mut output = String::from_utf8_lossy(&response.stdout).into_owned();
+        output.push_str(&String::from_utf8_lossy(&response.stderr));
+        Ok((response.exit_code, output))
+    }
+
+    /// Stops the container: SIGTERM, then SIGKILL after `grace_seconds`.
+    pub async fn stop(&self, container_id: &str, grace_seconds: i64) -> Result<(), CriError> {
+        let request = StopContainerRequest {
+            container_id: strip_scheme(container_id).to_owned(),
+            timeout: grace_seconds,
+        };
+        self.client.clone().stop_container(request).await?;
+        Ok(())
+    }
+}
+
+/// `containerd://abc` → `abc`.
+pub fn strip_scheme(container_id: &str) -> &str {
+    container_id
+        .split_once("://")
+        .map_or(container_id, |(_, id)| id)
+}

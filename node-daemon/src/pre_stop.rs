@@ -1,0 +1,216 @@
+//! preStop hooks, run before a kill as the kubelet runs them: `exec` inside the container
+//! through CRI, `httpGet` against the handler's host or the pod's IP (named ports resolved from
+//! the ports the webhook injected). A `tcpSocket` handler is not valid for lifecycle hooks: the
+//! kubelet fails it, and so do we. A failed hook is reported and the kill goes on.
+
+use std::time::Duration;
+
+use crr_crds::v1beta1::ProbeHandler;
+use k8s_openapi::api::core::v1::ContainerPort;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::cri::Runtime;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum HookError {
+    #[error("exec exited with code {code}: {output}")]
+    ExecFailed { code: i32, output: String },
+    #[error("timed out after {0}s")]
+    Timeout(u64),
+    #[error("named port {0} not found in the container's ports")]
+    UnknownPort(String),
+    #[error("http GET {url}: {message}")]
+    Http { url: String, message: String },
+    #[error("tcpSocket is not a valid lifecycle handler (the kubelet fails it too)")]
+    TcpSocketUnsupported,
+    #[error("the handler has no action")]
+    Empty,
+    #[error("runtime: {0}")]
+    Runtime(String),
+}
+
+/// The port a handler names: a number, or a name looked up in `ports`.
+pub fn resolve_port(port: &IntOrString, ports: &[ContainerPort]) -> Result<u16, HookError> {
+    match port {
+        IntOrString::Int(number) => {
+            u16::try_from(*number).map_err(|_| HookError::UnknownPort(number.to_string()))
+        }
+        IntOrString::String(name) => name
+            .parse::<u16>()
+            .ok()
+            .or_else(|| {
+                ports
+                    .iter()
+                    .find(|port| port.name.as_deref() == Some(name.as_str()))
+                    .and_then(|port| u16::try_from(port.container_port).ok())
+            })
+            .ok_or_else(|| HookError::UnknownPort(name.clone())),
+    }
+}
+
+/// Runs the hook within `budget`.
+pub async fn run(
+    runtime: &Runtime,
+    container_id: &str,
+    handler: &ProbeHandler,
+    ports: &[ContainerPort],
+    pod_ip: Option<&str>,
+    budget: Duration,
+) -> Result<(), HookError> {
+    if let Some(exec) = &handler.exec {
+        let command = exec.command.clone().unwrap_or_default();
+        let (code, output) = runtime
+            .exec_sync(container_id, command, budget)
+            .await
+            .map_err(|error| HookError::Runtime(error.to_string()))?;
+        return if code == 0 {
+            Ok(())
+        } else {
+            Err(HookError::ExecFailed {
+                code,
+                output: output.chars().take(512).collect(),
+            })
+        };
+    }
+    if let Some(http) = &handler.http_get {
+        let port = resolve_port(&http.port, ports)?;
+        let host = http
+            .host
+            .clone()
+            .filter(|host| !host.is_empty())
+            .or_else(|| pod_ip.map(str::to_owned))
+            .unwrap_or_else(|| "127.0.0.1".into());
+        let path = http
+            .path
+            .clone()
+            .filter(|path| !path.is_empty())
+            .unwrap_or_else(|| "/".into());
+        let headers: Vec<(String, String)> = http
+            .http_headers
+            .iter()
+            .flatten()
+            .map(|header| (header.name.clone(), header.value.clone()))
+            .collect();
+        return tokio::time::timeout(budget, http_get(&host, port, &path, &headers))
+            .await
+            .map_err(|_| HookError::Timeout(budget.as_secs()))?;
+    }
+    if handler.tcp_socket.is_some() {
+        return Err(HookError::TcpSocketUnsupported);
+    }
+    Err(HookError::Empty)
+}
+
+/// A plain HTTP/1.1 GET; success is a 2xx or 3xx status, as for the kubelet.
+pub async fn http_get(
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+) -> Result<(), HookError> {
+    let url = format!("http://{host}:{port}{path}");
+    let error = |message: String| HookError::Http {
+        url: url.clone(),
+        message,
+    };
+    let mut stream = tokio::net::TcpStream::connect((host, port))
+        .await
+        .map_err(|e| error(e.to_string()))?;
+    let mut request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: crr-node-daemon\r\nConnection: close\r\n"
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| error(e.to_string()))?;
+    let mut head = vec![0u8; 64];
+    let read = stream
+        .read(&mut head)
+        .await
+        .map_err(|e| error(e.to_string()))?;
+    let line = String::from_utf8_lossy(&head[..read]);
+    let code: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| error(format!("not an HTTP response: {line:?}")))?;
+    if (200..400).contains(&code) {
+        Ok(())
+    } else {
+        Err(error(format!("status {code}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_resolve_by_number_and_by_name() {
+        let ports = vec![ContainerPort {
+            name: Some("http".into()),
+            container_port: 8080,
+            ..Default::default()
+        }];
+        assert_eq!(resolve_port(&IntOrString::Int(80), &ports), Ok(80));
+        assert_eq!(
+            resolve_port(&IntOrString::String("http".into()), &ports),
+            Ok(8080)
+        );
+        assert_eq!(
+            resolve_port(&IntOrString::String("9090".into()), &ports),
+            Ok(9090)
+        );
+        assert_eq!(
+            resolve_port(&IntOrString::String("grpc".into()), &ports),
+            Err(HookError::UnknownPort("grpc".into()))
+        );
+    }
+
+    async fn one_shot_server(response: &'static str) -> (u16, tokio::task::JoinHandle<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let task = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut buffer = vec![0u8; 1024];
+            let read = stream.read(&mut buffer).await.expect("read");
+            stream.write_all(response.as_bytes()).await.expect("write");
+            String::from_utf8_lossy(&buffer[..read]).into_owned()
+        });
+        (port, task)
+    }
+
+    #[tokio::test]
+    async fn http_get_succeeds_on_2xx_and_sends_path_and_headers() {
+        let (port, server) = one_shot_server("HTTP/1.1 204 No Content\r\n\r\n").await;
+        let headers = vec![("X-Drain".to_owned(), "now".to_owned())];
+        http_get("127.0.0.1", port, "/drain", &headers)
+            .await
+            .expect("2xx is success");
+        let request = server.await.expect("server");
+        assert!(request.starts_with("GET /drain HTTP/1.1\r\n"), "{request}");
+        assert!(request.contains("X-Drain: now\r\n"), "{request}");
+    }
+
+    #[tokio::test]
+    async fn http_get_fails_on_5xx_and_on_refused_connections() {
+        let (port, _server) = one_shot_server("HTTP/1.1 503 Service Unavailable\r\n\r\n").await;
+        let error = http_get("127.0.0.1", port, "/", &[])
+            .await
+            .expect_err("5xx fails");
+        assert!(error.to_string().contains("status 503"), "{error}");
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = closed.local_addr().expect("addr").port();
+        drop(closed);
+        assert!(http_get("127.0.0.1", port, "/", &[]).await.is_err());
+    }
+}
