@@ -2,13 +2,13 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: demo test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd manifests manifests-check
+.PHONY: demo install test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd manifests manifests-check
 
-## demo: show the system working: the local cluster comes up and recreates a container in
-## place, then the real admission + conversion code runs on the upstream sample CRR.
+## demo: show the system working: the local cluster comes up, crr is built and installed from
+## manifests/, and a CRR recreates one container of a Deployment's pod in place.
 demo: cluster-up
-	hack/cluster-smoke.sh
-	$(CARGO) run -q -p crr-webhook --example admit-sample
+	hack/install.sh
+	hack/demo.sh
 	@echo "demo: the cluster keeps running; use it with: $$(hack/cluster.sh env); stop it with: make cluster-down"
 
 ## test: everything CI runs: static checks, unit tests, then the cluster tests on the local
@@ -40,6 +40,10 @@ cluster-down:
 
 cluster-smoke:
 	hack/cluster-smoke.sh
+
+## install: build crr, load its images into the local cluster and apply manifests/overlays/local.
+install:
+	hack/install.sh
 
 ## crd: regenerate crds/crr.yaml from the Rust types, then the install manifests.
 crd:

@@ -2,7 +2,8 @@
 # The cluster half of `make test`: brings the local test bed up (unless one
 # already runs), proves it with the smoke test, runs every crate's cluster
 # tests against it with CRR_CLUSTER_TESTS=1 (so a missing cluster fails
-# instead of skipping), and takes down what it started.
+# instead of skipping), installs crr from manifests/ (hack/install.sh) and runs
+# the end-to-end suite, then takes down what it started.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
@@ -27,3 +28,5 @@ trap finish EXIT
 "$here/cluster-smoke.sh"
 export KUBECONFIG="$KUBECONFIG_ADMIN" CRR_CLUSTER_TESTS=1
 cargo test --workspace --test '*cluster*'
+"$here/install.sh"
+cargo test -p crr-e2e --test e2e

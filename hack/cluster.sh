@@ -53,6 +53,10 @@ network_up() {
     in_netns ip link set crr-eth0 up
   fi
   in_netns ip link set lo up
+  # Host-network pods (the node daemon) reach Services from the node's own stack, which routes
+  # before kube-proxy's OUTPUT rules rewrite the address: give the Service range a route, onto
+  # loopback, so nothing unanswered ever leaves the namespace.
+  in_netns ip route replace "$SERVICE_CIDR" dev lo
   # No default route on purpose: pods reach the node, the root namespace's
   # end of the veth, and nothing else. Forwarding only inside the namespace.
   in_netns sysctl -qw net.ipv4.ip_forward=1

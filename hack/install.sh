@@ -30,6 +30,17 @@ for workload in deployment/crr-webhook deployment/crr-operator daemonset/crr-nod
   step "$workload ready"
 done
 
+# Old pods keep answering until they are gone (the API server may hold connections to them).
+old_pods_gone() {
+  [[ -z "$(kubectl -n crr-system get pods -o 'jsonpath={range .items[?(@.metadata.deletionTimestamp)]}{.metadata.name}{" "}{end}')" ]]
+}
+deadline=$(( $(date +%s) + 90 ))
+until old_pods_gone; do
+  (( $(date +%s) < deadline )) || { echo "install: old crr pods still terminating after 90s" >&2; exit 1; }
+  sleep 1
+done
+step "previous pods gone"
+
 ca_published() {
   [[ -n "$(kubectl get mutatingwebhookconfiguration crr-webhook -o 'jsonpath={.webhooks[0].clientConfig.caBundle}')" ]] &&
   [[ -n "$(kubectl get validatingwebhookconfiguration crr-webhook -o 'jsonpath={.webhooks[0].clientConfig.caBundle}')" ]] &&

@@ -10,15 +10,17 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::proto::runtime_service_client::RuntimeServiceClient;
 use crate::proto::{
-    ContainerFilter, ContainerState, ExecSyncRequest, ListContainersRequest, StopContainerRequest,
-    VersionRequest,
+    ContainerFilter, ContainerState, ContainerStatusRequest, ExecSyncRequest,
+    ListContainersRequest, StopContainerRequest, VersionRequest,
 };
 use crate::recreate::RuntimeContainer;
 
 /// Where runtimes put their CRI socket, tried in order when none is given.
-pub const KNOWN_SOCKETS: [&str; 4] = [
+pub const KNOWN_SOCKETS: [&str; 6] = [
     "/run/containerd/containerd.sock",
+    "/var/run/containerd/containerd.sock",
     "/run/crio/crio.sock",
+    "/var/run/crio/crio.sock",
     "/run/cri-dockerd.sock",
     "/var/run/cri-dockerd.sock",
 ];
@@ -127,7 +129,6 @@ impl Runtime {
             .await?
             .into_inner()
             .containers;
-        let now = jiff::Timestamp::now().as_nanosecond();
         let mut newest: std::collections::BTreeMap<String, (i64, u32, RuntimeContainer)> =
             Default::default();
         for container in containers {
@@ -142,17 +143,12 @@ impl Runtime {
                 .annotations
                 .get(CRI_ANNOTATION_RESTART_COUNT)
                 .and_then(|count| count.parse().ok())
-                .unwrap_or(attempt as i32);
-            let running = container.state == ContainerState::ContainerRunning as i32;
+                .unwrap_or(i32::try_from(attempt).unwrap_or(i32::MAX));
             let runtime_container = RuntimeContainer {
                 id: format!("{}://{}", self.scheme(), container.id),
                 restart_count,
-                running,
-                running_for: running.then(|| {
-                    Duration::from_nanos(
-                        now.saturating_sub(i128::from(container.created_at)).max(0) as u64,
-                    )
-                }),
+                running: container.state == ContainerState::ContainerRunning as i32,
+                started_at: None,
             };
             let newer = newest.get(&name).is_none_or(|(created, seen_attempt, _)| {
                 (container.created_at, attempt) > (*created, *seen_attempt)
@@ -161,14 +157,42 @@ impl Runtime {
                 newest.insert(name, (container.created_at, attempt, runtime_container));
             }
         }
-        Ok(newest
-            .into_iter()
-            .map(|(name, (_, _, container))| (name, container))
-            .collect())
+        let mut found = Vec::with_capacity(newest.len());
+        for (name, (_, _, mut container)) in newest {
+            if container.running {
+                // Only the status has the start time (minStartedSeconds counts from it).
+                match self.started_at(&container.id).await {
+                    Ok(started_at) => container.started_at = started_at,
+                    Err(CriError::NotFound(_)) => container.running = false,
+                    Err(error) => return Err(error),
+                }
+            }
+            found.push((name, container));
+        }
+        Ok(found)
+    }
+
+    /// When the container started, by the runtime (this node's clock); `None` if it has not.
+    async fn started_at(&self, container_id: &str) -> Result<Option<jiff::Timestamp>, CriError> {
+        let status = self
+            .client
+            .clone()
+            .container_status(ContainerStatusRequest {
+                container_id: strip_scheme(container_id).to_owned(),
+                verbose: false,
+            })
+            .await?
+            .into_inner()
+            .status;
+        Ok(status
+            .filter(|status| status.started_at > 0)
+            .and_then(|status| {
+                jiff::Timestamp::from_nanosecond(i128::from(status.started_at)).ok()
+            }))
     }
 
     /// `containerd` for containerd, as the kubelet writes IDs (`containerd://...`).
-    fn scheme(&self) -> &str {
+    pub fn scheme(&self) -> &str {
         match self.name.as_str() {
             "cri-o" => "cri-o",
             "docker" => "docker",

@@ -206,9 +206,21 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn({
         let health = health.clone();
         async move {
-            if store.wait_until_ready().await.is_ok() {
-                health.requests_synced.store(true, Ordering::Relaxed);
-                info!("request cache synced");
+            // kube-runtime's readiness future wakes only its most recent poller (a oneshot
+            // underneath), and the controller's own runner waits on it too: poll again at
+            // intervals instead of once, or this task may sleep forever.
+            let ready = loop {
+                match tokio::time::timeout(Duration::from_millis(250), store.wait_until_ready()).await {
+                    Ok(result) => break result,
+                    Err(_) => continue,
+                }
+            };
+            match ready {
+                Ok(()) => {
+                    health.requests_synced.store(true, Ordering::Relaxed);
+                    info!("request cache synced");
+                }
+                Err(error) => error!(%error, "the request cache never synced"),
             }
         }
     });

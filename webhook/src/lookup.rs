@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -60,8 +61,15 @@ impl CachedLookup {
         };
         let (pods, nodes) = (lookup.pods.clone(), lookup.nodes.clone());
         tokio::spawn(async move {
-            let _ = pods.wait_until_ready().await;
-            let _ = nodes.wait_until_ready().await;
+            // Poll at intervals: kube-runtime's readiness future wakes only its latest poller.
+            while tokio::time::timeout(Duration::from_millis(250), pods.wait_until_ready())
+                .await
+                .is_err()
+            {}
+            while tokio::time::timeout(Duration::from_millis(250), nodes.wait_until_ready())
+                .await
+                .is_err()
+            {}
             synced.store(true, Ordering::Relaxed);
             tracing::info!("pod and node caches synced");
         });
