@@ -14,7 +14,7 @@ use axum::routing::get;
 use clap::Parser;
 use crr_node_daemon::cri::{self, Runtime};
 use crr_node_daemon::metrics::{self, Metrics};
-use crr_node_daemon::worker::Daemon;
+use crr_node_daemon::worker::{Daemon, Watch};
 use kube::runtime::events::{Recorder, Reporter};
 use prometheus_client::registry::Registry;
 
@@ -25,6 +25,10 @@ struct Args {
     /// This node's name (the DaemonSet passes it from the downward API).
     #[arg(long, env = "NODE_NAME")]
     node_name: String,
+
+    /// Watch requests of this namespace only (for tests; the DaemonSet watches all).
+    #[arg(long, env = "CRR_NODE_DAEMON_WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
 
     /// The runtime's CRI socket; when unset, the usual containerd, CRI-O and cri-dockerd paths
     /// are tried.
@@ -103,7 +107,10 @@ async fn main() -> anyhow::Result<()> {
     let (daemon, feeder) = Daemon::new(
         client,
         runtime,
-        args.node_name.clone(),
+        Watch {
+            node: args.node_name.clone(),
+            namespace: args.watch_namespace.clone(),
+        },
         recorder,
         metrics,
         move || {

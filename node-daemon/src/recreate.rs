@@ -18,8 +18,9 @@ pub struct RuntimeContainer {
     /// The kubelet's restart count (from the CRI annotation).
     pub restart_count: i32,
     pub running: bool,
-    /// How long it has been running, by this node's clock (runtime start time vs. now).
-    pub running_for: Option<Duration>,
+    /// When it started, by the runtime: this node's clock, compared only with this node's
+    /// clock (`now` below), never with times written on other machines.
+    pub started_at: Option<jiff::Timestamp>,
 }
 
 /// The order a pod's active requests are served in: Recreating first, then oldest first.
@@ -54,15 +55,29 @@ pub fn needs_grace(crr: &ContainerRecreateRequest) -> bool {
     crr.strategy().unready_grace_period_seconds.is_some()
 }
 
+/// The runtime the request's containers were recorded under, when it is not the one this
+/// daemon talks to (`scheme`, e.g. `containerd`): then no container of it can be found here.
+pub fn foreign_runtime(crr: &ContainerRecreateRequest, scheme: &str) -> Option<String> {
+    crr.spec
+        .containers
+        .iter()
+        .filter_map(|container| container.status_context.as_ref())
+        .filter_map(|context| context.container_id.split_once("://"))
+        .map(|(runtime, _)| runtime)
+        .find(|runtime| *runtime != scheme)
+        .map(str::to_owned)
+}
+
 /// Each spec container's state, from its previous state, the runtime and the operator's
-/// snapshot (spec section 4).
+/// snapshot (spec section 4); `now` is this node's clock, as the runtime's start times are.
 pub fn container_states(
     crr: &ContainerRecreateRequest,
     runtime: &dyn Fn(&str) -> Option<RuntimeContainer>,
+    now: jiff::Timestamp,
 ) -> Vec<State> {
     let strategy = crr.strategy();
     let status = crr.status.clone().unwrap_or_default();
-    let min_started = Duration::from_secs(strategy.min_started_seconds.max(0) as u64);
+    let min_started = jiff::SignedDuration::from_secs(i64::from(strategy.min_started_seconds.max(0)));
     crr.spec
         .containers
         .iter()
@@ -110,6 +125,10 @@ pub fn container_states(
             if strategy.force_recreate && !is_killed {
                 return state(Phase::Pending, None, false);
             }
+            if is_killed && !replaced {
+                // Stopped by us, not yet seen replaced: wait, never a second kill.
+                return state(Phase::Recreating, None, is_killed);
+            }
             if replaced {
                 let ready = status.container_status_snapshot.iter().any(|snapshot| {
                     snapshot.name == container.name
@@ -117,8 +136,8 @@ pub fn container_states(
                         && snapshot.ready
                 });
                 let started_long_enough = current
-                    .running_for
-                    .is_some_and(|running| running >= min_started);
+                    .started_at
+                    .is_some_and(|started| now.duration_since(started) >= min_started);
                 let phase = if ready && started_long_enough {
                     Phase::Succeeded
                 } else {
@@ -203,15 +222,18 @@ pub fn kill_grace(crr: &ContainerRecreateRequest, spent_in_pre_stop: Duration) -
     (total - spent_in_pre_stop.as_secs() as i64).max(2)
 }
 
-/// How long the preStop hook may take: the whole grace period.
-pub fn pre_stop_budget(crr: &ContainerRecreateRequest) -> Duration {
-    Duration::from_secs(
-        crr.strategy()
-            .termination_grace_period_seconds
-            .unwrap_or(30)
-            .max(1) as u64,
-    )
+/// How long the preStop hook may take: the whole grace period; `None` (no hook) with a grace
+/// period of 0, as the kubelet runs hooks only when there is time for them.
+pub fn pre_stop_budget(crr: &ContainerRecreateRequest) -> Option<Duration> {
+    let grace = crr
+        .strategy()
+        .termination_grace_period_seconds
+        .unwrap_or(30);
+    (grace > 0).then(|| Duration::from_secs(grace.unsigned_abs()))
 }
+
+/// Interval between looks at the runtime while a recreate is in flight.
+pub const IN_FLIGHT_POLL: Duration = Duration::from_millis(500);
 
 #[cfg(test)]
 mod tests {
@@ -252,12 +274,16 @@ mod tests {
         crr
     }
 
-    fn running(id: &str, restarts: i32, for_secs: u64) -> RuntimeContainer {
+    fn now() -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_000_000).expect("a valid time")
+    }
+
+    fn running(id: &str, restarts: i32, for_secs: i64) -> RuntimeContainer {
         RuntimeContainer {
             id: id.into(),
             restart_count: restarts,
             running: true,
-            running_for: Some(Duration::from_secs(for_secs)),
+            started_at: Some(now() - jiff::SignedDuration::from_secs(for_secs)),
         }
     }
 
@@ -275,7 +301,7 @@ mod tests {
     #[test]
     fn unchanged_container_is_pending_and_gets_killed() {
         let crr = crr(&["app"], Default::default());
-        let states = container_states(&crr, &|_| Some(running("containerd://app-1", 0, 100)));
+        let states = container_states(&crr, &|_| Some(running("containerd://app-1", 0, 100)), now());
         assert_eq!(states[0].phase, Phase::Pending);
         assert_eq!(next_step(&crr, &states), Next::Kill(0));
     }
@@ -291,17 +317,17 @@ mod tests {
         );
         let new = |secs| move |_: &str| Some(running("containerd://app-2", 1, secs));
         assert_eq!(
-            container_states(&request, &new(10))[0].phase,
+            container_states(&request, &new(10), now())[0].phase,
             Phase::Recreating,
             "not ready in snapshot"
         );
         snapshot(&mut request, "app", "containerd://app-2", true);
         assert_eq!(
-            container_states(&request, &new(3))[0].phase,
+            container_states(&request, &new(3), now())[0].phase,
             Phase::Recreating,
             "minStartedSeconds"
         );
-        let states = container_states(&request, &new(6));
+        let states = container_states(&request, &new(6), now());
         assert_eq!(states[0].phase, Phase::Succeeded);
         assert!(matches!(
             next_step(&request, &states),
@@ -316,7 +342,7 @@ mod tests {
     fn a_ready_snapshot_of_the_old_container_is_not_success() {
         let mut request = crr(&["app"], Default::default());
         snapshot(&mut request, "app", "containerd://app-1", true);
-        let states = container_states(&request, &|_| Some(running("containerd://app-2", 1, 10)));
+        let states = container_states(&request, &|_| Some(running("containerd://app-2", 1, 10)), now());
         assert_eq!(states[0].phase, Phase::Recreating);
     }
 
@@ -327,10 +353,10 @@ mod tests {
             id: "containerd://app-1".into(),
             restart_count: 0,
             running: false,
-            running_for: None,
+            started_at: None,
         };
         assert_eq!(
-            container_states(&request, &|_| Some(exited.clone()))[0].phase,
+            container_states(&request, &|_| Some(exited.clone()), now())[0].phase,
             Phase::Recreating
         );
     }
@@ -338,7 +364,7 @@ mod tests {
     #[test]
     fn missing_container_is_pending_with_a_message() {
         let request = crr(&["app"], Default::default());
-        let states = container_states(&request, &|_| None);
+        let states = container_states(&request, &|_| None, now());
         assert_eq!(states[0].phase, Phase::Pending);
         assert_eq!(
             states[0].message.as_deref(),
@@ -356,7 +382,7 @@ mod tests {
             },
         );
         let replaced = |_: &str| Some(running("containerd://app-2", 1, 10));
-        let states = container_states(&request, &replaced);
+        let states = container_states(&request, &replaced, now());
         assert_eq!(
             next_step(&request, &states),
             Next::Kill(0),
@@ -370,7 +396,7 @@ mod tests {
             is_killed: true,
         }];
         let after = |_: &str| Some(running("containerd://app-3", 2, 10));
-        let states = container_states(&request, &after);
+        let states = container_states(&request, &after, now());
         assert_eq!(states[0].phase, Phase::Recreating);
         assert!(states[0].is_killed);
     }
@@ -391,11 +417,11 @@ mod tests {
             message: Some(killing_message("containerd://app-2")),
             is_killed: false,
         }];
-        let states = container_states(&request, &|_| Some(running("containerd://app-3", 2, 1)));
+        let states = container_states(&request, &|_| Some(running("containerd://app-3", 2, 1)), now());
         assert!(states[0].is_killed, "the kill is known to have happened");
         assert_ne!(next_step(&request, &states), Next::Kill(0));
         // But if the named container still runs, the kill did not happen: do it.
-        let states = container_states(&request, &|_| Some(running("containerd://app-2", 1, 1)));
+        let states = container_states(&request, &|_| Some(running("containerd://app-2", 1, 1)), now());
         assert!(!states[0].is_killed);
         assert_eq!(next_step(&request, &states), Next::Kill(0));
     }
@@ -416,10 +442,10 @@ mod tests {
                 running("containerd://sidecar-1", 0, 50)
             })
         };
-        let states = container_states(&request, &runtime);
+        let states = container_states(&request, &runtime, now());
         assert_eq!(next_step(&request, &states), Next::Wait);
         let parallel = crr(&["app", "sidecar"], Default::default());
-        let states = container_states(&parallel, &runtime);
+        let states = container_states(&parallel, &runtime, now());
         assert_eq!(next_step(&parallel, &states), Next::Kill(1));
     }
 

@@ -1,22 +1,20 @@
 //! The daemon's loop: a label-selected watch of this node's active CRRs, a work queue keyed by
-//! pod (one pod's requests one at a time, pods in parallel up to a limit), and the reconcile
-//! that carries out `recreate`'s decisions through CRI and records them in the status.
+//! pod (one pod's requests one at a time, pods in parallel up to a limit), and the choice of
+//! which request of a pod goes now. `round.rs` does the work of one request.
 //!
-//! Every status write is a merge patch carrying the resourceVersion it was computed from, so
-//! a request completed meanwhile (by the operator: deadline, pod gone) is never moved back and
-//! no kill follows it: the write fails with a conflict, and the next round sees the completion.
+//! The watch cache lags the daemon's own writes. Rather than re-reading every round, the daemon
+//! remembers what it wrote and which versions that write superseded: while the cache still
+//! shows a superseded version, its own copy is the current one (upstream's "resourceVersion
+//! expectation"). Anything else is a conflict on the next write, and a new round.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use crr_crds::keys::{CONDITION_SUCCEEDED, LABEL_ACTIVE, LABEL_NODE_NAME, LABEL_POD_UID};
-use crr_crds::v1beta1::{
-    ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState as State, Phase,
-};
+use crr_crds::keys::{LABEL_ACTIVE, LABEL_NODE_NAME};
+use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{self, Store};
@@ -24,25 +22,39 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use crate::cri::Runtime;
 use crate::metrics::Metrics;
-use crate::recreate::{self, Next};
+use crate::recreate;
+use crate::round::{Outcome, Requests, Round, RoundError, WriteError, is_finished};
 
-/// Interval between looks at the runtime while a recreate is in flight.
-const IN_FLIGHT_POLL: Duration = Duration::from_millis(500);
-
-pub struct Daemon {
-    pub client: Client,
-    pub runtime: Runtime,
-    pub node: String,
-    pub recorder: Recorder,
-    pub metrics: Metrics,
-    pub store: Store<ContainerRecreateRequest>,
-    queue: Queue,
+/// The watch: this node's active requests only.
+pub fn selector(node: &str) -> String {
+    format!("{LABEL_NODE_NAME}={node},{LABEL_ACTIVE}=true")
 }
 
-/// Pod keys (`namespace/podName`) waiting, running, or to re-run once the running one ends.
+fn pod_key(crr: &ContainerRecreateRequest) -> String {
+    format!(
+        "{}/{}",
+        crr.namespace().unwrap_or_default(),
+        crr.spec.pod_name
+    )
+}
+
+fn request_key(crr: &ContainerRecreateRequest) -> String {
+    format!("{}/{}", crr.namespace().unwrap_or_default(), crr.name_any())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Pod keys (`namespace/podName`) waiting, running, or to run again once the running round
+/// ends; plus at most one timer per key.
 #[derive(Default)]
 struct Queue {
     state: Mutex<QueueState>,
@@ -54,14 +66,12 @@ struct QueueState {
     pending: BTreeSet<String>,
     running: HashSet<String>,
     rerun: HashSet<String>,
+    timers: HashMap<String, Instant>,
 }
 
 impl Queue {
     fn add(&self, key: String) {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = lock(&self.state);
         if state.running.contains(&key) {
             state.rerun.insert(key);
         } else {
@@ -71,11 +81,30 @@ impl Queue {
         self.notify.notify_one();
     }
 
+    /// Adds the key after `after`, unless it is already due earlier.
+    fn add_after(self: &Arc<Self>, key: String, after: Duration) {
+        let at = Instant::now() + after;
+        {
+            let mut state = lock(&self.state);
+            if state.timers.get(&key).is_some_and(|due| *due <= at) {
+                return;
+            }
+            state.timers.insert(key.clone(), at);
+        }
+        let queue = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            let mut state = lock(&queue.state);
+            if state.timers.get(&key) == Some(&at) {
+                state.timers.remove(&key);
+                drop(state);
+                queue.add(key);
+            }
+        });
+    }
+
     fn take(&self) -> Vec<String> {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = lock(&self.state);
         let keys: Vec<String> = std::mem::take(&mut state.pending).into_iter().collect();
         for key in &keys {
             state.running.insert(key.clone());
@@ -83,27 +112,149 @@ impl Queue {
         keys
     }
 
+    /// The round of `key` ended; whether it must run again at once.
     fn done(&self, key: &str) -> bool {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = lock(&self.state);
         state.running.remove(key);
         state.rerun.remove(key)
     }
 }
 
-fn pod_key(crr: &ContainerRecreateRequest) -> String {
-    format!(
-        "{}/{}",
-        crr.namespace().unwrap_or_default(),
-        crr.spec.pod_name
-    )
+/// The API server side of rounds, with the memory of the daemon's own writes.
+pub struct ApiRequests {
+    client: Client,
+    recorder: Recorder,
+    written: Mutex<HashMap<String, Written>>,
 }
 
-/// The watch: this node's active requests only.
-pub fn selector(node: &str) -> String {
-    format!("{LABEL_NODE_NAME}={node},{LABEL_ACTIVE}=true")
+/// The daemon's latest write of one request and the versions it made stale.
+struct Written {
+    superseded: HashSet<String>,
+    latest: ContainerRecreateRequest,
+}
+
+impl ApiRequests {
+    pub fn new(client: Client, recorder: Recorder) -> Self {
+        Self {
+            client,
+            recorder,
+            written: Mutex::default(),
+        }
+    }
+
+    /// The current version of a request the cache shows: the daemon's own copy while the cache
+    /// still shows a version that copy superseded.
+    fn current(&self, cached: &ContainerRecreateRequest) -> ContainerRecreateRequest {
+        let key = request_key(cached);
+        let mut written = lock(&self.written);
+        if let Some(entry) = written.get(&key) {
+            if cached
+                .resource_version()
+                .is_some_and(|version| entry.superseded.contains(&version))
+            {
+                return entry.latest.clone();
+            }
+            // The cache caught up (or moved past us): forget our copy.
+            written.remove(&key);
+        }
+        cached.clone()
+    }
+
+    fn forget(&self, crr: &ContainerRecreateRequest) {
+        lock(&self.written).remove(&request_key(crr));
+    }
+}
+
+fn write_error(error: kube::Error) -> WriteError {
+    match &error {
+        kube::Error::Api(status) if status.code == 409 => WriteError::Conflict,
+        kube::Error::Api(status) if status.code == 404 => WriteError::Gone,
+        _ => WriteError::Api(error.to_string()),
+    }
+}
+
+impl Requests for ApiRequests {
+    async fn write_status(
+        &self,
+        crr: &ContainerRecreateRequest,
+        status: serde_json::Value,
+    ) -> Result<ContainerRecreateRequest, WriteError> {
+        let namespace = crr.namespace().unwrap_or_default();
+        let api: Api<ContainerRecreateRequest> = Api::namespaced(self.client.clone(), &namespace);
+        let sent = crr.resource_version();
+        let patch = json!({
+            "metadata": {"resourceVersion": sent},
+            "status": status,
+        });
+        let updated = api
+            .patch_status(
+                &crr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(write_error)?;
+        let mut written = lock(&self.written);
+        let entry = written.entry(request_key(crr)).or_insert_with(|| Written {
+            superseded: HashSet::new(),
+            latest: updated.clone(),
+        });
+        entry.superseded.extend(sent);
+        entry.latest = updated.clone();
+        Ok(updated)
+    }
+
+    async fn fresh(
+        &self,
+        crr: &ContainerRecreateRequest,
+    ) -> Result<Option<ContainerRecreateRequest>, WriteError> {
+        let namespace = crr.namespace().unwrap_or_default();
+        let api: Api<ContainerRecreateRequest> = Api::namespaced(self.client.clone(), &namespace);
+        api.get_opt(&crr.name_any()).await.map_err(write_error)
+    }
+
+    async fn pod_address(&self, namespace: &str, pod: &str) -> Option<String> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let status = pods.get_opt(pod).await.ok()??.status?;
+        status
+            .pod_ip
+            .filter(|ip| !ip.is_empty())
+            .or(status.host_ip)
+    }
+
+    async fn event(
+        &self,
+        crr: &ContainerRecreateRequest,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note.to_owned()),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &crr.object_ref(&())).await {
+            tracing::debug!(%error, reason, "could not publish an Event");
+        }
+    }
+}
+
+/// Where the daemon looks for requests.
+pub struct Watch {
+    pub node: String,
+    /// Only this namespace (tests, or a daemon confined by RBAC); all namespaces when `None`.
+    pub namespace: Option<String>,
+}
+
+pub struct Daemon {
+    requests: ApiRequests,
+    runtime: Runtime,
+    metrics: Metrics,
+    store: Store<ContainerRecreateRequest>,
+    queue: Arc<Queue>,
 }
 
 impl Daemon {
@@ -111,23 +262,24 @@ impl Daemon {
     pub fn new(
         client: Client,
         runtime: Runtime,
-        node: String,
+        watch: Watch,
         recorder: Recorder,
         metrics: Metrics,
         on_synced: impl Fn() + Send + 'static,
     ) -> (Arc<Self>, impl std::future::Future<Output = ()>) {
         let (store, writer) = reflector::store();
         let daemon = Arc::new(Self {
-            client: client.clone(),
+            requests: ApiRequests::new(client.clone(), recorder),
             runtime,
-            node: node.clone(),
-            recorder,
             metrics,
             store,
-            queue: Queue::default(),
+            queue: Arc::default(),
         });
-        let api: Api<ContainerRecreateRequest> = Api::all(client);
-        let config = watcher::Config::default().labels(&selector(&node));
+        let api: Api<ContainerRecreateRequest> = match &watch.namespace {
+            Some(namespace) => Api::namespaced(client, namespace),
+            None => Api::all(client),
+        };
+        let config = watcher::Config::default().labels(&selector(&watch.node));
         let feeder = {
             let daemon = daemon.clone();
             let mut on_synced = Some(on_synced);
@@ -136,11 +288,11 @@ impl Daemon {
                 futures::pin_mut!(stream);
                 while let Some(event) = stream.next().await {
                     match event {
-                        Ok(
-                            watcher::Event::Apply(crr)
-                            | watcher::Event::Delete(crr)
-                            | watcher::Event::InitApply(crr),
-                        ) => {
+                        Ok(watcher::Event::Apply(crr) | watcher::Event::InitApply(crr)) => {
+                            daemon.queue.add(pod_key(&crr));
+                        }
+                        Ok(watcher::Event::Delete(crr)) => {
+                            daemon.requests.forget(&crr);
                             daemon.queue.add(pod_key(&crr));
                         }
                         Ok(watcher::Event::InitDone) => {
@@ -160,34 +312,44 @@ impl Daemon {
         (daemon, feeder)
     }
 
-    /// Runs pods' reconciles, at most `parallel` at once, until `stop` is notified; then waits
-    /// for the running ones (a kill under way is finished, never abandoned halfway).
+    /// Runs pods' rounds, at most `parallel` at once, until `stop` is notified; then waits for
+    /// the running ones (a kill under way is finished, never abandoned halfway; a request not
+    /// yet at its kill is picked up by the next daemon from its recorded states).
     pub async fn run(self: Arc<Self>, parallel: usize, stop: Arc<Notify>) {
-        let slots = Arc::new(Semaphore::new(parallel.max(1)));
-        loop {
+        let parallel = parallel.clamp(1, Semaphore::MAX_PERMITS);
+        let slots = Arc::new(Semaphore::new(parallel));
+        'outer: loop {
             tokio::select! {
                 () = self.queue.notify.notified() => {}
                 () = stop.notified() => break,
             }
             for key in self.queue.take() {
-                let Ok(permit) = slots.clone().acquire_owned().await else {
-                    return;
+                let permit = tokio::select! {
+                    permit = slots.clone().acquire_owned() => permit,
+                    () = stop.notified() => break 'outer,
+                };
+                let Ok(permit) = permit else {
+                    break 'outer;
                 };
                 let daemon = self.clone();
                 tokio::spawn(async move {
                     let requeue = daemon.reconcile(&key).await;
                     drop(permit);
                     if daemon.queue.done(&key) {
-                        daemon.queue.add(key.clone());
-                    }
-                    if let Some(after) = requeue {
-                        tokio::time::sleep(after).await;
                         daemon.queue.add(key);
+                    } else if let Some(after) = requeue {
+                        if after.is_zero() {
+                            daemon.queue.add(key);
+                        } else {
+                            daemon.queue.add_after(key, after);
+                        }
                     }
                 });
             }
         }
-        let _ = slots.acquire_many(parallel.max(1) as u32).await;
+        let _ = slots
+            .acquire_many(u32::try_from(parallel).unwrap_or(u32::MAX))
+            .await;
     }
 
     /// One round for one pod; returns when to look again (None: on the next event).
@@ -200,278 +362,39 @@ impl Daemon {
             .filter(|crr| {
                 crr.namespace().as_deref() == Some(namespace) && crr.spec.pod_name == pod_name
             })
-            .filter(|crr| crr.metadata.deletion_timestamp.is_none() && !crr.is_completed())
-            .map(|crr| (**crr).clone())
+            .map(|crr| self.requests.current(crr))
+            .filter(|crr| !is_finished(crr))
             .collect();
         recreate::order(&mut candidates);
-        let first = candidates.first()?.name_any();
-        let api: Api<ContainerRecreateRequest> = Api::namespaced(self.client.clone(), namespace);
-        for waiting in candidates
-            .iter()
-            .skip(1)
-            .filter(|crr| crr.phase().is_none())
-        {
-            let _ = self
-                .write_status(&api, waiting, json!({"phase": Phase::Pending.as_str()}))
-                .await;
+        let mut candidates = candidates.into_iter();
+        let crr = candidates.next()?;
+        for waiting in candidates.filter(|crr| crr.phase().is_none()) {
+            let pending = json!({"phase": Phase::Pending.as_str()});
+            if let Err(error) = self.requests.write_status(&waiting, pending).await {
+                tracing::debug!(%error, crr = %request_key(&waiting), "marking Pending");
+            }
         }
-        // The cache may lag our own writes: decide on a fresh read.
-        let crr = match api.get_opt(&first).await {
-            Ok(Some(crr)) if !crr.is_completed() && crr.metadata.deletion_timestamp.is_none() => {
-                crr
-            }
-            Ok(_) => return Some(Duration::ZERO),
-            Err(error) => {
-                tracing::warn!(%error, crr = %first, "reading the request");
-                return Some(Duration::from_secs(1));
-            }
+        let span = tracing::info_span!("round", crr = %request_key(&crr), pod = pod_name);
+        let round = Round {
+            requests: &self.requests,
+            runtime: &self.runtime,
+            metrics: &self.metrics,
         };
-        let span =
-            tracing::info_span!("reconcile", crr = %format!("{namespace}/{first}"), pod = pod_name);
-        let _entered = span.enter();
-        match self.step(&api, namespace, crr).await {
-            Ok(requeue) => requeue,
+        match round.run(crr.clone()).instrument(span).await {
+            Ok(Outcome::After(after)) => Some(after),
+            Ok(Outcome::OnChange) => None,
+            Ok(Outcome::Completed) => {
+                self.requests.forget(&crr);
+                Some(Duration::ZERO)
+            }
+            Err(RoundError::Write(WriteError::Conflict)) => {
+                tracing::debug!("the request changed meanwhile; deciding again");
+                Some(Duration::from_millis(200))
+            }
             Err(error) => {
                 tracing::warn!(%error, "round failed; retrying");
                 Some(Duration::from_secs(1))
             }
-        }
-    }
-
-    async fn step(
-        &self,
-        api: &Api<ContainerRecreateRequest>,
-        namespace: &str,
-        crr: ContainerRecreateRequest,
-    ) -> anyhow::Result<Option<Duration>> {
-        if crr.phase() != Some(Phase::Recreating) {
-            self.write_status(api, &crr, json!({"phase": Phase::Recreating.as_str()}))
-                .await?;
-            self.event(
-                &crr,
-                EventType::Normal,
-                "Recreating",
-                "started recreating containers",
-            )
-            .await;
-            return Ok(Some(Duration::ZERO));
-        }
-        if recreate::needs_grace(&crr) {
-            match recreate::grace_ends_at(&crr) {
-                None => return Ok(None), // the operator marks PreRecreateGrace; its write wakes us
-                Some(end) => {
-                    let left = end.duration_since(jiff::Timestamp::now());
-                    if left.is_positive() {
-                        return Ok(Some(
-                            Duration::try_from(left).unwrap_or(Duration::from_secs(1)),
-                        ));
-                    }
-                }
-            }
-        }
-        let Some(pod_uid) = crr.labels().get(LABEL_POD_UID).cloned() else {
-            self.complete(
-                api,
-                &crr,
-                vec![],
-                false,
-                "the request has no pod-uid label (was it admitted by the crr webhook?)",
-            )
-            .await?;
-            return Ok(None);
-        };
-        let containers: HashMap<String, recreate::RuntimeContainer> = self
-            .runtime
-            .pod_containers(&pod_uid)
-            .await?
-            .into_iter()
-            .collect();
-        let mut states = recreate::container_states(&crr, &|name| containers.get(name).cloned());
-        let recorded = crr
-            .status
-            .as_ref()
-            .map(|s| s.container_recreate_states.clone())
-            .unwrap_or_default();
-        let mut crr = crr;
-        if states != recorded {
-            crr = self
-                .write_status(api, &crr, json!({"containerRecreateStates": states}))
-                .await?;
-        }
-        match recreate::next_step(&crr, &states) {
-            Next::Wait => Ok(Some(IN_FLIGHT_POLL)),
-            Next::Complete { succeeded, message } => {
-                self.complete(api, &crr, states, succeeded, &message)
-                    .await?;
-                Ok(None)
-            }
-            Next::Kill(index) => {
-                let container = crr.spec.containers[index].clone();
-                let Some(current) = containers.get(&container.name).cloned() else {
-                    return Ok(Some(IN_FLIGHT_POLL));
-                };
-                // Recorded before the kill: a restart after it knows it happened (recreate.rs).
-                states[index].message = Some(recreate::killing_message(&current.id));
-                crr = self
-                    .write_status(api, &crr, json!({"containerRecreateStates": states}))
-                    .await?;
-
-                let started = Instant::now();
-                if let Some(handler) = &container.pre_stop {
-                    let pod_ip = self.pod_ip(namespace, &crr.spec.pod_name).await;
-                    let outcome = crate::pre_stop::run(
-                        &self.runtime,
-                        &current.id,
-                        handler,
-                        container.ports.as_deref().unwrap_or_default(),
-                        pod_ip.as_deref(),
-                        recreate::pre_stop_budget(&crr),
-                    )
-                    .await;
-                    self.metrics
-                        .observe_pre_stop(outcome.is_ok(), started.elapsed());
-                    if let Err(error) = outcome {
-                        let note = format!(
-                            "preStop hook of container {} failed: {error}",
-                            container.name
-                        );
-                        tracing::warn!(container = %container.name, %error, "preStop failed; killing anyway");
-                        self.event(&crr, EventType::Warning, "FailedPreStopHook", &note)
-                            .await;
-                    }
-                }
-                let grace = recreate::kill_grace(&crr, started.elapsed());
-                let killed = self.runtime.stop(&current.id, grace).await;
-                states[index] = match &killed {
-                    Ok(()) => State {
-                        name: container.name.clone(),
-                        phase: Phase::Recreating,
-                        message: None,
-                        is_killed: true,
-                    },
-                    Err(error) => State {
-                        name: container.name.clone(),
-                        phase: Phase::Failed,
-                        message: Some(format!("kill container error: {error}")),
-                        is_killed: false,
-                    },
-                };
-                self.metrics.observe_kill(killed.is_ok());
-                tracing::info!(container = %container.name, id = %current.id, grace, ok = killed.is_ok(), "stopped container");
-                self.write_status(api, &crr, json!({"containerRecreateStates": states}))
-                    .await?;
-                Ok(Some(IN_FLIGHT_POLL))
-            }
-        }
-    }
-
-    async fn pod_ip(&self, namespace: &str, name: &str) -> Option<String> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        pods.get_opt(name).await.ok()??.status?.pod_ip
-    }
-
-    async fn complete(
-        &self,
-        api: &Api<ContainerRecreateRequest>,
-        crr: &ContainerRecreateRequest,
-        states: Vec<State>,
-        succeeded: bool,
-        message: &str,
-    ) -> anyhow::Result<()> {
-        let now = Time(jiff::Timestamp::now());
-        let mut conditions: Vec<Condition> = crr
-            .status
-            .as_ref()
-            .map(|status| status.conditions.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|condition| condition.type_ != CONDITION_SUCCEEDED)
-            .collect();
-        conditions.push(Condition {
-            type_: CONDITION_SUCCEEDED.to_owned(),
-            status: if succeeded { "True" } else { "False" }.to_owned(),
-            reason: if succeeded {
-                "Recreated"
-            } else {
-                "RecreateFailed"
-            }
-            .to_owned(),
-            message: message.to_owned(),
-            last_transition_time: now.clone(),
-            observed_generation: crr.metadata.generation,
-        });
-        let mut status = json!({
-            "phase": Phase::Completed.as_str(),
-            "completionTime": now,
-            "message": message,
-            "conditions": conditions,
-        });
-        if !states.is_empty() {
-            status["containerRecreateStates"] = json!(states);
-        }
-        self.write_status(api, crr, status).await?;
-        let started = crr.metadata.creation_timestamp.as_ref().map(|time| time.0);
-        if let Some(started) = started {
-            let took = jiff::Timestamp::now().duration_since(started);
-            self.metrics
-                .observe_recreate(succeeded, Duration::try_from(took).unwrap_or_default());
-        }
-        let type_ = if succeeded {
-            EventType::Normal
-        } else {
-            EventType::Warning
-        };
-        self.event(
-            crr,
-            type_,
-            if succeeded {
-                "Recreated"
-            } else {
-                "RecreateFailed"
-            },
-            message,
-        )
-        .await;
-        tracing::info!(succeeded, message, "completed");
-        Ok(())
-    }
-
-    /// Merge-patches status fields with the object's resourceVersion as precondition; returns
-    /// the updated object.
-    async fn write_status(
-        &self,
-        api: &Api<ContainerRecreateRequest>,
-        crr: &ContainerRecreateRequest,
-        status: serde_json::Value,
-    ) -> Result<ContainerRecreateRequest, kube::Error> {
-        let patch = json!({
-            "metadata": {"resourceVersion": crr.resource_version()},
-            "status": status,
-        });
-        api.patch_status(
-            &crr.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    }
-
-    async fn event(
-        &self,
-        crr: &ContainerRecreateRequest,
-        type_: EventType,
-        reason: &str,
-        note: &str,
-    ) {
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note.to_owned()),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &crr.object_ref(&())).await {
-            tracing::debug!(%error, reason, "could not publish an Event");
         }
     }
 }
