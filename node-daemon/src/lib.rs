@@ -5,6 +5,8 @@
 //! node's requests and schedules rounds per pod.
 
 pub mod cri;
+#[cfg(test)]
+mod fake_runtime;
 pub mod metrics;
 pub mod pre_stop;
 pub mod recreate;

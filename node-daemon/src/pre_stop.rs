@@ -239,4 +239,131 @@ mod tests {
         drop(closed);
         assert!(http_get("127.0.0.1", port, "/", &[]).await.is_err());
     }
+
+    fn tcp(port: u16) -> ProbeHandler {
+        ProbeHandler {
+            tcp_socket: Some(k8s_openapi::api::core::v1::TCPSocketAction {
+                host: None,
+                port: IntOrString::Int(i32::from(port)),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn http(port: u16) -> ProbeHandler {
+        ProbeHandler {
+            http_get: Some(k8s_openapi::api::core::v1::HTTPGetAction {
+                port: IntOrString::Int(i32::from(port)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    async fn runtime() -> Runtime {
+        crate::fake_runtime::FakeRuntime::with_containers(&["app"])
+            .serve()
+            .await
+    }
+
+    /// A listener whose accept queue is full: a further connect is never answered.
+    async fn unanswering_port() -> (u16, Vec<tokio::net::TcpStream>, tokio::net::TcpListener) {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("address"))
+            .expect("bind");
+        let listener = socket.listen(0).expect("listen");
+        let port = listener.local_addr().expect("addr").port();
+        let mut held = vec![];
+        loop {
+            let connect = tokio::net::TcpStream::connect(("127.0.0.1", port));
+            match tokio::time::timeout(Duration::from_millis(300), connect).await {
+                Ok(Ok(stream)) => held.push(stream),
+                _ => break,
+            }
+            assert!(held.len() < 64, "the accept queue never filled");
+        }
+        (port, held, listener)
+    }
+
+    #[tokio::test]
+    async fn tcp_socket_succeeds_when_the_pod_accepts_and_fails_when_it_refuses() {
+        let runtime = runtime().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let budget = Duration::from_secs(5);
+        run(
+            &runtime,
+            "containerd://app-1",
+            &tcp(port),
+            &[],
+            Some("127.0.0.1"),
+            budget,
+        )
+        .await
+        .expect("an accepted connection is success");
+        drop(listener);
+        let error = run(
+            &runtime,
+            "containerd://app-1",
+            &tcp(port),
+            &[],
+            Some("127.0.0.1"),
+            budget,
+        )
+        .await
+        .expect_err("a refused connection fails");
+        assert!(matches!(error, HookError::Tcp { .. }), "{error}");
+        let error = run(
+            &runtime,
+            "containerd://app-1",
+            &tcp(port),
+            &[],
+            None,
+            budget,
+        )
+        .await
+        .expect_err("no address");
+        assert_eq!(error, HookError::NoAddress);
+    }
+
+    #[tokio::test]
+    async fn tcp_socket_and_http_get_time_out_within_their_budget() {
+        let runtime = runtime().await;
+        let (port, _held, _listener) = unanswering_port().await;
+        let budget = Duration::from_secs(1);
+        let error = run(
+            &runtime,
+            "containerd://app-1",
+            &tcp(port),
+            &[],
+            Some("127.0.0.1"),
+            budget,
+        )
+        .await
+        .expect_err("no answer");
+        assert_eq!(error, HookError::Timeout(1));
+        // An HTTP server that accepts and never answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = silent.local_addr().expect("addr").port();
+        let _accepting = tokio::spawn(async move {
+            let (_stream, _) = silent.accept().await.expect("accept");
+            std::future::pending::<()>().await;
+        });
+        let error = run(
+            &runtime,
+            "containerd://app-1",
+            &http(port),
+            &[],
+            Some("127.0.0.1"),
+            budget,
+        )
+        .await
+        .expect_err("no answer");
+        assert_eq!(error, HookError::Timeout(1));
+    }
 }

@@ -77,7 +77,8 @@ pub fn container_states(
 ) -> Vec<State> {
     let strategy = crr.strategy();
     let status = crr.status.clone().unwrap_or_default();
-    let min_started = jiff::SignedDuration::from_secs(i64::from(strategy.min_started_seconds.max(0)));
+    let min_started =
+        jiff::SignedDuration::from_secs(i64::from(strategy.min_started_seconds.max(0)));
     crr.spec
         .containers
         .iter()
@@ -301,7 +302,11 @@ mod tests {
     #[test]
     fn unchanged_container_is_pending_and_gets_killed() {
         let crr = crr(&["app"], Default::default());
-        let states = container_states(&crr, &|_| Some(running("containerd://app-1", 0, 100)), now());
+        let states = container_states(
+            &crr,
+            &|_| Some(running("containerd://app-1", 0, 100)),
+            now(),
+        );
         assert_eq!(states[0].phase, Phase::Pending);
         assert_eq!(next_step(&crr, &states), Next::Kill(0));
     }
@@ -342,7 +347,11 @@ mod tests {
     fn a_ready_snapshot_of_the_old_container_is_not_success() {
         let mut request = crr(&["app"], Default::default());
         snapshot(&mut request, "app", "containerd://app-1", true);
-        let states = container_states(&request, &|_| Some(running("containerd://app-2", 1, 10)), now());
+        let states = container_states(
+            &request,
+            &|_| Some(running("containerd://app-2", 1, 10)),
+            now(),
+        );
         assert_eq!(states[0].phase, Phase::Recreating);
     }
 
@@ -417,11 +426,19 @@ mod tests {
             message: Some(killing_message("containerd://app-2")),
             is_killed: false,
         }];
-        let states = container_states(&request, &|_| Some(running("containerd://app-3", 2, 1)), now());
+        let states = container_states(
+            &request,
+            &|_| Some(running("containerd://app-3", 2, 1)),
+            now(),
+        );
         assert!(states[0].is_killed, "the kill is known to have happened");
         assert_ne!(next_step(&request, &states), Next::Kill(0));
         // But if the named container still runs, the kill did not happen: do it.
-        let states = container_states(&request, &|_| Some(running("containerd://app-2", 1, 1)), now());
+        let states = container_states(
+            &request,
+            &|_| Some(running("containerd://app-2", 1, 1)),
+            now(),
+        );
         assert!(!states[0].is_killed);
         assert_eq!(next_step(&request, &states), Next::Kill(0));
     }

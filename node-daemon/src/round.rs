@@ -344,3 +344,618 @@ impl<R: Requests> Round<'_, R> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Rounds against the fake CRI server and an in-memory request. The tests play the
+    //! operator (the snapshot) between rounds; the fake plays the kubelet (a stopped
+    //! container is replaced).
+
+    use std::sync::Mutex;
+
+    use crr_crds::keys::{LABEL_NODE_NAME, LABEL_POD_UID};
+    use crr_crds::v1beta1::{
+        ContainerRecreateRequestContainer, ContainerRecreateRequestContainerContext,
+        ContainerRecreateRequestSpec, ContainerRecreateRequestStrategy,
+        ContainerRecreateRequestSyncContainerStatus, ProbeHandler,
+    };
+    use k8s_openapi::api::core::v1::{ContainerPort, ExecAction, HTTPGetAction};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+    use crate::fake_runtime::{FakeRuntime, POD_UID};
+
+    /// The API server, for one request: resourceVersion preconditions, merge patches.
+    #[derive(Default)]
+    struct Memory {
+        crr: Mutex<Option<ContainerRecreateRequest>>,
+        events: Mutex<Vec<(String, String)>>,
+        pod_ip: Option<String>,
+        /// The operator completes the request when the daemon re-reads it (before a kill).
+        complete_on_fresh: bool,
+    }
+
+    fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+        match (target, patch) {
+            (serde_json::Value::Object(target), serde_json::Value::Object(patch)) => {
+                for (key, value) in patch {
+                    if value.is_null() {
+                        target.remove(key);
+                    } else {
+                        merge(target.entry(key.clone()).or_insert(json!({})), value);
+                    }
+                }
+            }
+            (target, patch) => *target = patch.clone(),
+        }
+    }
+
+    impl Memory {
+        fn new(crr: ContainerRecreateRequest) -> Self {
+            Self {
+                crr: Mutex::new(Some(crr)),
+                ..Default::default()
+            }
+        }
+
+        fn get(&self) -> ContainerRecreateRequest {
+            self.crr
+                .lock()
+                .unwrap()
+                .clone()
+                .expect("the request exists")
+        }
+
+        fn set(&self, change: impl FnOnce(&mut ContainerRecreateRequest)) {
+            let mut guard = self.crr.lock().unwrap();
+            let crr = guard.as_mut().expect("the request exists");
+            change(crr);
+            let version: u64 = crr.resource_version().unwrap().parse().unwrap();
+            crr.metadata.resource_version = Some((version + 1).to_string());
+        }
+
+        fn events(&self) -> Vec<String> {
+            self.events
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(reason, _)| reason.clone())
+                .collect()
+        }
+
+        fn states(&self) -> Vec<(String, Phase, bool)> {
+            self.get()
+                .status
+                .unwrap_or_default()
+                .container_recreate_states
+                .into_iter()
+                .map(|state| (state.name, state.phase, state.is_killed))
+                .collect()
+        }
+    }
+
+    impl Requests for Memory {
+        async fn write_status(
+            &self,
+            crr: &ContainerRecreateRequest,
+            status: serde_json::Value,
+        ) -> Result<ContainerRecreateRequest, WriteError> {
+            let mut guard = self.crr.lock().unwrap();
+            let current = guard.as_mut().ok_or(WriteError::Gone)?;
+            if current.resource_version() != crr.resource_version() {
+                return Err(WriteError::Conflict);
+            }
+            let mut object = serde_json::to_value(&*current).unwrap();
+            merge(&mut object, &json!({ "status": status }));
+            let mut updated: ContainerRecreateRequest = serde_json::from_value(object).unwrap();
+            let version: u64 = current.resource_version().unwrap().parse().unwrap();
+            updated.metadata.resource_version = Some((version + 1).to_string());
+            *current = updated.clone();
+            Ok(updated)
+        }
+
+        async fn fresh(
+            &self,
+            _: &ContainerRecreateRequest,
+        ) -> Result<Option<ContainerRecreateRequest>, WriteError> {
+            if self.complete_on_fresh {
+                self.set(|crr| {
+                    let status = crr.status.get_or_insert_default();
+                    status.phase = Some(Phase::Completed);
+                    status.completion_time = Some(Time(jiff::Timestamp::now()));
+                    status.message =
+                        Some("recreating has exceeded the activeDeadlineSeconds".into());
+                });
+            }
+            Ok(self.crr.lock().unwrap().clone())
+        }
+
+        async fn pod_address(&self, _: &str, _: &str) -> Option<String> {
+            self.pod_ip.clone()
+        }
+
+        async fn event(
+            &self,
+            _: &ContainerRecreateRequest,
+            _: EventType,
+            reason: &str,
+            note: &str,
+        ) {
+            self.events
+                .lock()
+                .unwrap()
+                .push((reason.to_owned(), note.to_owned()));
+        }
+    }
+
+    /// A request as the webhook leaves it: labels, statusContext of each first attempt.
+    fn request(
+        containers: &[&str],
+        strategy: ContainerRecreateRequestStrategy,
+    ) -> ContainerRecreateRequest {
+        let mut crr = ContainerRecreateRequest::new(
+            "r",
+            ContainerRecreateRequestSpec {
+                pod_name: "p".into(),
+                containers: containers
+                    .iter()
+                    .map(|name| ContainerRecreateRequestContainer {
+                        name: (*name).into(),
+                        status_context: Some(ContainerRecreateRequestContainerContext {
+                            container_id: format!("containerd://{name}-1"),
+                            restart_count: 0,
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+                strategy: Some(strategy),
+                ..Default::default()
+            },
+        );
+        crr.metadata.namespace = Some("ns".into());
+        crr.metadata.resource_version = Some("1".into());
+        crr.metadata.labels = Some(
+            [
+                (LABEL_POD_UID.to_owned(), POD_UID.to_owned()),
+                (LABEL_NODE_NAME.to_owned(), "node".to_owned()),
+            ]
+            .into(),
+        );
+        crr
+    }
+
+    fn with_pre_stop(
+        mut crr: ContainerRecreateRequest,
+        handler: ProbeHandler,
+        ports: Vec<ContainerPort>,
+    ) -> ContainerRecreateRequest {
+        crr.spec.containers[0].pre_stop = Some(handler);
+        crr.spec.containers[0].ports = Some(ports);
+        crr
+    }
+
+    fn exec(command: &[&str]) -> ProbeHandler {
+        ProbeHandler {
+            exec: Some(ExecAction {
+                command: Some(command.iter().map(|part| (*part).to_owned()).collect()),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn grace(seconds: i64) -> ContainerRecreateRequestStrategy {
+        ContainerRecreateRequestStrategy {
+            termination_grace_period_seconds: Some(seconds),
+            ..Default::default()
+        }
+    }
+
+    /// The operator's snapshot: every running newest container, Ready unless `unready` names it.
+    fn operator_snapshot(memory: &Memory, fake: &FakeRuntime, unready: &[&str]) {
+        let state = fake.lock();
+        let crr = memory.get();
+        let snapshot: Vec<_> = crr
+            .spec
+            .containers
+            .iter()
+            .filter_map(|container| state.newest(&container.name))
+            .filter(|container| container.running)
+            .map(|container| ContainerRecreateRequestSyncContainerStatus {
+                name: container.name.clone(),
+                ready: !unready.contains(&container.name.as_str()),
+                restart_count: i32::try_from(container.attempt).unwrap(),
+                container_id: format!("containerd://{}", container.id),
+            })
+            .collect();
+        drop(state);
+        memory.set(|crr| crr.status.get_or_insert_default().container_status_snapshot = snapshot);
+    }
+
+    /// Rounds until the request completes or `rounds` ran; the operator snapshots between.
+    async fn drive(
+        memory: &Memory,
+        fake: &FakeRuntime,
+        runtime: &Runtime,
+        rounds: usize,
+        unready: &[&str],
+    ) -> Vec<Outcome> {
+        let metrics = Metrics::register(&mut Default::default());
+        let round = Round {
+            requests: memory,
+            runtime,
+            metrics: &metrics,
+        };
+        let mut outcomes = vec![];
+        for _ in 0..rounds {
+            let crr = memory.get();
+            if is_finished(&crr) {
+                break;
+            }
+            outcomes.push(round.run(crr).await.expect("a round"));
+            operator_snapshot(memory, fake, unready);
+        }
+        outcomes
+    }
+
+    fn succeeded(memory: &Memory) -> Option<String> {
+        memory
+            .get()
+            .condition(CONDITION_SUCCEEDED)
+            .map(|condition| condition.status.clone())
+    }
+
+    #[tokio::test]
+    async fn parallel_recreate_stops_each_container_once_and_completes() {
+        let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app", "sidecar"], grace(7)));
+        // The operator withholds readiness: parallel recreate does not wait for it.
+        drive(&memory, &fake, &runtime, 4, &["app", "sidecar"]).await;
+        assert_eq!(fake.lock().stopped_ids(), ["app-1", "sidecar-1"]);
+        assert_eq!(
+            fake.lock().stops[0].1,
+            7,
+            "the whole grace period without preStop"
+        );
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        let crr = memory.get();
+        assert!(is_finished(&crr), "{crr:?}");
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+        assert_eq!(
+            memory.states(),
+            [
+                ("app".into(), Phase::Succeeded, true),
+                ("sidecar".into(), Phase::Succeeded, true)
+            ]
+        );
+        assert_eq!(fake.lock().stops.len(), 2, "no container stopped twice");
+        assert!(crr.status.unwrap().completion_time.is_some());
+    }
+
+    #[tokio::test]
+    async fn ordered_recreate_stops_the_next_container_only_after_the_previous_is_ready() {
+        let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+        let runtime = fake.serve().await;
+        let strategy = ContainerRecreateRequestStrategy {
+            ordered_recreate: true,
+            ..Default::default()
+        };
+        let memory = Memory::new(request(&["app", "sidecar"], strategy));
+        drive(&memory, &fake, &runtime, 6, &["app"]).await;
+        assert_eq!(
+            fake.lock().stopped_ids(),
+            ["app-1"],
+            "sidecar waits for app"
+        );
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(fake.lock().stopped_ids(), ["app-1", "sidecar-1"]);
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    }
+
+    #[tokio::test]
+    async fn failure_policy_fail_completes_at_the_first_failed_kill() {
+        let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+        fake.lock().failing_stops.push("app-1".into());
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app", "sidecar"], Default::default()));
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(
+            fake.lock().stopped_ids(),
+            ["app-1"],
+            "sidecar is left alone"
+        );
+        assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+        let states = memory.get().status.unwrap().container_recreate_states;
+        assert_eq!(states[0].phase, Phase::Failed);
+        assert!(
+            states[0]
+                .message
+                .as_deref()
+                .is_some_and(|message| message.starts_with("kill container error")),
+            "{states:?}"
+        );
+        assert!(
+            memory
+                .get()
+                .status
+                .unwrap()
+                .message
+                .unwrap()
+                .contains("app")
+        );
+    }
+
+    #[tokio::test]
+    async fn failure_policy_ignore_goes_on_and_reports_the_failure() {
+        let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+        fake.lock().failing_stops.push("app-1".into());
+        let runtime = fake.serve().await;
+        let strategy = ContainerRecreateRequestStrategy {
+            failure_policy: Some("Ignore".into()),
+            ..Default::default()
+        };
+        let memory = Memory::new(request(&["app", "sidecar"], strategy));
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(fake.lock().stopped_ids(), ["app-1", "sidecar-1"]);
+        assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+        assert_eq!(
+            memory.states(),
+            [
+                ("app".into(), Phase::Failed, false),
+                ("sidecar".into(), Phase::Succeeded, true)
+            ]
+        );
+    }
+
+    /// The container restarted on its own after the request was made.
+    fn already_restarted(fake: &FakeRuntime) {
+        let mut state = fake.lock();
+        state.containers[0].running = false;
+        state.containers.push(crate::fake_runtime::FakeContainer {
+            id: "app-2".into(),
+            name: "app".into(),
+            attempt: 1,
+            running: true,
+            started_at: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60),
+        });
+    }
+
+    #[tokio::test]
+    async fn a_container_restarted_since_the_request_counts_as_recreated() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        already_restarted(&fake);
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app"], Default::default()));
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert!(fake.lock().stops.is_empty());
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    }
+
+    #[tokio::test]
+    async fn force_recreate_stops_a_restarted_container_exactly_once() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        already_restarted(&fake);
+        let runtime = fake.serve().await;
+        let strategy = ContainerRecreateRequestStrategy {
+            force_recreate: true,
+            ..Default::default()
+        };
+        let memory = Memory::new(request(&["app"], strategy));
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(fake.lock().stopped_ids(), ["app-2"]);
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+        assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
+    }
+
+    #[tokio::test]
+    async fn min_started_seconds_holds_success_until_the_new_container_ran_that_long() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let strategy = ContainerRecreateRequestStrategy {
+            min_started_seconds: 600,
+            ..Default::default()
+        };
+        let memory = Memory::new(request(&["app"], strategy));
+        let outcomes = drive(&memory, &fake, &runtime, 6, &[]).await;
+        assert!(
+            !is_finished(&memory.get()),
+            "the new container started just now"
+        );
+        assert_eq!(outcomes.last(), Some(&Outcome::After(IN_FLIGHT_POLL)));
+        assert_eq!(memory.states(), [("app".into(), Phase::Recreating, true)]);
+        // Ten minutes later, by the runtime's clock.
+        fake.lock().containers[1].started_at -= jiff::SignedDuration::from_secs(601);
+        drive(&memory, &fake, &runtime, 3, &[]).await;
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+        assert_eq!(fake.lock().stops.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn exec_pre_stop_runs_in_the_old_container_before_the_kill_with_the_grace_period() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let crr = with_pre_stop(
+            request(&["app"], grace(9)),
+            exec(&["sh", "-c", "drain"]),
+            vec![],
+        );
+        let memory = Memory::new(crr);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        let state = fake.lock();
+        assert_eq!(
+            state.execs,
+            [(
+                "app-1".to_owned(),
+                vec!["sh".to_owned(), "-c".to_owned(), "drain".to_owned()],
+                9
+            )]
+        );
+        assert_eq!(state.stops.len(), 1);
+        assert!(
+            state.stops[0].1 <= 9 && state.stops[0].1 >= 2,
+            "{:?}",
+            state.stops
+        );
+        assert!(!memory.events().contains(&"FailedPreStopHook".to_owned()));
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    }
+
+    #[tokio::test]
+    async fn failed_exec_pre_stop_is_reported_and_the_kill_goes_on() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().exec.exit_code = 3;
+        let runtime = fake.serve().await;
+        let crr = with_pre_stop(request(&["app"], grace(9)), exec(&["false"]), vec![]);
+        let memory = Memory::new(crr);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert!(memory.events().contains(&"FailedPreStopHook".to_owned()));
+        let note = memory
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(reason, _)| reason == "FailedPreStopHook")
+            .map(|(_, note)| note.clone())
+            .unwrap();
+        assert!(note.contains("code 3"), "{note}");
+        assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    }
+
+    #[tokio::test]
+    async fn exec_pre_stop_that_outlasts_the_grace_period_times_out_and_the_kill_gets_the_minimum()
+    {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().exec.hang = true;
+        let runtime = fake.serve().await;
+        let crr = with_pre_stop(request(&["app"], grace(1)), exec(&["sleep", "100"]), vec![]);
+        let memory = Memory::new(crr);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        let notes: Vec<_> = memory.events.lock().unwrap().clone();
+        assert!(
+            notes
+                .iter()
+                .any(|(reason, note)| reason == "FailedPreStopHook" && note.contains("timed out")),
+            "{notes:?}"
+        );
+        assert_eq!(
+            fake.lock().stops,
+            [("app-1".to_owned(), 2)],
+            "never below 2 s"
+        );
+    }
+
+    #[tokio::test]
+    async fn http_pre_stop_reaches_the_pod_address_on_the_named_port() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut buffer = vec![0u8; 1024];
+            let read = stream.read(&mut buffer).await.unwrap();
+            stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+            String::from_utf8_lossy(&buffer[..read]).into_owned()
+        });
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let handler = ProbeHandler {
+            http_get: Some(HTTPGetAction {
+                path: Some("/drain".into()),
+                port: IntOrString::String("http".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let ports = vec![ContainerPort {
+            name: Some("http".into()),
+            container_port: i32::from(port),
+            ..Default::default()
+        }];
+        let mut memory = Memory::new(with_pre_stop(request(&["app"], grace(9)), handler, ports));
+        memory.pod_ip = Some("127.0.0.1".into());
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        let received = server.await.unwrap();
+        assert!(received.starts_with("GET /drain HTTP/1.1"), "{received}");
+        assert!(!memory.events().contains(&"FailedPreStopHook".to_owned()));
+        assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+    }
+
+    #[tokio::test]
+    async fn a_request_completed_during_pre_stop_gets_no_kill() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let crr = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
+        let mut memory = Memory::new(crr);
+        memory.complete_on_fresh = true;
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(fake.lock().execs.len(), 1);
+        assert!(fake.lock().stops.is_empty(), "no kill after completion");
+        assert!(is_finished(&memory.get()));
+    }
+
+    #[tokio::test]
+    async fn a_stale_request_is_never_acted_on() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app"], Default::default()));
+        let stale = memory.get();
+        memory.set(|_| {});
+        let metrics = Metrics::register(&mut Default::default());
+        let round = Round {
+            requests: &memory,
+            runtime: &runtime,
+            metrics: &metrics,
+        };
+        let error = round.run(stale).await.expect_err("a conflict");
+        assert!(matches!(error, RoundError::Write(WriteError::Conflict)));
+        assert!(fake.lock().stops.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_daemon_restarted_mid_recreate_never_stops_a_container_twice() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().exec.hang = true;
+        let runtime = fake.serve().await;
+        let crr = with_pre_stop(request(&["app"], grace(30)), exec(&["drain"]), vec![]);
+        let memory = std::sync::Arc::new(Memory::new(crr));
+        // First daemon: dies while the preStop hook runs, before its kill.
+        let first = {
+            let (memory, fake, runtime) = (memory.clone(), fake.clone(), runtime.clone());
+            tokio::spawn(async move { drive(&memory, &fake, &runtime, 10, &[]).await })
+        };
+        fake.exec_started.notified().await;
+        first.abort();
+        let _ = first.await;
+        assert!(fake.lock().stops.is_empty());
+        assert!(
+            memory.get().status.unwrap().container_recreate_states[0]
+                .message
+                .as_deref()
+                .is_some_and(|message| message.starts_with("killing container")),
+            "the kill was announced"
+        );
+        // Second daemon: the container still runs, so the kill did not happen: do it once.
+        fake.lock().exec.hang = false;
+        let metrics = Metrics::register(&mut Default::default());
+        let round = Round {
+            requests: memory.as_ref(),
+            runtime: &runtime,
+            metrics: &metrics,
+        };
+        round.run(memory.get()).await.expect("a round");
+        assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+        // It dies right after the kill, before recording it: forget isKilled, keep the
+        // announcement, as the status would be.
+        memory.set(|crr| {
+            let state = &mut crr.status.as_mut().unwrap().container_recreate_states[0];
+            state.is_killed = false;
+            state.phase = Phase::Pending;
+            state.message = Some(recreate::killing_message("containerd://app-1"));
+        });
+        // Third daemon: sees the announced container gone, never kills its replacement.
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+        assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
+    }
+}

@@ -216,10 +216,7 @@ impl Requests for ApiRequests {
     async fn pod_address(&self, namespace: &str, pod: &str) -> Option<String> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let status = pods.get_opt(pod).await.ok()??.status?;
-        status
-            .pod_ip
-            .filter(|ip| !ip.is_empty())
-            .or(status.host_ip)
+        status.pod_ip.filter(|ip| !ip.is_empty()).or(status.host_ip)
     }
 
     async fn event(
