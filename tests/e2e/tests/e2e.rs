@@ -2,6 +2,7 @@
 //! manifests/ on the local test bed. `cargo test -p crr-e2e --test e2e [-- FILTER]`.
 //! Without an installed crr the suite prints why and passes, unless `CRR_CLUSTER_TESTS=1`.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, ensure};
@@ -165,9 +166,17 @@ async fn simple(ctx: Ctx) -> anyhow::Result<()> {
         .completion_time
         .as_ref()
         .ok_or_else(|| anyhow!("no completionTime"))?;
-    check(!done.labels().contains_key(keys::LABEL_ACTIVE), || {
-        format!("active label kept: {:?}", done.labels())
-    })?;
+    // The operator drops the active label once the request is complete (before the TTL).
+    wait(
+        ctx.crrs(),
+        &name,
+        Duration::from_secs(3),
+        |crr: Option<&ContainerRecreateRequest>| {
+            crr.is_some_and(|crr| !crr.labels().contains_key(keys::LABEL_ACTIVE))
+        },
+    )
+    .await
+    .context("active label not removed after completion")?;
     let states = &status.container_recreate_states;
     check(
         states.len() == 1
@@ -346,14 +355,19 @@ async fn v1beta1_ordered(ctx: Ctx) -> anyhow::Result<()> {
     let (sidecar_id, _) = id_and_restarts(&pod, "sidecar")?;
     // Record every pod state the API server shows while the CRR runs.
     let pods = ctx.pods();
-    let recorder = tokio::spawn(async move {
-        let config = watcher::Config::default().fields("metadata.name=ordered");
-        let mut stream = watcher(pods, config).applied_objects().boxed();
-        let mut seen = Vec::new();
-        while let Some(Ok(pod)) = stream.next().await {
-            seen.push(pod);
+    let seen = Arc::new(Mutex::new(Vec::<Pod>::new()));
+    let recorder = tokio::spawn({
+        let seen = seen.clone();
+        async move {
+            let config = watcher::Config::default().fields("metadata.name=ordered");
+            let mut stream = watcher(pods, config).applied_objects().boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(pod) => seen.lock().expect("lock").push(pod),
+                    Err(error) => eprintln!("e2e: pod watch: {error}"),
+                }
+            }
         }
-        seen
     });
     let name = ctx
         .create_crr(
@@ -371,7 +385,7 @@ async fn v1beta1_ordered(ctx: Ctx) -> anyhow::Result<()> {
     })?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     recorder.abort();
-    let seen = recorder.await.unwrap_or_default();
+    let seen = seen.lock().expect("lock").clone();
     let first_new_sidecar = seen
         .iter()
         .find(|pod| {
@@ -537,14 +551,22 @@ async fn endpoints_drain(ctx: Ctx) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let watched = slices.clone();
-    let recorder = tokio::spawn(async move {
-        let config = watcher::Config::default().labels("kubernetes.io/service-name=web");
-        let mut stream = watcher(watched, config).applied_objects().boxed();
-        let mut seen = Vec::new();
-        while let Some(Ok(slice)) = stream.next().await {
-            seen.push(ready(std::slice::from_ref(&slice)));
+    let seen = Arc::new(Mutex::new(Vec::<Option<bool>>::new()));
+    let recorder = tokio::spawn({
+        let seen = seen.clone();
+        async move {
+            let config = watcher::Config::default().labels("kubernetes.io/service-name=web");
+            let mut stream = watcher(watched, config).applied_objects().boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(slice) => seen
+                        .lock()
+                        .expect("lock")
+                        .push(ready(std::slice::from_ref(&slice))),
+                    Err(error) => eprintln!("e2e: EndpointSlice watch: {error}"),
+                }
+            }
         }
-        seen
     });
     let name = ctx
         .create_crr(
@@ -564,7 +586,7 @@ async fn endpoints_drain(ctx: Ctx) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     recorder.abort();
-    let seen = recorder.await.unwrap_or_default();
+    let seen = seen.lock().expect("lock").clone();
     check(seen.contains(&Some(false)) || seen.contains(&None), || {
         format!("endpoint never left ready: {seen:?}")
     })
