@@ -231,58 +231,92 @@ pub fn admit_create(
                 format!("can not recreate {} multi times", container.name),
             ));
         }
-        if container.pre_stop.is_some()
-            || container.ports.is_some()
-            || container.status_context.is_some()
-        {
-            return Err(Rejection::bad_request(
+        // Read-only fields: a request may carry them only when they already hold exactly what
+        // this webhook derives (its own output admitted a second time: reinvocation, or two
+        // webhook configurations during an upgrade). Anything else is a user setting them.
+        let supplied = (
+            container.pre_stop.take(),
+            container.ports.take(),
+            container.status_context.take(),
+        );
+        let user_supplied = supplied != (None, None, None);
+        let read_only = || {
+            Rejection::bad_request(
                 "ReadOnlyField",
                 "preStop, ports, statusContext in container are ready-only fields",
-            ));
-        }
-        let target = find_recreatable_container(pod, &container.name)?;
-        let status = target.status.ok_or_else(|| {
-            Rejection::bad_request(
-                "ContainerStatusMissing",
-                format!("not found {} containerStatus in Pod Status", container.name),
             )
-        })?;
-        let container_id = status.container_id.clone().unwrap_or_default();
-        if container_id.is_empty() {
-            return Err(Rejection::bad_request(
-                "ContainerNotStarted",
-                format!(
-                    "no containerID in {} containerStatus, maybe the container has not been initialized",
-                    container.name
-                ),
-            ));
+        };
+        let derived = match derive_container_fields(pod, &container.name) {
+            Ok(derived) => derived,
+            Err(_) if user_supplied => return Err(read_only()),
+            Err(rejection) => return Err(rejection),
+        };
+        if user_supplied && supplied != derived {
+            return Err(read_only());
         }
-        container.pre_stop = target
-            .spec
-            .lifecycle
-            .as_ref()
-            .and_then(|l| l.pre_stop.as_ref())
-            .and_then(|handler| {
-                let pre_stop = ProbeHandler {
-                    exec: handler.exec.clone(),
-                    http_get: handler.http_get.clone(),
-                    tcp_socket: handler.tcp_socket.clone(),
-                };
-                (pre_stop != ProbeHandler::default()).then_some(pre_stop)
-            });
-        if container
-            .pre_stop
-            .as_ref()
-            .is_some_and(|handler| handler.http_get.is_some())
-        {
-            container.ports = target.spec.ports.clone();
-        }
-        container.status_context = Some(ContainerRecreateRequestContainerContext {
-            container_id,
-            restart_count: status.restart_count,
-        });
+        (
+            container.pre_stop,
+            container.ports,
+            container.status_context,
+        ) = derived;
     }
     Ok(crr)
+}
+
+/// What admission fills into one named container: its preStop handler, its ports (when the
+/// handler is httpGet) and its status context.
+type DerivedFields = (
+    Option<ProbeHandler>,
+    Option<Vec<k8s_openapi::api::core::v1::ContainerPort>>,
+    Option<ContainerRecreateRequestContainerContext>,
+);
+
+fn derive_container_fields(pod: &Pod, name: &str) -> Result<DerivedFields, Rejection> {
+    let target = find_recreatable_container(pod, name)?;
+    let status = target.status.ok_or_else(|| {
+        Rejection::bad_request(
+            "ContainerStatusMissing",
+            format!("not found {name} containerStatus in Pod Status"),
+        )
+    })?;
+    let container_id = status.container_id.clone().unwrap_or_default();
+    if container_id.is_empty() {
+        return Err(Rejection::bad_request(
+            "ContainerNotStarted",
+            format!(
+                "no containerID in {name} containerStatus, maybe the container has not been initialized"
+            ),
+        ));
+    }
+    let pre_stop = target
+        .spec
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        .and_then(|handler| {
+            let pre_stop = ProbeHandler {
+                exec: handler.exec.clone(),
+                http_get: handler.http_get.clone(),
+                tcp_socket: handler.tcp_socket.clone(),
+            };
+            (pre_stop != ProbeHandler::default()).then_some(pre_stop)
+        });
+    let ports = if pre_stop
+        .as_ref()
+        .is_some_and(|handler| handler.http_get.is_some())
+    {
+        target.spec.ports.clone()
+    } else {
+        None
+    };
+    Ok((
+        pre_stop,
+        ports,
+        Some(ContainerRecreateRequestContainerContext {
+            container_id,
+            restart_count: status.restart_count,
+        }),
+    ))
 }
 
 /// UPDATE: the spec and the identity labels are frozen; so is the time the pod was made

@@ -268,7 +268,11 @@ pub fn read_dir(dir: &std::path::Path) -> Result<Bundle, CertError> {
 /// Where the CA must be published.
 #[derive(Clone, Debug)]
 pub struct CaTargets {
-    pub webhook_configuration: Option<String>,
+    /// MutatingWebhookConfiguration name.
+    pub mutating: Option<String>,
+    /// ValidatingWebhookConfiguration name.
+    pub validating: Option<String>,
+    /// CustomResourceDefinition name (its conversion webhook).
     pub crd: Option<String>,
 }
 
@@ -283,7 +287,7 @@ pub async fn publish_ca(
     let bundle = serde_json::to_value(ByteString(ca_pem.as_bytes().to_vec())).unwrap_or_default();
     let mut patched = 0;
     let params = PatchParams::default();
-    if let Some(name) = &targets.webhook_configuration {
+    if let Some(name) = &targets.mutating {
         let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
         if let Some(config) = mutating.get_opt(name).await? {
             let webhooks = config.webhooks.unwrap_or_default();
@@ -302,6 +306,8 @@ pub async fn publish_ca(
                 patched += 1;
             }
         }
+    }
+    if let Some(name) = &targets.validating {
         let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
         if let Some(config) = validating.get_opt(name).await? {
             let webhooks = config.webhooks.unwrap_or_default();

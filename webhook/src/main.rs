@@ -56,9 +56,29 @@ struct Args {
     )]
     service: String,
 
-    /// Name of the Mutating- and ValidatingWebhookConfiguration whose caBundle we keep.
+    /// Name of the Mutating- and ValidatingWebhookConfiguration whose caBundle we keep (empty:
+    /// none).
     #[arg(long, env = "CRR_WEBHOOK_CONFIGURATION", default_value = "crr-webhook")]
     webhook_configuration: String,
+
+    /// MutatingWebhookConfiguration whose caBundle we keep, when it is not named
+    /// --webhook-configuration.
+    #[arg(long, env = "CRR_WEBHOOK_MUTATING_CONFIGURATION")]
+    mutating_webhook_configuration: Option<String>,
+
+    /// ValidatingWebhookConfiguration whose caBundle we keep, when it is not named
+    /// --webhook-configuration.
+    #[arg(long, env = "CRR_WEBHOOK_VALIDATING_CONFIGURATION")]
+    validating_webhook_configuration: Option<String>,
+
+    /// Pod label that opts a pod into the KruisePodReady readiness gate (value "true"). Must
+    /// match the objectSelector of the pod webhook and the operator's --readiness-gate-selector.
+    #[arg(long, env = "CRR_WEBHOOK_READINESS_GATE_LABEL", default_value = crr_crds::keys::LABEL_READINESS_GATE)]
+    readiness_gate_label: String,
+
+    /// Seconds to let in-flight requests finish after SIGTERM (a second signal exits at once).
+    #[arg(long, env = "CRR_WEBHOOK_DRAIN_SECONDS", default_value_t = 20)]
+    drain_seconds: u64,
 
     /// CRD whose conversion caBundle we keep (empty: none).
     #[arg(long, env = "CRR_WEBHOOK_CRD", default_value = crr_crds::keys::CRD_NAME)]
@@ -101,9 +121,12 @@ async fn main() -> anyhow::Result<()> {
         .context("connecting to the API server")?;
     let (service_namespace, service_name) = split(&args.service, "--service")?;
     let (secret_namespace, secret_name) = split(&args.cert_secret, "--cert-secret")?;
+    let named = |name: Option<&String>| {
+        Some(name.unwrap_or(&args.webhook_configuration).clone()).filter(|name| !name.is_empty())
+    };
     let targets = CaTargets {
-        webhook_configuration: Some(args.webhook_configuration.clone())
-            .filter(|name| !name.is_empty()),
+        mutating: named(args.mutating_webhook_configuration.as_ref()),
+        validating: named(args.validating_webhook_configuration.as_ref()),
         crd: Some(args.crd.clone()).filter(|name| !name.is_empty()),
     };
 
@@ -172,6 +195,7 @@ async fn main() -> anyhow::Result<()> {
     let state = Arc::new(AppState {
         lookup,
         node_daemon_enabled: args.node_daemon_enabled,
+        readiness_gate_label: args.readiness_gate_label.clone(),
         metrics,
     });
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -201,6 +225,10 @@ async fn main() -> anyhow::Result<()> {
         server::tls_config(resolver),
         server::router(state),
         shutdown,
+        server::Limits {
+            drain: Duration::from_secs(args.drain_seconds),
+            ..server::Limits::default()
+        },
     )
     .await
     .context("serving HTTPS")?;

@@ -1,21 +1,23 @@
 //! Readiness-gate injection for pods that opt in (label `crr.apps.kruise.io/readiness-gate:
-//! "true"`): adds the `KruisePodReady` readiness gate at creation, so that the operator can take
+//! "true"` by default; the label key is configurable and must match the operator's
+//! `--readiness-gate-selector`): adds the `KruisePodReady` readiness gate at creation, so that the operator can take
 //! the pod out of Service endpoints during `unreadyGracePeriodSeconds`. Plain Deployments'
 //! pods lack the gate, and without it marking them not-ready changes nothing.
 //!
-//! Pod status cannot be written through admission; the operator starts the condition at True
-//! for labelled pods (operator/src/gate.rs), so the pod becomes Ready as soon as its containers
+//! Pod status cannot be written through admission (the API server resets a new pod's status),
+//! so the initial condition is not part of the patch: the operator starts it at True for
+//! labelled pods (operator/src/gate.rs), and the pod becomes Ready as soon as its containers
 //! are. Decides only; the HTTP handler lives in `server.rs`.
 
-use crr_crds::keys::{LABEL_READINESS_GATE, POD_CONDITION_KRUISE_POD_READY};
+use crr_crds::keys::POD_CONDITION_KRUISE_POD_READY;
 use serde_json::{Value, json};
 
-/// The JSON patch for a pod being created: `None` when nothing is to change (not opted in,
-/// or the gate is already there).
-pub fn patch_for(pod: &Value) -> Option<json_patch::Patch> {
+/// The JSON patch for a pod being created: `None` when nothing is to change (not opted in
+/// with `opt_in_label: "true"`, or the gate is already there).
+pub fn patch_for(pod: &Value, opt_in_label: &str) -> Option<json_patch::Patch> {
     let opted_in = pod
         .pointer("/metadata/labels")
-        .and_then(|labels| labels.get(LABEL_READINESS_GATE))
+        .and_then(|labels| labels.get(opt_in_label))
         .and_then(Value::as_str)
         == Some("true");
     if !opted_in {
@@ -36,10 +38,11 @@ pub fn patch_for(pod: &Value) -> Option<json_patch::Patch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crr_crds::keys::LABEL_READINESS_GATE;
 
     fn apply(pod: &Value) -> Value {
         let mut patched = pod.clone();
-        if let Some(patch) = patch_for(pod) {
+        if let Some(patch) = patch_for(pod, LABEL_READINESS_GATE) {
             json_patch::patch(&mut patched, &patch).expect("patch applies");
         }
         patched
@@ -67,12 +70,19 @@ mod tests {
     #[test]
     fn leaves_pods_that_did_not_opt_in_or_already_have_it() {
         let plain = json!({"metadata": {"labels": {"app": "web"}}, "spec": {}});
-        assert!(patch_for(&plain).is_none());
+        assert!(patch_for(&plain, LABEL_READINESS_GATE).is_none());
         let other_value =
             json!({"metadata": {"labels": {LABEL_READINESS_GATE: "false"}}, "spec": {}});
-        assert!(patch_for(&other_value).is_none());
+        assert!(patch_for(&other_value, LABEL_READINESS_GATE).is_none());
         let already = json!({"metadata": {"labels": {LABEL_READINESS_GATE: "true"}},
                              "spec": {"readinessGates": [{"conditionType": "KruisePodReady"}]}});
-        assert!(patch_for(&already).is_none());
+        assert!(patch_for(&already, LABEL_READINESS_GATE).is_none());
+    }
+
+    #[test]
+    fn the_opt_in_label_is_configurable() {
+        let pod = json!({"metadata": {"labels": {"example.com/gate": "true"}}, "spec": {}});
+        assert!(patch_for(&pod, LABEL_READINESS_GATE).is_none());
+        assert!(patch_for(&pod, "example.com/gate").is_some());
     }
 }

@@ -16,10 +16,11 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use prometheus_client::registry::Registry;
 use tokio_rustls::TlsAcceptor;
 
@@ -39,6 +40,8 @@ pub const MUTATE_POD: &str = "/mutate-pod-readiness-gate";
 pub struct AppState<L> {
     pub lookup: L,
     pub node_daemon_enabled: bool,
+    /// Pods labelled `<this>: "true"` get the `KruisePodReady` readiness gate.
+    pub readiness_gate_label: String,
     pub metrics: Metrics,
 }
 
@@ -162,11 +165,15 @@ async fn mutate_pod<L: ClusterLookup>(
         ),
         Ok(request) => {
             let response = AdmissionResponse::from(&request);
+            let is_pod = request.kind.group.is_empty() && request.kind.kind == "Pod";
             let patch = request
                 .object
                 .as_ref()
+                .filter(|_| is_pod && request.operation == Operation::Create)
                 .and_then(|pod| serde_json::to_value(pod).ok())
-                .and_then(|pod| crate::readiness_gate::patch_for(&pod));
+                .and_then(|pod| {
+                    crate::readiness_gate::patch_for(&pod, &state.readiness_gate_label)
+                });
             match patch {
                 None => (response.into_review(), "allowed"),
                 Some(patch) => match response.clone().with_patch(patch) {
@@ -202,52 +209,104 @@ pub fn tls_config(resolver: Arc<CertResolver>) -> rustls::ServerConfig {
     config
 }
 
-/// Serves `router` over TLS on `address` until `shutdown` is set and in-flight connections end.
+/// Time limits of the TLS server. A client that stalls (handshake, headers or body) loses its
+/// connection; it never holds the server.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// TLS handshake.
+    pub handshake: Duration,
+    /// Request headers, from the first byte.
+    pub headers: Duration,
+    /// One request, body read and answer included.
+    pub request: Duration,
+    /// Draining open connections at shutdown.
+    pub drain: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            handshake: Duration::from_secs(10),
+            headers: Duration::from_secs(10),
+            // The API server gives a webhook at most 30 s.
+            request: Duration::from_secs(30),
+            drain: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Wraps every request of `router` in `limit`: a body that never arrives ends with 408.
+pub fn with_request_timeout(router: Router, limit: Duration) -> Router {
+    router.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+            match tokio::time::timeout(limit, next.run(request)).await {
+                Ok(response) => response,
+                Err(_) => (StatusCode::REQUEST_TIMEOUT, "request took too long").into_response(),
+            }
+        },
+    ))
+}
+
+/// Serves `router` over TLS until `shutdown` is notified, then drains: stops accepting, lets
+/// in-flight requests finish (keep-alive connections are closed after their current request),
+/// and returns once they are done or `limits.drain` has passed.
 pub async fn serve_tls(
     listener: tokio::net::TcpListener,
     config: rustls::ServerConfig,
     router: Router,
     shutdown: Arc<tokio::sync::Notify>,
+    limits: Limits,
 ) -> std::io::Result<()> {
     let acceptor = TlsAcceptor::from(Arc::new(config));
-    let connections = tokio_util_tracker();
+    let router = with_request_timeout(router, limits.request);
+    let graceful = GracefulShutdown::new();
     loop {
         let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => accepted?,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                // Out of file descriptors and the like: wait a moment rather than spin or die.
+                Err(error) => {
+                    tracing::warn!(%error, "accepting a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
             () = shutdown.notified() => break,
         };
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(router.clone());
-        let guard = connections.clone();
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let _guard = guard;
-            // A client that never finishes its handshake must not hold a task forever.
-            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
-                .await
-            {
+            let tls = match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(error)) => {
                     tracing::debug!(%peer, %error, "TLS handshake failed");
                     return;
                 }
-                Err(_) => return,
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
             };
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(error) = builder.serve_connection(TokioIo::new(tls), service).await {
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.headers);
+            let connection = builder.serve_connection(TokioIo::new(tls), service);
+            if let Err(error) = watcher.watch(connection).await {
                 tracing::debug!(%peer, %error, "connection ended with an error");
             }
         });
     }
-    // Drain: wait (bounded) for the connections still open.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Arc::strong_count(&connections) > 1 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(listener);
+    if tokio::time::timeout(limits.drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(after = ?limits.drain, "connections still open after the drain period");
     }
     Ok(())
-}
-
-fn tokio_util_tracker() -> Arc<()> {
-    Arc::new(())
 }
 
 /// What `/readyz` reports on.

@@ -149,6 +149,40 @@ async fn create_defaults_and_injects_in_both_versions() {
     }
 }
 
+/// Our own output admitted again (reinvocation, or two webhook configurations during an
+/// upgrade) passes unchanged; a read-only field that differs from the pod is still refused.
+#[tokio::test]
+async fn readmitting_our_own_output_is_harmless() {
+    let cluster = cluster_with(pod());
+    for version in ["v1alpha1", "v1beta1"] {
+        let object = crr(
+            version,
+            json!({"podName": "web-0", "containers": [{"name": "app"}, {"name": "sidecar"}]}),
+        );
+        let (_, _, patched) = run(&cluster, "CREATE", version, object, None).await;
+        let patched = patched.expect("first admission patches");
+        let (verdict, response, again) =
+            run(&cluster, "CREATE", version, patched.clone(), None).await;
+        assert_eq!(verdict, Verdict::Allowed, "{version}: {response}");
+        assert!(again.is_none(), "{version}: nothing left to change");
+
+        let mut stale = patched;
+        stale["spec"]["containers"][0]["statusContext"]["restartCount"] = json!(1);
+        let (verdict, response, _) = run(&cluster, "CREATE", version, stale, None).await;
+        assert_eq!(
+            verdict,
+            Verdict::Denied("ReadOnlyField"),
+            "{version}: {response}"
+        );
+        assert!(
+            response["status"]["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("ready-only fields")),
+            "{version}: {response}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn explicit_strategy_values_are_kept() {
     let cluster = cluster_with(pod());
