@@ -210,7 +210,9 @@ async fn main() -> anyhow::Result<()> {
             // underneath), and the controller's own runner waits on it too: poll again at
             // intervals instead of once, or this task may sleep forever.
             let ready = loop {
-                match tokio::time::timeout(Duration::from_millis(250), store.wait_until_ready()).await {
+                match tokio::time::timeout(Duration::from_millis(250), store.wait_until_ready())
+                    .await
+                {
                     Ok(result) => break result,
                     Err(_) => continue,
                 }
