@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: demo install test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd manifests manifests-check
+.PHONY: demo install bench test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd manifests manifests-check
 
 ## demo: show the system working: the local cluster comes up, crr is built and installed from
 ## manifests/, and a CRR recreates one container of a Deployment's pod in place.
@@ -56,3 +56,7 @@ manifests:
 
 manifests-check:
 	hack/render-manifests.sh --check
+
+## bench: release build on the local cluster, the figures of BENCHMARKS.md (bench/run.sh).
+bench: cluster-up
+	bench/run.sh
