@@ -1,0 +1,804 @@
+//! The webhook against a real cluster (the local one from `hack/`, see hack/README.md).
+//!
+//! Each test gets a fresh namespace and runs the real `crr-webhook` binary inside the cluster's
+//! network namespace (`nsenter --net=/run/netns/crr-node`), listening on that namespace's
+//! loopback where the API server can call it, with its admin port on the node address
+//! (10.213.0.2) so the test can read `/readyz` and `/metrics`. The test registers its own
+//! Mutating/ValidatingWebhookConfiguration (unique names, `clientConfig.url`, no caBundle) whose
+//! namespaceSelector matches only its namespace; the webhook manages its certificate itself — a
+//! Secret in the test namespace — and publishes the caBundle into those configurations. Both
+//! are deleted afterwards (keep them with `CRR_KEEP_NAMESPACES=1`). The CRD's conversion is
+//! never touched.
+//!
+//! crr may also be installed in the cluster (hack/install.sh). Its CRR webhook has no
+//! namespaceSelector, so it sees the test's requests too: our configurations are named to sort
+//! after it (the API server calls mutating webhooks in name order), and admission accepts its
+//! own output a second time unchanged. Assertions hold whichever webhook defaults first; where
+//! only ours can be the one answering (feature gate, our readiness-gate label), the tests say so.
+//!
+//! Without a reachable cluster the tests print why and pass; with `CRR_CLUSTER_TESTS=1` a missing
+//! cluster is a failure.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crr_crds::keys;
+use futures::FutureExt as _;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
+};
+use kube::runtime::wait::{Condition, await_condition};
+use kube::{Api, Client, ResourceExt as _};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::process::{Child, Command};
+
+const WAIT: Duration = Duration::from_secs(60);
+const NETNS: &str = "/run/netns/crr-node";
+/// The node's address inside the cluster's network namespace, reachable from the root one.
+const NODE_ADDRESS: &str = "10.213.0.2";
+const NAMESPACE_LABEL: &str = "crr.apps.kruise.io/webhook-test";
+const BUSYBOX: &str = "crr.local/busybox:1.35";
+
+/// The cluster client, or `None` (after saying why) when the tests should be skipped.
+async fn cluster() -> Option<Client> {
+    let required = std::env::var("CRR_CLUSTER_TESTS").as_deref() == Ok("1");
+    let connect = async {
+        let client = Client::try_default().await.map_err(|e| e.to_string())?;
+        client
+            .apiserver_version()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !Path::new(NETNS).exists() {
+            return Err(format!(
+                "{NETNS} is missing: these tests run the webhook inside the local test bed's network namespace"
+            ));
+        }
+        Ok::<_, String>(client)
+    };
+    let reason = match tokio::time::timeout(Duration::from_secs(15), connect).await {
+        Ok(Ok(client)) => return Some(client),
+        Ok(Err(error)) => error,
+        Err(_) => "the API server did not answer within 15 s".to_owned(),
+    };
+    if required {
+        panic!("CRR_CLUSTER_TESTS=1 but no usable cluster: {reason}");
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: no usable local Kubernetes cluster ({reason}). Start the local cluster \
+         (hack/README.md), export its KUBECONFIG and set CRR_CLUSTER_TESTS=1 to run these tests."
+    );
+    None
+}
+
+/// Waits (by watch) until `condition` holds for the named object; panics after [`WAIT`].
+async fn wait_for<K>(api: Api<K>, name: &str, condition: impl Condition<K>, what: &str) -> K
+where
+    K: Clone + std::fmt::Debug + Send + serde::de::DeserializeOwned + kube::Resource + 'static,
+{
+    match tokio::time::timeout(WAIT, await_condition(api.clone(), name, condition)).await {
+        Ok(Ok(Some(object))) => object,
+        Ok(Ok(None)) => panic!("waiting for {what}: the object is gone"),
+        Ok(Err(error)) => panic!("waiting for {what}: {error}"),
+        Err(_) => {
+            let current = api.get_opt(name).await;
+            panic!("timed out after {WAIT:?} waiting for {what}; current object: {current:#?}")
+        }
+    }
+}
+
+/// What a test gets: a client, its namespace and a suffix unique to it.
+struct Env {
+    client: Client,
+    namespace: String,
+    suffix: String,
+}
+
+/// Runs `body` in a fresh labelled namespace; deletes the namespace and the test's webhook
+/// configurations afterwards (also when `body` panics).
+async fn with_namespace<F, Fut>(test: &str, body: F)
+where
+    F: FnOnce(Env) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let Some(client) = cluster().await else {
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let suffix = format!("{:x}", std::process::id() ^ nanos);
+    let namespace = format!("crr-wh-{test}-{suffix}");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(namespace.clone()),
+                    labels: Some(BTreeMap::from([(
+                        NAMESPACE_LABEL.to_owned(),
+                        suffix.clone(),
+                    )])),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("creating the test namespace");
+    let env = Env {
+        client: client.clone(),
+        namespace: namespace.clone(),
+        suffix: suffix.clone(),
+    };
+    let outcome = std::panic::AssertUnwindSafe(body(env)).catch_unwind().await;
+    if std::env::var("CRR_KEEP_NAMESPACES").as_deref() == Ok("1") {
+        eprintln!("keeping namespace {namespace} and webhook configurations {suffix}");
+    } else {
+        let selector = ListParams::default().labels(&format!("{NAMESPACE_LABEL}={suffix}"));
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+        let _ = mutating
+            .delete_collection(&DeleteParams::default(), &selector)
+            .await;
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+        let _ = validating
+            .delete_collection(&DeleteParams::default(), &selector)
+            .await;
+        // Finalizers of leftover requests (an installed operator may add them) must not keep
+        // the namespace around.
+        let crrs = crr_api(&client, &namespace, "v1beta1");
+        if let Ok(list) = crrs.list(&ListParams::default()).await {
+            for crr in list {
+                let _ = crrs
+                    .patch(
+                        &crr.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                    )
+                    .await;
+            }
+        }
+        let _ = namespaces
+            .delete(&namespace, &DeleteParams::background())
+            .await;
+    }
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn crr_api(client: &Client, namespace: &str, version: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(keys::GROUP, version, keys::KIND),
+        keys::PLURAL,
+    );
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// A `crr-webhook` process in the cluster's network namespace, killed when dropped.
+struct Webhook {
+    child: Child,
+    port: u16,
+    admin: SocketAddr,
+    configuration: String,
+    secret: String,
+}
+
+impl Webhook {
+    /// Starts the webhook (retrying on another port when the chosen one is taken) and waits
+    /// until `/readyz` says its certificate is loaded and its caches are synced.
+    async fn start(env: &Env, extra_args: &[&str]) -> Self {
+        let configuration = format!("crr-webhook-test-{}", env.suffix);
+        let secret = "crr-webhook-certs".to_owned();
+        let mut last_failure = String::new();
+        for attempt in 0..5u16 {
+            let seed = u16::from_str_radix(&env.suffix[env.suffix.len().saturating_sub(4)..], 16)
+                .unwrap_or(0);
+            let port = 20000 + (seed.wrapping_add(attempt * 7919) % 20000) * 2;
+            let admin: SocketAddr = format!("{NODE_ADDRESS}:{}", port + 1)
+                .parse()
+                .expect("an address");
+            let mut child = Command::new("nsenter")
+                .arg(format!("--net={NETNS}"))
+                .arg(env!("CARGO_BIN_EXE_crr-webhook"))
+                .args([
+                    format!("--listen=127.0.0.1:{port}"),
+                    format!("--admin-listen={admin}"),
+                    format!("--cert-secret={}/{secret}", env.namespace),
+                    format!("--service={}/crr-webhook", env.namespace),
+                    format!("--webhook-configuration={configuration}"),
+                    "--crd=".to_owned(),
+                    "--cert-resync-seconds=1".to_owned(),
+                ])
+                .args(extra_args)
+                .env(
+                    "RUST_LOG",
+                    std::env::var("CRR_WEBHOOK_LOG").unwrap_or_else(|_| "warn".to_owned()),
+                )
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("starting nsenter crr-webhook (needs root)");
+            let deadline = Instant::now() + WAIT;
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    last_failure = format!("exited with {status} (port {port})");
+                    break;
+                }
+                if let Some((200, _)) = http_get(admin, "/readyz").await {
+                    return Self {
+                        child,
+                        port,
+                        admin,
+                        configuration,
+                        secret,
+                    };
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill().await;
+                    panic!("crr-webhook did not become ready within {WAIT:?} (port {port})");
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        panic!("crr-webhook did not start: {last_failure}");
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Registers the CRR webhooks (and the pod readiness-gate webhook) for the test namespace
+    /// only, without caBundle, and waits until the webhook has published its CA into both.
+    async fn register(&self, env: &Env) -> Vec<u8> {
+        let selector = json!({"matchLabels": {NAMESPACE_LABEL: env.suffix}});
+        let crr_rules = json!([{
+            "apiGroups": [keys::GROUP], "apiVersions": ["v1alpha1", "v1beta1"],
+            "operations": ["CREATE", "UPDATE"], "resources": [keys::PLURAL], "scope": "Namespaced",
+        }]);
+        let labels = json!({NAMESPACE_LABEL: env.suffix});
+        let mutating: MutatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": self.configuration, "labels": labels},
+            "webhooks": [
+                {
+                    "name": format!("mcrr.{}.test.crr.apps.kruise.io", env.suffix),
+                    "clientConfig": {"url": self.url(crr_webhook::server::MUTATE_CRR)},
+                    "rules": crr_rules, "namespaceSelector": selector,
+                    "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                    "failurePolicy": "Fail", "matchPolicy": "Equivalent", "timeoutSeconds": 10,
+                },
+                {
+                    "name": format!("gate.{}.test.crr.apps.kruise.io", env.suffix),
+                    "clientConfig": {"url": self.url(crr_webhook::server::MUTATE_POD)},
+                    "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                               "resources": ["pods"], "scope": "Namespaced"}],
+                    "namespaceSelector": selector,
+                    "objectSelector": {"matchLabels": {gate_label(env): "true"}},
+                    "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                    "failurePolicy": "Fail", "timeoutSeconds": 10,
+                },
+            ],
+        }))
+        .expect("a MutatingWebhookConfiguration");
+        let validating: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": self.configuration, "labels": labels},
+            "webhooks": [{
+                "name": format!("vcrr.{}.test.crr.apps.kruise.io", env.suffix),
+                "clientConfig": {"url": self.url(crr_webhook::server::VALIDATE_CRR)},
+                "rules": crr_rules, "namespaceSelector": selector,
+                "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": "Fail", "matchPolicy": "Equivalent", "timeoutSeconds": 10,
+            }],
+        }))
+        .expect("a ValidatingWebhookConfiguration");
+        let mutating_api: Api<MutatingWebhookConfiguration> = Api::all(env.client.clone());
+        let validating_api: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
+        mutating_api
+            .create(&PostParams::default(), &mutating)
+            .await
+            .expect("creating the MutatingWebhookConfiguration");
+        validating_api
+            .create(&PostParams::default(), &validating)
+            .await
+            .expect("creating the ValidatingWebhookConfiguration");
+        let ca = self.secret_ca(env).await;
+        wait_for(
+            mutating_api,
+            &self.configuration,
+            |config: Option<&MutatingWebhookConfiguration>| {
+                config.is_some_and(|c| {
+                    c.webhooks
+                        .iter()
+                        .flatten()
+                        .all(|w| has_ca(&w.client_config, &ca))
+                })
+            },
+            "the webhook to publish its CA into the MutatingWebhookConfiguration",
+        )
+        .await;
+        wait_for(
+            validating_api,
+            &self.configuration,
+            |config: Option<&ValidatingWebhookConfiguration>| {
+                config.is_some_and(|c| {
+                    c.webhooks
+                        .iter()
+                        .flatten()
+                        .all(|w| has_ca(&w.client_config, &ca))
+                })
+            },
+            "the webhook to publish its CA into the ValidatingWebhookConfiguration",
+        )
+        .await;
+        ca
+    }
+
+    /// The CA in the webhook's Secret (which it created: the test never writes one first).
+    async fn secret_ca(&self, env: &Env) -> Vec<u8> {
+        let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.namespace);
+        let secret = secrets
+            .get(&self.secret)
+            .await
+            .expect("the webhook created its certificate Secret");
+        assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+        let data = secret.data.unwrap_or_default();
+        for key in ["tls.crt", "tls.key", "ca.crt"] {
+            assert!(
+                data.get(key).is_some_and(|value| !value.0.is_empty()),
+                "the Secret lacks {key}"
+            );
+        }
+        data.get("ca.crt")
+            .map(|ca| ca.0.clone())
+            .unwrap_or_default()
+    }
+
+    /// The value of one sample of `/metrics` (summed over label sets containing `labels`).
+    async fn metric(&self, name: &str, labels: &str) -> f64 {
+        let Some((200, body)) = http_get(self.admin, "/metrics").await else {
+            panic!("/metrics did not answer");
+        };
+        body.lines()
+            .filter(|line| line.starts_with(name) && line.contains(labels))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+fn has_ca(
+    config: &k8s_openapi::api::admissionregistration::v1::WebhookClientConfig,
+    ca: &[u8],
+) -> bool {
+    config.ca_bundle.as_ref().map(|b| b.0.as_slice()) == Some(ca)
+}
+
+/// The readiness-gate opt-in label of this test: unique, so only our webhook acts on it.
+fn gate_label(env: &Env) -> String {
+    format!("gate-{}.test.crr.apps.kruise.io/readiness-gate", env.suffix)
+}
+
+/// Plain-HTTP GET (the admin port): status and body, or `None` when nothing answers.
+async fn http_get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        let text = String::from_utf8_lossy(&response).into_owned();
+        let status = text.split(' ').nth(1)?.parse().ok()?;
+        let body = text.split_once("\r\n\r\n")?.1.to_owned();
+        Some((status, body))
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Other webhook configurations that admit CRRs here (an installed crr); those of other tests
+/// of this file select only their own namespace.
+async fn foreign_crr_webhooks(env: &Env) -> Vec<String> {
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(env.client.clone());
+    let list = mutating
+        .list(&ListParams::default())
+        .await
+        .expect("listing MutatingWebhookConfigurations");
+    list.items
+        .into_iter()
+        .filter(|config| !config.labels().contains_key(NAMESPACE_LABEL))
+        .filter(|config| {
+            config.webhooks.iter().flatten().any(|hook| {
+                hook.rules.iter().flatten().any(|rule| {
+                    rule.resources
+                        .iter()
+                        .flatten()
+                        .any(|r| r == keys::PLURAL || r == "*")
+                })
+            })
+        })
+        .map(|config| config.name_any())
+        .collect()
+}
+
+/// A running pod with an httpGet preStop on `app` and an exec preStop on `sidecar`; returns it
+/// once both containers have IDs.
+async fn running_pod(env: &Env, name: &str) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 7,
+            "containers": [
+                {"name": "app", "image": BUSYBOX, "imagePullPolicy": "IfNotPresent",
+                 "command": ["sleep", "3600"],
+                 "ports": [{"name": "http", "containerPort": 8080}],
+                 "lifecycle": {"preStop": {"httpGet": {"path": "/drain", "port": "http"}}}},
+                {"name": "sidecar", "image": BUSYBOX, "imagePullPolicy": "IfNotPresent",
+                 "command": ["sleep", "3600"],
+                 "lifecycle": {"preStop": {"exec": {"command": ["true"]}}}},
+            ],
+        },
+    }))
+    .expect("a Pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("creating the pod");
+    wait_for(
+        pods,
+        name,
+        |pod: Option<&Pod>| {
+            pod.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .is_some_and(|statuses| {
+                    statuses.len() == 2
+                        && statuses
+                            .iter()
+                            .all(|s| s.container_id.as_deref().is_some_and(|id| !id.is_empty()))
+                })
+        },
+        "the pod's containers to start",
+    )
+    .await
+}
+
+fn crr_object(version: &str, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": format!("{}/{version}", keys::GROUP),
+        "kind": keys::KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("a CRR")
+}
+
+/// Creates a CRR. While the API server has not caught up with a just-published caBundle (or the
+/// webhook's new certificate), it reports "failed calling webhook": that is retried until
+/// [`WAIT`]; any other answer is returned.
+async fn create(api: &Api<DynamicObject>, object: &DynamicObject) -> Result<DynamicObject, String> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match api.create(&PostParams::default(), object).await {
+            Ok(created) => return Ok(created),
+            Err(kube::Error::Api(status))
+                if status.message.contains("failed calling webhook")
+                    && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(kube::Error::Api(status)) => {
+                return Err(format!("{} {}", status.code, status.message));
+            }
+            Err(error) => panic!("creating a CRR: {error}"),
+        }
+    }
+}
+
+/// The API server's message in an error, or the error itself.
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} {}", status.code, status.message),
+        other => other.to_string(),
+    }
+}
+
+fn container_status(pod: &Pod, name: &str) -> (String, i32) {
+    let status = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|all| all.iter().find(|s| s.name == name))
+        .unwrap_or_else(|| panic!("pod has no status for {name}"));
+    (
+        status.container_id.clone().unwrap_or_default(),
+        status.restart_count,
+    )
+}
+
+/// Asserts a created CRR carries every default and injection, derived from the real pod.
+fn assert_defaulted(crr: &DynamicObject, pod: &Pod, version: &str) {
+    let labels = crr.labels();
+    assert_eq!(
+        labels.get(keys::LABEL_ACTIVE).map(String::as_str),
+        Some("true"),
+        "{version}"
+    );
+    assert_eq!(
+        labels.get(keys::LABEL_NODE_NAME),
+        pod.spec.as_ref().and_then(|s| s.node_name.as_ref()),
+        "{version}"
+    );
+    assert_eq!(
+        labels.get(keys::LABEL_POD_UID),
+        pod.metadata.uid.as_ref(),
+        "{version}"
+    );
+    let spec = &crr.data["spec"];
+    assert_eq!(spec["strategy"]["failurePolicy"], "Fail", "{version}");
+    assert_eq!(
+        spec["strategy"]["terminationGracePeriodSeconds"], 7,
+        "{version}: the grace period comes from the pod"
+    );
+    let containers = spec["containers"].as_array().expect("containers");
+    for container in containers {
+        let name = container["name"].as_str().expect("a name");
+        let (id, restarts) = container_status(pod, name);
+        assert_eq!(
+            container["statusContext"],
+            json!({"containerID": id, "restartCount": restarts}),
+            "{version}: statusContext of {name} is the pod's"
+        );
+    }
+    let app = &containers[0];
+    assert_eq!(app["preStop"]["httpGet"]["path"], "/drain", "{version}");
+    assert_eq!(app["ports"][0]["containerPort"], 8080, "{version}");
+    let sidecar = &containers[1];
+    assert_eq!(
+        sidecar["preStop"]["exec"]["command"],
+        json!(["true"]),
+        "{version}"
+    );
+    assert!(sidecar.get("ports").is_none(), "{version}");
+}
+
+/// Self-managed certificate from a Secret, CRR creation defaulted in both versions, invalid
+/// requests refused with their messages, update immutability, then a certificate rotated
+/// through the Secret and served without a restart.
+#[tokio::test]
+async fn crr_admission_through_the_api_server() {
+    with_namespace("crr", |env| async move {
+        let webhook = Webhook::start(&env, &[]).await;
+        let first_ca = webhook.register(&env).await;
+        let foreign = foreign_crr_webhooks(&env).await;
+        if !foreign.is_empty() {
+            eprintln!(
+                "note: {foreign:?} also admit CRRs here: ours is named to run after them and \
+                 accepts their output unchanged"
+            );
+        }
+        let pod = running_pod(&env, "web").await;
+        // A long unready grace keeps an installed node daemon from killing anything meanwhile.
+        let valid = json!({"podName": "web", "containers": [{"name": "app"}, {"name": "sidecar"}],
+                           "strategy": {"unreadyGracePeriodSeconds": 3600}});
+
+        let before = webhook.metric("crr_webhook_reviews_total", "endpoint=\"mutate\"").await;
+        for version in ["v1beta1", "v1alpha1"] {
+            let api = crr_api(&env.client, &env.namespace, version);
+            let created = create(&api, &crr_object(version, &format!("ok-{version}"), valid.clone()))
+                .await
+                .unwrap_or_else(|error| panic!("{version}: a valid CRR was refused: {error}"));
+            assert_defaulted(&created, &pod, version);
+        }
+        let after = webhook.metric("crr_webhook_reviews_total", "endpoint=\"mutate\"").await;
+        assert!(after >= before + 2.0, "our mutating endpoint answered both creations ({before} → {after})");
+
+        // Invalid requests: refused with the rule's message.
+        let api = crr_api(&env.client, &env.namespace, "v1beta1");
+        let cases = [
+            ("ghost", json!({"podName": "ghost", "containers": [{"name": "app"}]}), "no found Pod named ghost"),
+            ("nope", json!({"podName": "web", "containers": [{"name": "nope"}]}), "container nope not found in Pod"),
+            ("twice", json!({"podName": "web", "containers": [{"name": "app"}, {"name": "app"}]}), "can not recreate app multi times"),
+            ("deadline", json!({"podName": "web", "containers": [{"name": "app"}], "activeDeadlineSeconds": 1}), "activeDeadlineSeconds can not be less than 3s"),
+            ("readonly", json!({"podName": "web", "containers": [{"name": "app", "statusContext": {"containerID": "containerd://forged", "restartCount": 0}}]}), "ready-only fields"),
+            ("policy", json!({"podName": "web", "containers": [{"name": "app"}], "strategy": {"failurePolicy": "Sometimes"}}), "unknown failurePolicy Sometimes"),
+        ];
+        for (name, spec, message) in cases {
+            let error = create(&api, &crr_object("v1beta1", name, spec))
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("{name}: an invalid CRR was admitted"));
+            assert!(error.starts_with("400 "), "{name}: {error}");
+            assert!(error.contains(message), "{name}: {error:?} lacks {message:?}");
+            if foreign.is_empty() {
+                assert!(error.contains(&env.suffix), "{name}: refused by our webhook: {error}");
+            }
+        }
+
+        // Updates: spec and identity labels frozen, other changes allowed.
+        let name = "ok-v1beta1";
+        let refused = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"ttlSecondsAfterFinished": 60}})))
+            .await
+            .expect_err("a spec change was admitted");
+        assert!(api_message(&refused).contains("spec of ContainerRecreateRequest is immutable"), "{refused}");
+        let refused = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {keys::LABEL_POD_UID: "another"}}})))
+            .await
+            .expect_err("a pod-uid label change was admitted");
+        assert!(api_message(&refused).contains("not allowed to update immutable label"), "{refused}");
+        let labelled = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "web"}}})))
+            .await
+            .expect("an unrelated label change is allowed");
+        assert_eq!(labelled.labels().get("team").map(String::as_str), Some("web"));
+        let validated = webhook.metric("crr_webhook_reviews_total", "endpoint=\"validate\"").await;
+        assert!(validated >= 1.0, "our validating endpoint answered ({validated})");
+
+        // Rotation: a new key pair written to the Secret is served and published, no restart.
+        let names = crr_webhook::certs::service_dns_names(&env.namespace, "crr-webhook");
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rotated = crr_webhook::certs::generate(&names).expect("generating a certificate");
+        assert_ne!(rotated.ca_pem.as_bytes(), first_ca.as_slice());
+        let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.namespace);
+        let data: BTreeMap<String, ByteString> = [
+            ("tls.crt", &rotated.cert_pem),
+            ("tls.key", &rotated.key_pem),
+            ("ca.crt", &rotated.ca_pem),
+        ]
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), ByteString(value.clone().into_bytes())))
+        .collect();
+        secrets
+            .patch(&webhook.secret, &PatchParams::default(), &Patch::Merge(json!({"data": data})))
+            .await
+            .expect("rotating the Secret");
+        let ca = rotated.ca_pem.into_bytes();
+        wait_for(
+            Api::<ValidatingWebhookConfiguration>::all(env.client.clone()),
+            &webhook.configuration,
+            |config: Option<&ValidatingWebhookConfiguration>| {
+                config.is_some_and(|c| c.webhooks.iter().flatten().all(|w| has_ca(&w.client_config, &ca)))
+            },
+            "the rotated CA to be published",
+        )
+        .await;
+        let created = create(&api, &crr_object("v1beta1", "after-rotation", valid.clone()))
+            .await
+            .unwrap_or_else(|error| panic!("after rotation, a valid CRR was refused: {error}"));
+        assert_defaulted(&created, &pod, "v1beta1 after rotation");
+        let process_alive = http_get(webhook.admin, "/healthz").await;
+        assert_eq!(process_alive.map(|(code, _)| code), Some(200));
+    })
+    .await;
+}
+
+/// With the node daemon disabled, creation is refused with a message saying so. Only our
+/// webhook runs with the gate off, so the refusal is ours.
+#[tokio::test]
+async fn feature_gate_off_refuses_creation() {
+    with_namespace("gate", |env| async move {
+        let webhook = Webhook::start(&env, &["--node-daemon-enabled=false"]).await;
+        webhook.register(&env).await;
+        let pod = running_pod(&env, "web").await;
+        let api = crr_api(&env.client, &env.namespace, "v1beta1");
+        let error = create(
+            &api,
+            &crr_object(
+                "v1beta1",
+                "r",
+                json!({"podName": pod.name_any(), "containers": [{"name": "app"}]}),
+            ),
+        )
+        .await
+        .expect_err("a CRR was admitted with the node daemon disabled");
+        assert!(error.starts_with("403 "), "{error}");
+        assert!(error.contains("node daemon is disabled"), "{error}");
+        assert!(
+            error.contains(&env.suffix),
+            "refused by our webhook: {error}"
+        );
+        let denied = webhook
+            .metric("crr_webhook_rejections_total", "FeatureGateDisabled")
+            .await;
+        assert!(denied >= 1.0, "rejection counted by reason ({denied})");
+    })
+    .await;
+}
+
+/// Pods carrying the opt-in label get the `KruisePodReady` readiness gate; others do not.
+#[tokio::test]
+async fn readiness_gate_is_injected_into_labelled_pods() {
+    with_namespace("pods", |env| async move {
+        let label = gate_label(&env);
+        let webhook = Webhook::start(&env, &[&format!("--readiness-gate-label={label}")]).await;
+        webhook.register(&env).await;
+        let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+        let pod = |name: &str, labels: Value, gates: Value| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": labels},
+                // Bound to a node that does not exist: nothing needs to run.
+                "spec": {"nodeName": "crr-webhook-test-nowhere", "readinessGates": gates,
+                         "containers": [{"name": "c", "image": BUSYBOX}]},
+            }))
+            .expect("a Pod")
+        };
+        let create = |pod: Pod| {
+            let pods = pods.clone();
+            async move {
+                let deadline = Instant::now() + WAIT;
+                loop {
+                    match pods.create(&PostParams::default(), &pod).await {
+                        Ok(created) => return created,
+                        Err(kube::Error::Api(status))
+                            if status.message.contains("failed calling webhook")
+                                && Instant::now() < deadline =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(250)).await;
+                        }
+                        Err(error) => panic!("creating pod {}: {error}", pod.name_any()),
+                    }
+                }
+            }
+        };
+        let gates = |pod: &Pod| -> Vec<String> {
+            pod.spec
+                .iter()
+                .flat_map(|s| s.readiness_gates.iter().flatten())
+                .map(|g| g.condition_type.clone())
+                .collect()
+        };
+        let opted_in = create(pod(
+            "opted-in",
+            json!({label.as_str(): "true"}),
+            Value::Null,
+        ))
+        .await;
+        assert_eq!(gates(&opted_in), [keys::POD_CONDITION_KRUISE_POD_READY]);
+        let with_other_gate = create(pod(
+            "other-gate",
+            json!({label.as_str(): "true"}),
+            json!([{"conditionType": "example.com/other"}]),
+        ))
+        .await;
+        assert_eq!(
+            gates(&with_other_gate),
+            ["example.com/other", keys::POD_CONDITION_KRUISE_POD_READY]
+        );
+        let plain = create(pod("plain", json!({"app": "web"}), Value::Null)).await;
+        assert!(gates(&plain).is_empty(), "{:?}", gates(&plain));
+        let patched = webhook
+            .metric(
+                "crr_webhook_reviews_total",
+                "endpoint=\"pod\",verdict=\"patched\"",
+            )
+            .await;
+        assert!(
+            patched >= 2.0,
+            "our pod endpoint patched both labelled pods ({patched})"
+        );
+    })
+    .await;
+}
