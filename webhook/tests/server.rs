@@ -1,0 +1,247 @@
+//! The HTTPS server in-process: real TLS on loopback, the real router, pods as values. Shows the
+//! endpoints answer through TLS 1.2 and 1.3, and that bodies which are malformed, oversize or
+//! never finished get a clean answer instead of a panic or a hung connection.
+
+mod support;
+
+use std::time::Duration;
+
+use crr_webhook::server::{self, Limits};
+use serde_json::json;
+use support::{Served, create_review, response};
+use tokio::io::AsyncWriteExt as _;
+
+/// Nothing in these tests may take this long; reaching it means something hung.
+const HANG: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn create_review_is_patched_over_tls_1_2_and_1_3() {
+    let served = Served::start(true, Limits::default()).await;
+    for versions in [
+        &[&rustls::version::TLS12][..],
+        &[&rustls::version::TLS13][..],
+    ] {
+        let mut connection = served
+            .connect(served.client_config(versions))
+            .await
+            .expect("TLS handshake");
+        // Two requests on one keep-alive connection.
+        for uid in ["a", "b"] {
+            let (status, body) = connection
+                .post(server::MUTATE_CRR, &create_review(uid))
+                .await
+                .expect("an answer");
+            assert_eq!(status, 200);
+            let answer = response(&body);
+            assert_eq!(answer["uid"], uid);
+            assert_eq!(answer["allowed"], true);
+            assert_eq!(answer["patchType"], "JSONPatch");
+        }
+    }
+    served.stop().await.expect("drained");
+}
+
+#[tokio::test]
+async fn validating_endpoint_never_patches_and_feature_gate_denies() {
+    let served = Served::start(false, Limits::default()).await;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    for path in [server::MUTATE_CRR, server::VALIDATE_CRR] {
+        let (status, body) = connection
+            .post(path, &create_review("gate"))
+            .await
+            .expect("an answer");
+        assert_eq!(status, 200, "{path}");
+        let answer = response(&body);
+        assert_eq!(answer["allowed"], false, "{path}");
+        assert_eq!(answer["status"]["code"], 403, "{path}");
+        assert!(answer.get("patch").is_none(), "{path}");
+    }
+    let metrics = crr_webhook::metrics::encode(&served.registry).expect("metrics");
+    assert!(
+        metrics.contains("crr_webhook_rejections_total{reason=\"FeatureGateDisabled\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_bodies_get_an_invalid_review_not_an_http_error() {
+    let served = Served::start(true, Limits::default()).await;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    for path in [
+        server::MUTATE_CRR,
+        server::VALIDATE_CRR,
+        server::MUTATE_POD,
+        crr_crds::CONVERSION_PATH,
+    ] {
+        for body in [
+            &b"{not json"[..],
+            b"",
+            b"{\"kind\": \"AdmissionReview\"}",
+            b"[1,2,3]",
+        ] {
+            let (status, answer) = tokio::time::timeout(HANG, connection.post(path, body))
+                .await
+                .expect("no hang")
+                .expect("an answer");
+            assert_eq!(status, 200, "{path} {:?}", String::from_utf8_lossy(body));
+            let answer: serde_json::Value = serde_json::from_slice(&answer).expect("JSON");
+            let result = answer["response"]["status"]["status"]
+                .as_str()
+                .or_else(|| answer["response"]["result"]["status"].as_str());
+            assert_eq!(result, Some("Failure"), "{path}: {answer}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn oversize_bodies_are_refused_before_they_are_read() {
+    let served = Served::start(true, Limits::default()).await;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    let huge = vec![b' '; server::MAX_BODY_BYTES + 1];
+    let (status, _) = tokio::time::timeout(HANG, connection.post(server::MUTATE_CRR, &huge))
+        .await
+        .expect("no hang")
+        .expect("an answer");
+    assert_eq!(status, 413);
+    // The server stays healthy for the next client.
+    let mut next = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    let (status, _) = next
+        .post(server::MUTATE_CRR, &create_review("after"))
+        .await
+        .expect("an answer");
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn a_body_that_never_arrives_times_out() {
+    let limits = Limits {
+        request: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let served = Served::start(true, limits).await;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    let stream = connection.stream.get_mut();
+    stream
+        .write_all(
+            format!(
+                "POST {} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{{\"half",
+                server::MUTATE_CRR
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("write");
+    stream.flush().await.expect("flush");
+    let (status, _) = tokio::time::timeout(HANG, connection.read_response())
+        .await
+        .expect("no hang")
+        .expect("an answer");
+    assert_eq!(status, 408);
+}
+
+#[tokio::test]
+async fn pod_endpoint_adds_the_readiness_gate_to_labelled_pods() {
+    let served = Served::start(true, Limits::default()).await;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS12]))
+        .await
+        .expect("TLS handshake");
+    let review = |labels: serde_json::Value| {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "p", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": "default", "operation": "CREATE", "userInfo": {},
+                "object": {"apiVersion": "v1", "kind": "Pod",
+                           "metadata": {"name": "p", "labels": labels},
+                           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+            }
+        }))
+        .expect("a review")
+    };
+    let (_, body) = connection
+        .post(
+            server::MUTATE_POD,
+            &review(json!({crr_crds::keys::LABEL_READINESS_GATE: "true"})),
+        )
+        .await
+        .expect("an answer");
+    assert_eq!(response(&body)["patchType"], "JSONPatch");
+    let (_, body) = connection
+        .post(server::MUTATE_POD, &review(json!({"app": "web"})))
+        .await
+        .expect("an answer");
+    let answer = response(&body);
+    assert_eq!(answer["allowed"], true);
+    assert!(answer.get("patch").is_none(), "{answer}");
+}
+
+#[tokio::test]
+async fn conversion_endpoint_converts_over_tls() {
+    let served = Served::start(true, Limits::default()).await;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    let review = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "c", "desiredAPIVersion": "apps.kruise.io/v1alpha1", "objects": [
+            {"apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
+             "metadata": {"name": "r", "namespace": "default"},
+             "spec": {"podName": "web-0", "containers": [{"name": "app"}]}}
+        ]}
+    });
+    let (status, body) = connection
+        .post(
+            crr_crds::CONVERSION_PATH,
+            &serde_json::to_vec(&review).expect("JSON"),
+        )
+        .await
+        .expect("an answer");
+    assert_eq!(status, 200);
+    let answer: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(answer["response"]["uid"], "c");
+    assert_eq!(
+        answer["response"]["convertedObjects"][0]["apiVersion"],
+        "apps.kruise.io/v1alpha1"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_lets_an_open_connection_finish_and_stops_accepting() {
+    let served = Served::start(true, Limits::default()).await;
+    let address = served.address;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    let (status, _) = connection
+        .post(server::MUTATE_CRR, &create_review("before"))
+        .await
+        .expect("an answer");
+    assert_eq!(status, 200);
+    tokio::time::timeout(HANG, served.stop())
+        .await
+        .expect("drain returns")
+        .expect("drained");
+    assert!(
+        tokio::net::TcpStream::connect(address).await.is_err(),
+        "the listener is closed after shutdown"
+    );
+}

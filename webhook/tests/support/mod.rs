@@ -1,0 +1,220 @@
+//! Shared by the in-process server tests and the benchmark: a webhook served over real TLS on
+//! loopback with pods given as values, and a minimal HTTP/1.1 client over rustls.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crr_webhook::admission::Lookup;
+use crr_webhook::certs::{self, Bundle, CertResolver};
+use crr_webhook::metrics::Metrics;
+use crr_webhook::review::ClusterLookup;
+use crr_webhook::server::{self, AppState, Limits};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use prometheus_client::registry::Registry;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+/// A cluster of one pod and one node, answered from memory (the "cached pod" case).
+pub struct Cached {
+    pub pod: Arc<Pod>,
+    pub node: Arc<Node>,
+}
+
+impl ClusterLookup for Cached {
+    async fn pod(&self, _namespace: &str, name: &str) -> Lookup<Arc<Pod>> {
+        if self.pod.metadata.name.as_deref() == Some(name) {
+            Lookup::Found(self.pod.clone())
+        } else {
+            Lookup::NotFound
+        }
+    }
+    async fn node(&self, _name: &str) -> Lookup<Arc<Node>> {
+        Lookup::Found(self.node.clone())
+    }
+}
+
+pub fn pod() -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "namespace": "default", "uid": "pod-uid-1"},
+        "spec": {
+            "nodeName": "node-a", "terminationGracePeriodSeconds": 45,
+            "containers": [
+                {"name": "app", "image": "busybox", "ports": [{"name": "http", "containerPort": 8080}],
+                 "lifecycle": {"preStop": {"httpGet": {"path": "/drain", "port": "http"}}}},
+                {"name": "sidecar", "image": "busybox"}
+            ]
+        },
+        "status": {"phase": "Running", "containerStatuses": [
+            {"name": "app", "containerID": "containerd://app-1", "restartCount": 2, "ready": true, "image": "busybox", "imageID": ""},
+            {"name": "sidecar", "containerID": "containerd://sidecar-1", "restartCount": 0, "ready": true, "image": "busybox", "imageID": ""}
+        ]}
+    }))
+    .expect("a pod")
+}
+
+/// A CREATE review of a v1beta1 CRR for `web-0`'s containers.
+pub fn create_review(uid: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "apps.kruise.io", "version": "v1beta1", "kind": "ContainerRecreateRequest"},
+            "resource": {"group": "apps.kruise.io", "version": "v1beta1", "resource": "containerrecreaterequests"},
+            "name": "r", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "tester"},
+            "object": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
+                       "metadata": {"name": "r", "namespace": "default"},
+                       "spec": {"podName": "web-0", "containers": [{"name": "app"}, {"name": "sidecar"}]}}
+        }
+    }))
+    .expect("a review")
+}
+
+/// A webhook serving on `127.0.0.1:<any>` until dropped.
+pub struct Served {
+    pub address: SocketAddr,
+    pub bundle: Bundle,
+    pub registry: Arc<Registry>,
+    shutdown: Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Served {
+    pub async fn start(node_daemon_enabled: bool, limits: Limits) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let bundle = certs::generate(&certs::service_dns_names("crr-system", "crr-webhook"))
+            .expect("a certificate");
+        let resolver = CertResolver::new(bundle.clone()).expect("a resolver");
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let state = Arc::new(AppState {
+            lookup: Cached {
+                pod: Arc::new(pod()),
+                node: Arc::new(
+                    serde_json::from_value(json!({"metadata": {"name": "node-a"}}))
+                        .expect("a node"),
+                ),
+            },
+            node_daemon_enabled,
+            readiness_gate_label: crr_crds::keys::LABEL_READINESS_GATE.to_owned(),
+            metrics,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let address = listener.local_addr().expect("an address");
+        let shutdown = Arc::new(tokio::sync::Notify::new());
+        let task = tokio::spawn(server::serve_tls(
+            listener,
+            server::tls_config(resolver),
+            server::router(state),
+            shutdown.clone(),
+            limits,
+        ));
+        Self {
+            address,
+            bundle,
+            registry: Arc::new(registry),
+            shutdown,
+            task,
+        }
+    }
+
+    /// Asks the server to drain and waits for it to return.
+    pub async fn stop(self) -> std::io::Result<()> {
+        self.shutdown.notify_one();
+        self.task.await.expect("the server task")
+    }
+
+    pub fn client_config(
+        &self,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> rustls::ClientConfig {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.bundle.ca_pem.as_bytes()) {
+            roots.add(cert.expect("CA PEM")).expect("CA cert");
+        }
+        rustls::ClientConfig::builder_with_protocol_versions(versions)
+            .with_root_certificates(roots)
+            .with_no_client_auth()
+    }
+
+    pub async fn connect(&self, config: rustls::ClientConfig) -> std::io::Result<Connection> {
+        let tcp = tokio::net::TcpStream::connect(self.address).await?;
+        tcp.set_nodelay(true)?;
+        let name = ServerName::IpAddress(self.address.ip().into());
+        let stream = TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await?;
+        Ok(Connection {
+            stream: BufReader::new(stream),
+        })
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection over TLS.
+pub struct Connection {
+    pub stream: BufReader<TlsStream<tokio::net::TcpStream>>,
+}
+
+impl Connection {
+    /// Sends a POST and reads the answer: status and body.
+    pub async fn post(&mut self, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: crr-webhook\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let stream = self.stream.get_mut();
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body).await?;
+        stream.flush().await?;
+        self.read_response().await
+    }
+
+    pub async fn read_response(&mut self) -> std::io::Result<(u16, Vec<u8>)> {
+        let invalid =
+            |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+        let mut line = String::new();
+        if self.stream.read_line(&mut line).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .ok_or_else(|| invalid("status line"))?;
+        let mut length = 0usize;
+        loop {
+            line.clear();
+            if self.stream.read_line(&mut line).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| invalid("content-length"))?;
+            }
+        }
+        let mut body = vec![0; length];
+        self.stream.read_exact(&mut body).await?;
+        Ok((status, body))
+    }
+}
+
+/// The `response` of an AdmissionReview body.
+pub fn response(body: &[u8]) -> Value {
+    serde_json::from_slice::<Value>(body).expect("a JSON answer")["response"].clone()
+}
