@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: demo install bench test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd manifests manifests-check
+.PHONY: demo install uninstall bench test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd manifests manifests-check
 
 ## demo: show the system working: the local cluster comes up, crr is built and installed from
 ## manifests/, and a CRR recreates one container of a Deployment's pod in place.
@@ -44,6 +44,9 @@ cluster-smoke:
 ## install: build crr, load its images into the local cluster and apply manifests/overlays/local.
 install:
 	hack/install.sh
+
+uninstall:
+	hack/uninstall.sh
 
 ## crd: regenerate crds/crr.yaml from the Rust types, then the install manifests.
 crd:

@@ -26,6 +26,11 @@ finish() {
 trap finish EXIT
 
 "$here/cluster-smoke.sh"
+# Each crate's cluster tests run its component alone: an installed crr (webhook, operator)
+# would act on their objects too.
+if "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get namespace crr-system >/dev/null 2>&1; then
+  "$here/uninstall.sh"
+fi
 export KUBECONFIG="$KUBECONFIG_ADMIN" CRR_CLUSTER_TESTS=1
 cargo test --workspace --test '*cluster*'
 "$here/install.sh"
