@@ -12,6 +12,14 @@ CRR_PROFILE=release "$root/hack/install.sh"
 cd "$root"
 KUBECONFIG="$KUBECONFIG_ADMIN" CRR_BENCH_OUT="$root/bench/results" \
   cargo run -q --release -p crr-e2e --bin crr-bench
+echo "bench: 4. webhook admission over TLS on loopback (webhook/benches/admission.rs)" >&2
+{
+  echo
+  echo '**webhook admission over TLS (loopback, cached pod)**:'
+  echo '```'
+  cargo bench -q -p crr-webhook --bench admission 2>/dev/null | grep -v '^$' || echo "webhook bench failed"
+  echo '```'
+} | tee -a "$root/bench/results/latest.md"
 {
   echo
   echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r);"
