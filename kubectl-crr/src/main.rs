@@ -1,2 +1,26 @@
 //! `kubectl crr`: recreate containers in place from the command line.
-fn main() {}
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use kubectl_crr::cli::Cli;
+use kubectl_crr::commands::{self, Exit};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Exactly one TLS crypto provider for the whole process (the API client uses rustls).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let exit = match commands::execute(cli).await {
+        Ok(exit) => exit,
+        Err(error @ kubectl_crr::Error::Server(_)) => {
+            eprintln!("{error}");
+            Exit::Error
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            Exit::Error
+        }
+    };
+    ExitCode::from(exit as u8)
+}

@@ -1,0 +1,407 @@
+//! The command line: what `kubectl crr` accepts and how flag values are read (durations such as
+//! `5s` or `1m30s`, `--max-unavailable 2` or `25%`, `--dry-run=client|server`, `-o json|yaml`).
+//! It decides nothing about the cluster; `main` turns these values into API calls.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Recreate containers of pods in place (ContainerRecreateRequests) and watch them come back.
+#[derive(Parser, Debug, Clone, PartialEq)]
+#[command(name = "kubectl-crr", bin_name = "kubectl crr", version)]
+pub struct Cli {
+    /// How to reach the cluster, like kubectl.
+    #[command(flatten)]
+    pub connection: Connection,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Kubeconfig, context and namespace, handled as kubectl handles them.
+#[derive(Args, Debug, Clone, Default, PartialEq)]
+pub struct Connection {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, global = true, env = "KUBECTL_CRR_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace (default: the context's namespace, then `default`).
+    #[arg(short, long, global = true, env = "KUBECTL_CRR_NAMESPACE", value_name = "NS")]
+    pub namespace: Option<String>,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Create a ContainerRecreateRequest for a pod (or one per pod matching -l) and optionally
+    /// follow it until the containers are back.
+    Recreate(RecreateArgs),
+    /// List ContainerRecreateRequests: name, pod, node, phase, containers done/total, age.
+    Get(GetArgs),
+    /// Show one ContainerRecreateRequest: spec, per-container states, conditions and events.
+    Describe(DescribeArgs),
+}
+
+/// `kubectl crr recreate`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct RecreateArgs {
+    /// The pod whose containers are recreated (or use -l).
+    #[arg(value_name = "POD", required_unless_present = "selector", conflicts_with = "selector")]
+    pub pod: Option<String>,
+    /// Recreate one request per pod matching this label selector, at most --max-unavailable at
+    /// once; implies --wait.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// A container to recreate; repeat for several. Default: every container of the pod.
+    #[arg(short, long = "container", value_name = "CONTAINER")]
+    pub containers: Vec<String>,
+    /// Recreate the next container only after the previous one is running again.
+    #[arg(long)]
+    pub ordered: bool,
+    /// Kill the container even if it restarted since the request was made.
+    #[arg(long)]
+    pub force: bool,
+    /// Whether to go on with the other containers when one fails to be recreated.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub failure_policy: Option<FailurePolicyArg>,
+    /// Grace period for the old container to stop (default: the pod's).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub grace_period: Option<Duration>,
+    /// Mark the pod not ready this long before stopping the containers (e.g. 5s).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub unready_grace: Option<Duration>,
+    /// A new container must run this long to count as recreated (e.g. 10s).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_started: Option<Duration>,
+    /// Fail the request if it has not finished this long after creation (at least 3s).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub deadline: Option<Duration>,
+    /// Delete the request this long after it finished (e.g. 30m).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub ttl: Option<Duration>,
+    /// Follow the request(s) until done; exit non-zero when a container failed.
+    #[arg(short, long)]
+    pub wait: bool,
+    /// Give up waiting after this long (exit code 4); implies --wait.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Option<Duration>,
+    /// With -l: how many pods may be recreating at once, a number or a percentage of the
+    /// matching pods (rounded down, at least 1).
+    #[arg(long, default_value = "1", value_name = "N|N%")]
+    pub max_unavailable: MaxUnavailable,
+    /// Only print the request (client) or have the API server check it without storing it
+    /// (server).
+    #[arg(long, value_enum, value_name = "MODE", require_equals = true, num_args = 0..=1,
+          default_missing_value = "client")]
+    pub dry_run: Option<DryRun>,
+    /// Print the created request(s) in this format instead of a one-line summary.
+    #[arg(short, long, value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+impl RecreateArgs {
+    /// Whether the command follows the requests to the end.
+    pub fn follows(&self) -> bool {
+        self.dry_run.is_none() && (self.wait || self.timeout.is_some() || self.selector.is_some())
+    }
+}
+
+/// `kubectl crr get`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct GetArgs {
+    /// Only these requests (default: all in the namespace).
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// List requests of every namespace.
+    #[arg(short = 'A', long, conflicts_with = "names")]
+    pub all_namespaces: bool,
+    /// Only requests whose labels match this selector.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// After listing, keep printing requests as they change.
+    #[arg(short, long)]
+    pub watch: bool,
+    /// Print the objects in this format instead of a table.
+    #[arg(short, long, value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+/// `kubectl crr describe`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct DescribeArgs {
+    /// The request's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Print the object in this format instead of the description.
+    #[arg(short, long, value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+/// `--failure-policy`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicyArg {
+    /// Stop at the first container that fails.
+    #[value(name = "Fail")]
+    Fail,
+    /// Go on with the other containers.
+    #[value(name = "Ignore")]
+    Ignore,
+}
+
+impl FailurePolicyArg {
+    /// The API value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "Fail",
+            Self::Ignore => "Ignore",
+        }
+    }
+}
+
+/// `--dry-run`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DryRun {
+    /// Build the request locally and print it; nothing is sent.
+    Client,
+    /// Send the request with dryRun=All: admission runs, nothing is stored.
+    Server,
+}
+
+/// `-o`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    Json,
+    Yaml,
+}
+
+/// `--max-unavailable`: a count or a percentage of the matching pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxUnavailable {
+    Count(u32),
+    Percent(u32),
+}
+
+impl MaxUnavailable {
+    /// How many requests may be in flight for `total` pods: at least 1, at most `total`
+    /// (percentages round down, as a Deployment's maxUnavailable does).
+    pub fn resolve(self, total: usize) -> usize {
+        let wanted = match self {
+            Self::Count(count) => count as usize,
+            Self::Percent(percent) => total * percent as usize / 100,
+        };
+        wanted.clamp(1, total.max(1))
+    }
+}
+
+impl FromStr for MaxUnavailable {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        let (number, percent) = match text.strip_suffix('%') {
+            Some(number) => (number, true),
+            None => (text, false),
+        };
+        let value: u32 = number.parse().map_err(|_| {
+            format!("{text:?} is neither a number nor a percentage such as 25%")
+        })?;
+        if value == 0 {
+            return Err("must be at least 1 (or 1%)".to_owned());
+        }
+        if percent {
+            if value > 100 {
+                return Err(format!("{value}% is more than 100%"));
+            }
+            Ok(Self::Percent(value))
+        } else {
+            Ok(Self::Count(value))
+        }
+    }
+}
+
+impl fmt::Display for MaxUnavailable {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Count(count) => write!(formatter, "{count}"),
+            Self::Percent(percent) => write!(formatter, "{percent}%"),
+        }
+    }
+}
+
+/// Parses a duration as kubectl flags write them: `30` (seconds), `500ms` is refused (the API
+/// counts whole seconds), `5s`, `10m`, `1h30m`, `2h45m10s`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty duration".to_owned());
+    }
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    let mut total: u64 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(format!("invalid duration {text:?}: expected a number at {rest:?}"));
+        }
+        let value: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}: number too large"))?;
+        rest = &rest[digits..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let multiplier = match &rest[..unit_end] {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            "ms" | "us" | "µs" | "ns" => {
+                return Err(format!(
+                    "invalid duration {text:?}: requests count whole seconds"
+                ));
+            }
+            "" => return Err(format!("invalid duration {text:?}: missing unit after {value}")),
+            unit => return Err(format!("invalid duration {text:?}: unknown unit {unit:?}")),
+        };
+        total = value
+            .checked_mul(multiplier)
+            .and_then(|seconds| total.checked_add(seconds))
+            .ok_or_else(|| format!("invalid duration {text:?}: too large"))?;
+        rest = &rest[unit_end..];
+    }
+    Ok(Duration::from_secs(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("kubectl-crr").chain(args.iter().copied()))
+    }
+
+    fn recreate(args: &[&str]) -> RecreateArgs {
+        match parse(args).expect("valid arguments").command {
+            Command::Recreate(recreate) => recreate,
+            other => panic!("not a recreate: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn durations_accept_seconds_and_units_and_refuse_fractions() {
+        let table = [
+            ("30", Ok(30)),
+            ("5s", Ok(5)),
+            ("10m", Ok(600)),
+            ("1h30m", Ok(5400)),
+            ("2h45m10s", Ok(9910)),
+            ("1d", Ok(86_400)),
+            ("0s", Ok(0)),
+        ];
+        for (text, expected) in table {
+            assert_eq!(
+                parse_duration(text).map(|d| d.as_secs()),
+                expected,
+                "{text}"
+            );
+        }
+        for bad in ["", "s", "5x", "500ms", "1.5s", "-3s", "5s3", "99999999999999999999s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn max_unavailable_is_a_count_or_a_percentage_resolved_to_at_least_one() {
+        assert_eq!("2".parse(), Ok(MaxUnavailable::Count(2)));
+        assert_eq!("25%".parse(), Ok(MaxUnavailable::Percent(25)));
+        assert!("0".parse::<MaxUnavailable>().is_err());
+        assert!("101%".parse::<MaxUnavailable>().is_err());
+        assert!("x".parse::<MaxUnavailable>().is_err());
+        assert_eq!(MaxUnavailable::Percent(25).resolve(10), 2);
+        assert_eq!(MaxUnavailable::Percent(25).resolve(3), 1);
+        assert_eq!(MaxUnavailable::Percent(100).resolve(7), 7);
+        assert_eq!(MaxUnavailable::Count(5).resolve(3), 3);
+        assert_eq!(MaxUnavailable::Count(1).resolve(0), 1);
+    }
+
+    #[test]
+    fn recreate_reads_every_strategy_flag() {
+        let args = recreate(&[
+            "recreate", "web-0", "-c", "app", "-c", "sidecar", "-n", "prod", "--ordered",
+            "--force", "--failure-policy", "Ignore", "--unready-grace", "5s", "--min-started",
+            "10s", "--deadline", "5m", "--ttl", "30m", "--grace-period", "20s", "--wait",
+            "--timeout", "2m",
+        ]);
+        assert_eq!(args.pod.as_deref(), Some("web-0"));
+        assert_eq!(args.containers, ["app", "sidecar"]);
+        assert!(args.ordered && args.force && args.wait);
+        assert_eq!(args.failure_policy, Some(FailurePolicyArg::Ignore));
+        assert_eq!(args.unready_grace, Some(Duration::from_secs(5)));
+        assert_eq!(args.min_started, Some(Duration::from_secs(10)));
+        assert_eq!(args.deadline, Some(Duration::from_secs(300)));
+        assert_eq!(args.ttl, Some(Duration::from_secs(1800)));
+        assert_eq!(args.grace_period, Some(Duration::from_secs(20)));
+        assert_eq!(args.timeout, Some(Duration::from_secs(120)));
+        assert!(args.follows());
+    }
+
+    #[test]
+    fn namespace_and_context_are_global_flags() {
+        let cli = parse(&["-n", "prod", "get", "--context", "kind"]).unwrap();
+        assert_eq!(cli.connection.namespace.as_deref(), Some("prod"));
+        assert_eq!(cli.connection.context.as_deref(), Some("kind"));
+    }
+
+    #[test]
+    fn recreate_needs_exactly_one_of_pod_and_selector() {
+        assert!(parse(&["recreate"]).is_err());
+        assert!(parse(&["recreate", "web-0", "-l", "app=web"]).is_err());
+        let batch = recreate(&["recreate", "-l", "app=web", "--max-unavailable", "50%"]);
+        assert_eq!(batch.selector.as_deref(), Some("app=web"));
+        assert_eq!(batch.max_unavailable, MaxUnavailable::Percent(50));
+        assert!(batch.follows(), "a batch is always followed");
+    }
+
+    #[test]
+    fn dry_run_takes_client_or_server_and_defaults_to_client() {
+        assert_eq!(recreate(&["recreate", "p", "--dry-run=server"]).dry_run, Some(DryRun::Server));
+        assert_eq!(recreate(&["recreate", "p", "--dry-run"]).dry_run, Some(DryRun::Client));
+        assert!(parse(&["recreate", "p", "--dry-run=maybe"]).is_err());
+        let dry = recreate(&["recreate", "p", "--dry-run=client", "--wait"]);
+        assert!(!dry.follows(), "nothing to follow in a dry run");
+    }
+
+    #[test]
+    fn unknown_failure_policy_and_bad_durations_are_usage_errors() {
+        assert!(parse(&["recreate", "p", "--failure-policy", "Retry"]).is_err());
+        assert!(parse(&["recreate", "p", "--deadline", "soon"]).is_err());
+    }
+
+    #[test]
+    fn get_and_describe_take_output_formats() {
+        let cli = parse(&["get", "-A", "-w", "-o", "yaml"]).unwrap();
+        let Command::Get(get) = cli.command else {
+            panic!("not get")
+        };
+        assert!(get.all_namespaces && get.watch);
+        assert_eq!(get.output, Some(OutputFormat::Yaml));
+        let cli = parse(&["describe", "web-0-abcde", "-o", "json"]).unwrap();
+        let Command::Describe(describe) = cli.command else {
+            panic!("not describe")
+        };
+        assert_eq!(describe.name, "web-0-abcde");
+        assert_eq!(describe.output, Some(OutputFormat::Json));
+        assert!(parse(&["get", "-o", "wide"]).is_err());
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,21 @@
+//! `kubectl crr`: create ContainerRecreateRequests from the command line and follow them.
+//!
+//! The plugin writes only what a user would write (the spec); the admission webhook adds labels,
+//! `statusContext` and defaults, the node daemon recreates, the operator keeps time. Pure modules
+//! decide (argument parsing, building a request, reading progress, batch pacing, rendering);
+//! [`commands`], [`follow`] and [`kubeconfig`] talk to the API server.
+
+pub mod batch;
+pub mod cli;
+pub mod commands;
+pub mod describe;
+pub mod error;
+pub mod follow;
+pub mod kubeconfig;
+pub mod output;
+pub mod progress;
+pub mod render;
+pub mod request;
+pub mod table;
+
+pub use error::Error;

@@ -1,0 +1,268 @@
+//! What a request's status means to a user: per container Pending → Recreating →
+//! Succeeded/Failed with its restart count, and for the whole request whether it is still
+//! running, succeeded or failed. Upstream's request-level phase is always `Completed`, so the
+//! outcome is read from our `Succeeded` condition when present, else from the container states.
+//!
+//! Pure functions of the object; the watch loop and the display live elsewhere.
+
+use crr_crds::keys;
+use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use kube::ResourceExt as _;
+
+/// The outcome of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not completed yet.
+    Running,
+    /// Completed and every container was recreated.
+    Succeeded,
+    /// Completed without recreating every container; the reason.
+    Failed(String),
+}
+
+impl Outcome {
+    /// Whether the request is finished, either way.
+    pub fn is_finished(&self) -> bool {
+        !matches!(self, Outcome::Running)
+    }
+}
+
+/// One container of a request as the user sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerProgress {
+    pub name: String,
+    /// `Pending` until the daemon reports otherwise.
+    pub phase: Phase,
+    /// The container's restart count: the operator's latest snapshot, else the count the
+    /// request was created with.
+    pub restarts: Option<i32>,
+    pub message: Option<String>,
+}
+
+/// A request as the user sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestProgress {
+    pub namespace: String,
+    pub name: String,
+    pub pod: String,
+    /// The request-level phase; `None` until someone picks the request up.
+    pub phase: Option<Phase>,
+    pub containers: Vec<ContainerProgress>,
+    pub outcome: Outcome,
+}
+
+impl RequestProgress {
+    /// How many containers were recreated (Succeeded).
+    pub fn succeeded(&self) -> usize {
+        self.containers
+            .iter()
+            .filter(|container| container.phase == Phase::Succeeded)
+            .count()
+    }
+}
+
+/// Reads the progress of `crr`.
+pub fn progress(crr: &ContainerRecreateRequest) -> RequestProgress {
+    let status = crr.status.clone().unwrap_or_default();
+    let containers: Vec<ContainerProgress> = crr
+        .spec
+        .containers
+        .iter()
+        .map(|container| {
+            let state = status
+                .container_recreate_states
+                .iter()
+                .find(|state| state.name == container.name);
+            let snapshot = status
+                .container_status_snapshot
+                .iter()
+                .find(|snapshot| snapshot.name == container.name);
+            ContainerProgress {
+                name: container.name.clone(),
+                phase: state.map_or(Phase::Pending, |state| state.phase),
+                restarts: snapshot.map(|snapshot| snapshot.restart_count).or_else(|| {
+                    container
+                        .status_context
+                        .as_ref()
+                        .map(|context| context.restart_count)
+                }),
+                message: state
+                    .and_then(|state| state.message.clone())
+                    .filter(|message| !message.is_empty()),
+            }
+        })
+        .collect();
+    let completed = status.phase == Some(Phase::Completed) || status.completion_time.is_some();
+    let outcome = if !completed {
+        Outcome::Running
+    } else {
+        outcome_of_completed(crr, &containers, status.message.as_deref())
+    };
+    RequestProgress {
+        namespace: crr.namespace().unwrap_or_default(),
+        name: crr.name_any(),
+        pod: crr.spec.pod_name.clone(),
+        phase: status.phase,
+        containers,
+        outcome,
+    }
+}
+
+fn outcome_of_completed(
+    crr: &ContainerRecreateRequest,
+    containers: &[ContainerProgress],
+    message: Option<&str>,
+) -> Outcome {
+    let message = message.filter(|message| !message.is_empty());
+    if let Some(condition) = crr.condition(keys::CONDITION_SUCCEEDED) {
+        match condition.status.as_str() {
+            "True" => return Outcome::Succeeded,
+            "False" => {
+                let reason = message
+                    .map(str::to_owned)
+                    .or_else(|| Some(condition.message.clone()).filter(|m| !m.is_empty()))
+                    .unwrap_or_else(|| unfinished_summary(containers));
+                return Outcome::Failed(reason);
+            }
+            _ => {}
+        }
+    }
+    if containers
+        .iter()
+        .all(|container| container.phase == Phase::Succeeded)
+    {
+        Outcome::Succeeded
+    } else {
+        Outcome::Failed(
+            message
+                .map(str::to_owned)
+                .unwrap_or_else(|| unfinished_summary(containers)),
+        )
+    }
+}
+
+fn unfinished_summary(containers: &[ContainerProgress]) -> String {
+    let unfinished: Vec<String> = containers
+        .iter()
+        .filter(|container| container.phase != Phase::Succeeded)
+        .map(|container| match &container.message {
+            Some(message) => format!("{} {}: {message}", container.name, container.phase.as_str()),
+            None => format!("{} {}", container.name, container.phase.as_str()),
+        })
+        .collect();
+    format!("not recreated: {}", unfinished.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crr(status: serde_json::Value) -> ContainerRecreateRequest {
+        serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1beta1",
+            "kind": "ContainerRecreateRequest",
+            "metadata": {"name": "web-0-x1", "namespace": "prod"},
+            "spec": {
+                "podName": "web-0",
+                "containers": [
+                    {"name": "app", "statusContext": {"containerID": "containerd://a", "restartCount": 2}},
+                    {"name": "sidecar"},
+                ],
+            },
+            "status": status,
+        }))
+        .expect("a valid request")
+    }
+
+    #[test]
+    fn fresh_request_is_running_with_every_container_pending() {
+        let progress = progress(&crr(json!({})));
+        assert_eq!(progress.outcome, Outcome::Running);
+        assert_eq!(progress.phase, None);
+        assert_eq!(progress.pod, "web-0");
+        assert!(progress.containers.iter().all(|c| c.phase == Phase::Pending));
+        assert_eq!(progress.containers[0].restarts, Some(2), "from statusContext");
+        assert_eq!(progress.containers[1].restarts, None);
+    }
+
+    #[test]
+    fn states_and_snapshot_give_per_container_phase_and_restarts() {
+        let progress = progress(&crr(json!({
+            "phase": "Recreating",
+            "containerRecreateStates": [
+                {"name": "app", "phase": "Succeeded", "isKilled": true},
+                {"name": "sidecar", "phase": "Recreating", "message": "killing"},
+            ],
+            "containerStatusSnapshot": [{"name": "app", "ready": true, "restartCount": 3}],
+        })));
+        assert_eq!(progress.outcome, Outcome::Running);
+        assert_eq!(progress.containers[0].phase, Phase::Succeeded);
+        assert_eq!(progress.containers[0].restarts, Some(3));
+        assert_eq!(progress.containers[1].phase, Phase::Recreating);
+        assert_eq!(progress.containers[1].message.as_deref(), Some("killing"));
+        assert_eq!(progress.succeeded(), 1);
+    }
+
+    #[test]
+    fn completed_with_every_container_succeeded_is_a_success() {
+        let progress = progress(&crr(json!({
+            "phase": "Completed",
+            "completionTime": "2026-01-01T00:00:00Z",
+            "containerRecreateStates": [
+                {"name": "app", "phase": "Succeeded"},
+                {"name": "sidecar", "phase": "Succeeded"},
+            ],
+        })));
+        assert_eq!(progress.outcome, Outcome::Succeeded);
+    }
+
+    #[test]
+    fn completed_with_a_failed_container_is_a_failure_naming_it() {
+        let progress = progress(&crr(json!({
+            "phase": "Completed",
+            "completionTime": "2026-01-01T00:00:00Z",
+            "containerRecreateStates": [
+                {"name": "app", "phase": "Failed", "message": "kill container error: boom"},
+                {"name": "sidecar", "phase": "Succeeded"},
+            ],
+        })));
+        assert_eq!(
+            progress.outcome,
+            Outcome::Failed("not recreated: app Failed: kill container error: boom".to_owned())
+        );
+    }
+
+    #[test]
+    fn completion_message_explains_a_failure() {
+        let progress = progress(&crr(json!({
+            "phase": "Completed",
+            "completionTime": "2026-01-01T00:00:00Z",
+            "message": "pod has gone",
+        })));
+        assert_eq!(progress.outcome, Outcome::Failed("pod has gone".to_owned()));
+    }
+
+    #[test]
+    fn succeeded_condition_decides_when_present() {
+        let condition = |status: &str| {
+            json!({
+                "phase": "Completed",
+                "completionTime": "2026-01-01T00:00:00Z",
+                "containerRecreateStates": [
+                    {"name": "app", "phase": "Succeeded"},
+                    {"name": "sidecar", "phase": "Succeeded"},
+                ],
+                "conditions": [{
+                    "type": "Succeeded", "status": status, "reason": "R",
+                    "message": "daemon says so", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }],
+            })
+        };
+        assert_eq!(
+            progress(&crr(condition("False"))).outcome,
+            Outcome::Failed("daemon says so".to_owned())
+        );
+        assert_eq!(progress(&crr(condition("True"))).outcome, Outcome::Succeeded);
+    }
+}

@@ -1,0 +1,369 @@
+//! Building a ContainerRecreateRequest from a pod and the user's flags: only what a user would
+//! write (`podName`, `containers[].name`, `strategy`, deadline, TTL). Labels, `statusContext`,
+//! `preStop` and defaults are the admission webhook's job, so this module never sets them.
+//!
+//! It checks what the plugin can check from the pod it read (the container exists, no name
+//! twice, the pod is still running) so that the user gets a precise message before anything is
+//! sent; the server still has the last word.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crr_crds::v1beta1::{
+    ContainerRecreateRequest, ContainerRecreateRequestContainer, ContainerRecreateRequestSpec,
+    ContainerRecreateRequestStrategy,
+};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::cli::{FailurePolicyArg, RecreateArgs};
+use crate::error::Error;
+
+/// How the containers are recreated: the flags of `recreate` that end up in the spec.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecreateOptions {
+    /// Containers to recreate; empty means every container of the pod.
+    pub containers: Vec<String>,
+    pub ordered: bool,
+    pub force: bool,
+    pub failure_policy: Option<FailurePolicyArg>,
+    pub grace_period: Option<Duration>,
+    pub unready_grace: Option<Duration>,
+    pub min_started: Option<Duration>,
+    pub deadline: Option<Duration>,
+    pub ttl: Option<Duration>,
+}
+
+impl From<&RecreateArgs> for RecreateOptions {
+    fn from(args: &RecreateArgs) -> Self {
+        Self {
+            containers: args.containers.clone(),
+            ordered: args.ordered,
+            force: args.force,
+            failure_policy: args.failure_policy,
+            grace_period: args.grace_period,
+            unready_grace: args.unready_grace,
+            min_started: args.min_started,
+            deadline: args.deadline,
+            ttl: args.ttl,
+        }
+    }
+}
+
+/// The smallest `activeDeadlineSeconds` the API accepts.
+pub const MIN_DEADLINE_SECONDS: u64 = 3;
+
+impl RecreateOptions {
+    /// Checks the values that do not depend on a pod.
+    pub fn validate(&self) -> Result<(), Error> {
+        let mut seen = BTreeSet::new();
+        for name in &self.containers {
+            if !seen.insert(name.as_str()) {
+                return Err(Error::DuplicateContainer { name: name.clone() });
+            }
+        }
+        if let Some(deadline) = self.deadline
+            && deadline.as_secs() < MIN_DEADLINE_SECONDS
+        {
+            return Err(Error::InvalidFlag {
+                flag: "--deadline",
+                message: format!("must be at least {MIN_DEADLINE_SECONDS}s"),
+            });
+        }
+        seconds_i32("--min-started", self.min_started)?;
+        seconds_i32("--ttl", self.ttl)?;
+        Ok(())
+    }
+
+    fn strategy(&self) -> Result<Option<ContainerRecreateRequestStrategy>, Error> {
+        let strategy = ContainerRecreateRequestStrategy {
+            failure_policy: self.failure_policy.map(|policy| policy.as_str().to_owned()),
+            ordered_recreate: self.ordered,
+            force_recreate: self.force,
+            termination_grace_period_seconds: seconds_i64(self.grace_period),
+            unready_grace_period_seconds: seconds_i64(self.unready_grace),
+            min_started_seconds: seconds_i32("--min-started", self.min_started)?.unwrap_or(0),
+        };
+        Ok((strategy != ContainerRecreateRequestStrategy::default()).then_some(strategy))
+    }
+}
+
+fn seconds_i64(duration: Option<Duration>) -> Option<i64> {
+    duration.map(|duration| i64::try_from(duration.as_secs()).unwrap_or(i64::MAX))
+}
+
+fn seconds_i32(flag: &'static str, duration: Option<Duration>) -> Result<Option<i32>, Error> {
+    duration
+        .map(|duration| {
+            i32::try_from(duration.as_secs()).map_err(|_| Error::InvalidFlag {
+                flag,
+                message: format!("must be at most {}s", i32::MAX),
+            })
+        })
+        .transpose()
+}
+
+/// Names of the containers a request may name: regular containers and native sidecars (init
+/// containers with `restartPolicy: Always`), in pod order.
+pub fn recreatable_containers(pod: &Pod) -> Vec<String> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|container| container.restart_policy.as_deref() == Some("Always"));
+    sidecars
+        .chain(spec.containers.iter())
+        .map(|container| container.name.clone())
+        .collect()
+}
+
+/// Why a pod cannot have its containers recreated, if it cannot (finished or being deleted).
+pub fn pod_not_recreatable(pod: &Pod) -> Option<String> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Some("it is being deleted".to_owned());
+    }
+    match pod.status.as_ref().and_then(|status| status.phase.as_deref()) {
+        Some(phase @ ("Succeeded" | "Failed")) => Some(format!("it has finished ({phase})")),
+        _ => None,
+    }
+}
+
+/// The request for `pod`: `generateName` `<pod>-`, the named containers (all when none is named).
+pub fn build(pod: &Pod, options: &RecreateOptions) -> Result<ContainerRecreateRequest, Error> {
+    options.validate()?;
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.clone();
+    if let Some(reason) = pod_not_recreatable(pod) {
+        return Err(Error::PodNotRecreatable {
+            pod: pod_name,
+            reason,
+        });
+    }
+    let available = recreatable_containers(pod);
+    let names = if options.containers.is_empty() {
+        available.clone()
+    } else {
+        for name in &options.containers {
+            if !available.contains(name) {
+                return Err(Error::ContainerNotInPod {
+                    pod: pod_name,
+                    container: name.clone(),
+                    available,
+                });
+            }
+        }
+        options.containers.clone()
+    };
+    if names.is_empty() {
+        return Err(Error::PodNotRecreatable {
+            pod: pod_name,
+            reason: "it has no containers".to_owned(),
+        });
+    }
+    Ok(ContainerRecreateRequest {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{pod_name}-")),
+            namespace,
+            ..Default::default()
+        },
+        spec: ContainerRecreateRequestSpec {
+            pod_name,
+            containers: names
+                .into_iter()
+                .map(|name| ContainerRecreateRequestContainer {
+                    name,
+                    ..Default::default()
+                })
+                .collect(),
+            strategy: options.strategy()?,
+            active_deadline_seconds: seconds_i64(options.deadline),
+            ttl_seconds_after_finished: seconds_i32("--ttl", options.ttl)?,
+        },
+        status: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    fn container(name: &str) -> Container {
+        Container {
+            name: name.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    fn pod() -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("web-0".to_owned()),
+                namespace: Some("prod".to_owned()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                init_containers: Some(vec![
+                    container("migrate"),
+                    Container {
+                        restart_policy: Some("Always".to_owned()),
+                        ..container("proxy")
+                    },
+                ]),
+                containers: vec![container("app"), container("sidecar")],
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".to_owned()),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn no_container_named_means_every_regular_container_and_native_sidecar() {
+        let crr = build(&pod(), &RecreateOptions::default()).unwrap();
+        let names: Vec<_> = crr.spec.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["proxy", "app", "sidecar"]);
+        assert_eq!(crr.metadata.generate_name.as_deref(), Some("web-0-"));
+        assert_eq!(crr.metadata.name, None);
+        assert_eq!(crr.metadata.namespace.as_deref(), Some("prod"));
+        assert_eq!(crr.spec.pod_name, "web-0");
+    }
+
+    #[test]
+    fn request_carries_only_what_a_user_writes() {
+        let options = RecreateOptions {
+            containers: vec!["app".to_owned()],
+            ..Default::default()
+        };
+        let crr = build(&pod(), &options).unwrap();
+        let value = serde_json::to_value(&crr).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "apiVersion": "apps.kruise.io/v1beta1",
+                "kind": "ContainerRecreateRequest",
+                "metadata": {"generateName": "web-0-", "namespace": "prod"},
+                "spec": {"podName": "web-0", "containers": [{"name": "app"}]},
+            })
+        );
+    }
+
+    #[test]
+    fn strategy_flags_map_to_the_spec() {
+        let options = RecreateOptions {
+            containers: vec!["sidecar".to_owned(), "app".to_owned()],
+            ordered: true,
+            force: true,
+            failure_policy: Some(FailurePolicyArg::Ignore),
+            grace_period: Some(Duration::from_secs(20)),
+            unready_grace: Some(Duration::from_secs(5)),
+            min_started: Some(Duration::from_secs(10)),
+            deadline: Some(Duration::from_secs(300)),
+            ttl: Some(Duration::from_secs(1800)),
+        };
+        let crr = build(&pod(), &options).unwrap();
+        assert_eq!(
+            serde_json::to_value(&crr.spec).unwrap(),
+            json!({
+                "podName": "web-0",
+                "containers": [{"name": "sidecar"}, {"name": "app"}],
+                "strategy": {
+                    "failurePolicy": "Ignore",
+                    "orderedRecreate": true,
+                    "forceRecreate": true,
+                    "terminationGracePeriodSeconds": 20,
+                    "unreadyGracePeriodSeconds": 5,
+                    "minStartedSeconds": 10,
+                },
+                "activeDeadlineSeconds": 300,
+                "ttlSecondsAfterFinished": 1800,
+            })
+        );
+    }
+
+    #[test]
+    fn unknown_container_is_refused_with_the_pods_containers() {
+        let options = RecreateOptions {
+            containers: vec!["app".to_owned(), "nginx".to_owned()],
+            ..Default::default()
+        };
+        let error = build(&pod(), &options).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "container \"nginx\" is not in pod web-0 (its containers: proxy, app, sidecar)"
+        );
+    }
+
+    #[test]
+    fn plain_init_container_cannot_be_recreated() {
+        let options = RecreateOptions {
+            containers: vec!["migrate".to_owned()],
+            ..Default::default()
+        };
+        assert!(matches!(
+            build(&pod(), &options),
+            Err(Error::ContainerNotInPod { .. })
+        ));
+    }
+
+    #[test]
+    fn same_container_twice_is_refused() {
+        let options = RecreateOptions {
+            containers: vec!["app".to_owned(), "app".to_owned()],
+            ..Default::default()
+        };
+        assert_eq!(
+            build(&pod(), &options).unwrap_err().to_string(),
+            "container \"app\" is named more than once"
+        );
+    }
+
+    #[test]
+    fn deadline_below_three_seconds_is_refused() {
+        let options = RecreateOptions {
+            deadline: Some(Duration::from_secs(2)),
+            ..Default::default()
+        };
+        assert_eq!(
+            build(&pod(), &options).unwrap_err().to_string(),
+            "invalid --deadline: must be at least 3s"
+        );
+    }
+
+    #[test]
+    fn oversized_ttl_is_refused_not_truncated() {
+        let options = RecreateOptions {
+            ttl: Some(Duration::from_secs(u64::from(u32::MAX))),
+            ..Default::default()
+        };
+        assert!(matches!(
+            build(&pod(), &options),
+            Err(Error::InvalidFlag { flag: "--ttl", .. })
+        ));
+    }
+
+    #[test]
+    fn finished_or_deleted_pods_are_refused() {
+        let mut finished = pod();
+        finished.status.as_mut().unwrap().phase = Some("Succeeded".to_owned());
+        assert_eq!(
+            build(&finished, &RecreateOptions::default())
+                .unwrap_err()
+                .to_string(),
+            "cannot recreate containers of pod web-0: it has finished (Succeeded)"
+        );
+        let mut deleted = pod();
+        deleted.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        assert!(matches!(
+            build(&deleted, &RecreateOptions::default()),
+            Err(Error::PodNotRecreatable { .. })
+        ));
+    }
+}
