@@ -32,6 +32,7 @@ if "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get namespace crr-system
   "$here/uninstall.sh"
 fi
 export KUBECONFIG="$KUBECONFIG_ADMIN" CRR_CLUSTER_TESTS=1
+cargo build -p crr-operator  # the node daemon's cluster test runs it when no crr is installed
 cargo test --workspace --test '*cluster*'
 "$here/install.sh"
 cargo test -p crr-e2e --test e2e
