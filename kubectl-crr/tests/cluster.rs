@@ -1,0 +1,762 @@
+//! The `kubectl-crr` binary against a real cluster (the local one from `hack/`, see
+//! hack/README.md), run as a user runs it: a process with `KUBECONFIG` and `-n`.
+//!
+//! Each test gets a fresh namespace (labelled `crr.apps.kruise.io/test=kubectl-crr`), deleted
+//! afterwards unless `CRR_KEEP_NAMESPACES=1`. Without a reachable cluster the tests print why and
+//! pass; with `CRR_CLUSTER_TESTS=1` a missing cluster is a failure. The CRD is created when
+//! missing, without its conversion webhook (only v1beta1 is used).
+//!
+//! No node daemon takes part: where it would write a request's status, the test writes it
+//! through the API server. crr may be installed on the cluster or not: the admission webhook, when
+//! present, completes the requests the plugin creates (so the pods are real, running pods); an
+//! installed node daemon or operator is denied every write in the test's namespace by a
+//! ValidatingAdmissionPolicy, so only the test moves a request's status.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io::Write as _;
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crr_crds::keys;
+use crr_crds::v1beta1::ContainerRecreateRequest;
+use futures::{FutureExt as _, StreamExt as _};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, PodSpec};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{Condition, await_condition};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client, ResourceExt as _};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+const WAIT: Duration = Duration::from_secs(90);
+const TEST_LABEL: &str = "crr.apps.kruise.io/test";
+/// Service accounts of an installed operator and node daemon (manifests/).
+const INSTALLED_WRITERS: [&str; 2] = [":crr-operator", ":crr-node-daemon"];
+
+/// The cluster client, or `None` (after saying why) when the tests should be skipped.
+async fn cluster() -> Option<Client> {
+    let required = std::env::var("CRR_CLUSTER_TESTS").as_deref() == Ok("1");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let connect = async {
+        let client = Client::try_default().await.map_err(|e| e.to_string())?;
+        client
+            .apiserver_version()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(client)
+    };
+    let reason = match tokio::time::timeout(Duration::from_secs(15), connect).await {
+        Ok(Ok(client)) => return Some(client),
+        Ok(Err(error)) => error,
+        Err(_) => "the API server did not answer within 15 s".to_owned(),
+    };
+    if required {
+        panic!("CRR_CLUSTER_TESTS=1 but no cluster is reachable: {reason}");
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: no Kubernetes cluster reachable ({reason}). Start the local cluster \
+         (hack/README.md), export its KUBECONFIG and set CRR_CLUSTER_TESTS=1 to run these tests."
+    );
+    None
+}
+
+/// Waits (by watch) until `condition` holds for the named object; panics after [`WAIT`].
+async fn wait_for<K>(api: Api<K>, name: &str, condition: impl Condition<K>, what: &str) -> Option<K>
+where
+    K: Clone + std::fmt::Debug + Send + serde::de::DeserializeOwned + kube::Resource + 'static,
+{
+    match tokio::time::timeout(WAIT, await_condition(api.clone(), name, condition)).await {
+        Ok(Ok(object)) => object,
+        Ok(Err(error)) => panic!("waiting for {what}: {error}"),
+        Err(_) => {
+            let current = api.get_opt(name).await;
+            panic!("timed out after {WAIT:?} waiting for {what}; current object: {current:#?}")
+        }
+    }
+}
+
+/// Creates the CRD when it is missing (without conversion webhook) and waits until established.
+async fn ensure_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds
+        .get_opt(keys::CRD_NAME)
+        .await
+        .expect("reading the CRD")
+        .is_none()
+    {
+        let mut crd =
+            crr_crds::crd(&crr_crds::ConversionService::default()).expect("building the CRD");
+        crd.spec.conversion = Some(CustomResourceConversion {
+            strategy: "None".to_owned(),
+            webhook: None,
+        });
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+            Err(error) => panic!("creating the CRD: {error}"),
+        }
+    }
+    let established = |crd: Option<&CustomResourceDefinition>| {
+        crd.and_then(|crd| crd.status.as_ref())
+            .and_then(|status| status.conditions.as_ref())
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            })
+    };
+    wait_for(crds, keys::CRD_NAME, established, "the CRD to be established").await;
+}
+
+/// Denies an installed operator or node daemon every write in `namespace`; returns once the API
+/// server enforces it (a dry-run as the node daemon is refused).
+async fn keep_installed_components_out(client: &Client, namespace: &str) {
+    let is_installed = INSTALLED_WRITERS
+        .iter()
+        .map(|suffix| format!("request.userInfo.username.endsWith('{suffix}')"))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": {"name": namespace, "labels": {TEST_LABEL: "kubectl-crr"}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [keys::GROUP, ""],
+                "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE", "DELETE"],
+                "resources": [keys::PLURAL, format!("{}/status", keys::PLURAL), "configmaps"],
+            }]},
+            "matchConditions": [{"name": "installed-crr", "expression": is_installed}],
+            "validations": [{
+                "expression": "false",
+                "message": "requests of this namespace are driven by the kubectl-crr test",
+            }],
+        },
+    }))
+    .expect("a policy");
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": {"name": namespace, "labels": {TEST_LABEL: "kubectl-crr"}},
+        "spec": {
+            "policyName": namespace,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": namespace,
+            }}},
+        },
+    }))
+    .expect("a binding");
+    Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("creating the isolation policy");
+    Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("creating the isolation policy binding");
+    let mut config = kube::Config::infer().await.expect("a kubeconfig");
+    config.auth_info.impersonate = Some("system:serviceaccount:crr-system:crr-node-daemon".to_owned());
+    config.auth_info.impersonate_groups = Some(vec!["system:masters".to_owned()]);
+    let impersonated = Client::try_from(config).expect("an impersonating client");
+    let config_maps: Api<ConfigMap> = Api::namespaced(impersonated, namespace);
+    let probe = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("isolation-probe".to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let enforced = async {
+        loop {
+            let params = PostParams {
+                dry_run: true,
+                ..Default::default()
+            };
+            match config_maps.create(&params, &probe).await {
+                Err(kube::Error::Api(status)) if status.message.contains("kubectl-crr test") => {
+                    return;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, enforced)
+        .await
+        .expect("the isolation policy is never enforced");
+}
+
+/// Runs `body` in a fresh namespace, deletes it (and the isolation policy) afterwards, also
+/// when `body` panics.
+async fn with_namespace<F, Fut>(test: &str, body: F)
+where
+    F: FnOnce(Client, String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let Some(client) = cluster().await else {
+        return;
+    };
+    ensure_crd(&client).await;
+    let suffix = format!(
+        "{:x}",
+        std::process::id() ^ jiff::Timestamp::now().subsec_nanosecond() as u32
+    );
+    let name = format!("crr-kc-{test}-{suffix}");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    labels: Some(BTreeMap::from([(
+                        TEST_LABEL.to_owned(),
+                        "kubectl-crr".to_owned(),
+                    )])),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("creating the test namespace");
+    let outcome = std::panic::AssertUnwindSafe(async {
+        keep_installed_components_out(&client, &name).await;
+        body(client.clone(), name.clone()).await;
+    })
+    .catch_unwind()
+    .await;
+    let _ = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
+    let _ = Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
+    if std::env::var("CRR_KEEP_NAMESPACES").as_deref() == Ok("1") {
+        eprintln!("keeping namespace {name}");
+    } else {
+        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &name);
+        if let Ok(list) = crrs.list(&Default::default()).await {
+            for crr in list {
+                let _ = crrs
+                    .patch(
+                        &crr.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+                    )
+                    .await;
+            }
+        }
+        let _ = namespaces.delete(&name, &DeleteParams::background()).await;
+    }
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn image() -> String {
+    std::env::var("CRR_TEST_IMAGE").unwrap_or_else(|_| "crr.local/pause:3.10".to_owned())
+}
+
+/// Running pods with containers `app` and `sidecar`, labelled `app=<label>`; returned once Ready.
+async fn ready_pods(client: &Client, namespace: &str, label: &str, names: &[&str]) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    for name in names {
+        let container = |container: &str| Container {
+            name: container.to_owned(),
+            image: Some(image()),
+            image_pull_policy: Some("IfNotPresent".to_owned()),
+            ..Default::default()
+        };
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some((*name).to_owned()),
+                labels: Some(BTreeMap::from([("app".to_owned(), label.to_owned())])),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                termination_grace_period_seconds: Some(0),
+                containers: vec![container("app"), container("sidecar")],
+                ..Default::default()
+            }),
+            status: None,
+        };
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("creating a pod");
+    }
+    for name in names {
+        wait_for(
+            pods.clone(),
+            name,
+            |pod: Option<&Pod>| {
+                pod.and_then(|pod| pod.status.as_ref())
+                    .and_then(|status| status.conditions.as_ref())
+                    .is_some_and(|conditions| {
+                        conditions
+                            .iter()
+                            .any(|c| c.type_ == "Ready" && c.status == "True")
+                    })
+            },
+            "the pod to be Ready",
+        )
+        .await;
+    }
+}
+
+fn plugin(namespace: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kubectl-crr"));
+    command
+        .args(["-n", namespace])
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs the plugin to the end.
+async fn run(namespace: &str, args: &[&str]) -> Output {
+    let output = tokio::time::timeout(WAIT, plugin(namespace, args).output())
+        .await
+        .expect("the plugin finishes")
+        .expect("running the plugin");
+    eprintln!(
+        "kubectl-crr {args:?} -> {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// A plugin process whose output lines are collected as they come.
+struct Running {
+    child: Child,
+    stdout: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Running {
+    fn start(namespace: &str, args: &[&str]) -> Self {
+        let mut child = plugin(namespace, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting the plugin");
+        let collect = |stream: Box<dyn tokio::io::AsyncRead + Unpin + Send>| {
+            let lines = Arc::new(Mutex::new(Vec::new()));
+            let sink = lines.clone();
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(stream).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    eprintln!("plugin: {line}");
+                    sink.lock().expect("lines").push(line);
+                }
+            });
+            lines
+        };
+        let stdout = collect(Box::new(child.stdout.take().expect("stdout")));
+        let stderr = collect(Box::new(child.stderr.take().expect("stderr")));
+        Self {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn stdout(&self) -> String {
+        self.stdout.lock().expect("lines").join("\n")
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().expect("lines").join("\n")
+    }
+
+    /// Waits until a stdout line contains `text`.
+    async fn wait_for_line(&self, text: &str) {
+        let seen = async {
+            loop {
+                if self.stdout.lock().expect("lines").iter().any(|l| l.contains(text)) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        if tokio::time::timeout(WAIT, seen).await.is_err() {
+            panic!("no line with {text:?}; stdout:\n{}", self.stdout());
+        }
+    }
+
+    async fn exit_code(&mut self) -> Option<i32> {
+        let status = tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("the plugin exits")
+            .expect("waiting for the plugin");
+        // Let the readers drain what was written last.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        status.code()
+    }
+}
+
+/// Writes a status the way the node daemon would.
+async fn daemon_writes(client: &Client, namespace: &str, name: &str, status: Value) {
+    let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), namespace);
+    crrs.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .expect("writing the request status as the daemon");
+}
+
+fn completed(states: Value) -> Value {
+    json!({
+        "phase": "Completed",
+        "completionTime": Time(jiff::Timestamp::now()),
+        "containerRecreateStates": states,
+    })
+}
+
+/// The first request that appears in the namespace.
+async fn first_request(client: &Client, namespace: &str) -> ContainerRecreateRequest {
+    let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), namespace);
+    let mut appeared = watcher(crrs, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    match tokio::time::timeout(WAIT, appeared.next()).await {
+        Ok(Some(Ok(crr))) => crr,
+        other => panic!("no request appeared: {other:?}"),
+    }
+}
+
+fn names(crr: &ContainerRecreateRequest) -> Vec<String> {
+    crr.spec.containers.iter().map(|c| c.name.clone()).collect()
+}
+
+#[tokio::test]
+async fn recreate_creates_a_request_for_the_pod_with_the_strategy_flags() {
+    with_namespace("create", |client, namespace| async move {
+        ready_pods(&client, &namespace, "web", &["web"]).await;
+        let output = run(
+            &namespace,
+            &[
+                "recreate", "web", "-c", "app", "--ordered", "--force", "--failure-policy",
+                "Ignore", "--unready-grace", "5s", "--min-started", "10s", "--deadline", "5m",
+                "--ttl", "30m", "-o", "json",
+            ],
+        )
+        .await;
+        assert_eq!(output.status.code(), Some(0));
+        let printed: ContainerRecreateRequest =
+            serde_json::from_slice(&output.stdout).expect("the created request as JSON");
+        let name = printed.name_any();
+        assert!(name.starts_with("web-") && name.len() > 4, "{name}");
+
+        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
+        let stored = crrs.get(&name).await.expect("the stored request");
+        assert_eq!(stored.metadata.generate_name.as_deref(), Some("web-"));
+        assert_eq!(stored.spec.pod_name, "web");
+        assert_eq!(names(&stored), ["app"]);
+        let strategy = stored.strategy();
+        assert_eq!(strategy.failure_policy.as_deref(), Some("Ignore"));
+        assert!(strategy.ordered_recreate && strategy.force_recreate);
+        assert_eq!(strategy.unready_grace_period_seconds, Some(5));
+        assert_eq!(strategy.min_started_seconds, 10);
+        assert_eq!(stored.spec.active_deadline_seconds, Some(300));
+        assert_eq!(stored.spec.ttl_seconds_after_finished, Some(1800));
+
+        // No container named: every container of the pod.
+        let output = run(&namespace, &["recreate", "web"]).await;
+        assert_eq!(output.status.code(), Some(0));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let created = stdout
+            .trim()
+            .strip_prefix("containerrecreaterequest/")
+            .and_then(|rest| rest.strip_suffix(" created"))
+            .unwrap_or_else(|| panic!("unexpected output {stdout:?}"));
+        let all = crrs.get(created).await.expect("the second request");
+        assert_eq!(names(&all), ["app", "sidecar"]);
+        assert_eq!(all.strategy().failure_policy.as_deref().unwrap_or("Fail"), "Fail");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dry_runs_store_nothing() {
+    with_namespace("dryrun", |client, namespace| async move {
+        ready_pods(&client, &namespace, "web", &["web"]).await;
+        let client_side = run(
+            &namespace,
+            &["recreate", "web", "-c", "app", "--dry-run=client", "-o", "yaml"],
+        )
+        .await;
+        assert_eq!(client_side.status.code(), Some(0));
+        let printed: ContainerRecreateRequest =
+            serde_saphyr::from_slice(&client_side.stdout).expect("the request as YAML");
+        assert_eq!(printed.metadata.generate_name.as_deref(), Some("web-"));
+        assert_eq!(names(&printed), ["app"]);
+
+        let server_side = run(
+            &namespace,
+            &["recreate", "web", "-c", "app", "--dry-run=server", "-o", "json"],
+        )
+        .await;
+        assert_eq!(server_side.status.code(), Some(0));
+        let checked: ContainerRecreateRequest =
+            serde_json::from_slice(&server_side.stdout).expect("the server's answer as JSON");
+        assert!(checked.name_any().starts_with("web-"), "the server generated a name");
+
+        let summary = run(&namespace, &["recreate", "web", "--dry-run=server"]).await;
+        assert!(
+            String::from_utf8_lossy(&summary.stdout).contains("created (server dry run)"),
+            "server dry run summary"
+        );
+
+        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
+        assert!(crrs.list(&ListParams::default()).await.expect("listing").items.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn missing_pod_and_unknown_container_are_clear_errors() {
+    with_namespace("errors", |client, namespace| async move {
+        ready_pods(&client, &namespace, "web", &["web"]).await;
+        let missing = run(&namespace, &["recreate", "nope"]).await;
+        assert_eq!(missing.status.code(), Some(1));
+        assert_eq!(
+            String::from_utf8_lossy(&missing.stderr).trim(),
+            format!("error: pod \"nope\" not found in namespace \"{namespace}\"")
+        );
+        let unknown = run(&namespace, &["recreate", "web", "-c", "nginx"]).await;
+        assert_eq!(unknown.status.code(), Some(1));
+        assert_eq!(
+            String::from_utf8_lossy(&unknown.stderr).trim(),
+            "error: container \"nginx\" is not in pod web (its containers: app, sidecar)"
+        );
+        let no_match = run(&namespace, &["recreate", "-l", "app=none"]).await;
+        assert_eq!(no_match.status.code(), Some(1));
+        let not_found = run(&namespace, &["describe", "nothing"]).await;
+        assert_eq!(not_found.status.code(), Some(1));
+        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
+        assert!(crrs.list(&ListParams::default()).await.expect("listing").items.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn wait_follows_the_phases_and_exits_zero_on_success() {
+    with_namespace("waitok", |client, namespace| async move {
+        ready_pods(&client, &namespace, "web", &["web"]).await;
+        let mut plugin = Running::start(&namespace, &["recreate", "web", "-c", "app", "--wait"]);
+        let crr = first_request(&client, &namespace).await;
+        let name = crr.name_any();
+        plugin.wait_for_line("web/app").await;
+        daemon_writes(
+            &client,
+            &namespace,
+            &name,
+            json!({"phase": "Recreating", "containerRecreateStates": [
+                {"name": "app", "phase": "Recreating", "isKilled": true}]}),
+        )
+        .await;
+        plugin.wait_for_line("Recreating").await;
+        daemon_writes(
+            &client,
+            &namespace,
+            &name,
+            completed(json!([{"name": "app", "phase": "Succeeded", "isKilled": true}])),
+        )
+        .await;
+        assert_eq!(plugin.exit_code().await, Some(0), "stderr: {}", plugin.stderr());
+        let stdout = plugin.stdout();
+        assert!(stdout.contains(&format!("web/app {name}: Pending")), "{stdout}");
+        assert!(stdout.contains(&format!("web/app {name}: Recreating")), "{stdout}");
+        assert!(stdout.contains(&format!("web/app {name}: Succeeded")), "{stdout}");
+        assert!(stdout.contains(&format!("{name} (pod web) succeeded")), "{stdout}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn wait_exits_non_zero_when_a_container_failed_or_the_timeout_passed() {
+    with_namespace("waitfail", |client, namespace| async move {
+        ready_pods(&client, &namespace, "web", &["web"]).await;
+        let mut plugin = Running::start(&namespace, &["recreate", "web", "--wait"]);
+        let crr = first_request(&client, &namespace).await;
+        daemon_writes(
+            &client,
+            &namespace,
+            &crr.name_any(),
+            json!({
+                "phase": "Completed",
+                "completionTime": Time(jiff::Timestamp::now()),
+                "message": "kill container error: boom",
+                "containerRecreateStates": [
+                    {"name": "app", "phase": "Failed", "message": "kill container error: boom"},
+                    {"name": "sidecar", "phase": "Pending"},
+                ],
+            }),
+        )
+        .await;
+        assert_eq!(plugin.exit_code().await, Some(3));
+        assert!(
+            plugin.stderr().contains("kill container error: boom"),
+            "stderr: {}",
+            plugin.stderr()
+        );
+
+        // Nobody moves this one: the timeout ends the wait.
+        let timed_out = run(&namespace, &["recreate", "web", "-c", "app", "--timeout", "3s"]).await;
+        assert_eq!(timed_out.status.code(), Some(4));
+        assert!(String::from_utf8_lossy(&timed_out.stderr).contains("timed out"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn get_describe_and_output_formats_show_the_requests() {
+    with_namespace("get", |client, namespace| async move {
+        ready_pods(&client, &namespace, "web", &["web"]).await;
+        let created = run(&namespace, &["recreate", "web", "-c", "app", "-o", "json"]).await;
+        let crr: ContainerRecreateRequest =
+            serde_json::from_slice(&created.stdout).expect("the created request");
+        let name = crr.name_any();
+
+        let mut watch = Running::start(&namespace, &["get", "-w"]);
+        watch.wait_for_line("CONTAINERS").await;
+        watch.wait_for_line(&name).await;
+
+        daemon_writes(
+            &client,
+            &namespace,
+            &name,
+            completed(json!([{"name": "app", "phase": "Succeeded", "isKilled": true}])),
+        )
+        .await;
+        watch.wait_for_line("Completed").await;
+        let _ = watch.child.kill().await;
+        let watched = watch.stdout();
+        let completed_row = watched
+            .lines()
+            .find(|line| line.contains("Completed"))
+            .expect("a completed row");
+        assert!(completed_row.starts_with(&name), "{completed_row}");
+        assert!(completed_row.contains(" web "), "{completed_row}");
+        assert!(completed_row.contains(" 1/1 "), "{completed_row}");
+
+        let table = run(&namespace, &["get"]).await;
+        let text = String::from_utf8_lossy(&table.stdout);
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().expect("header").split_whitespace().collect();
+        assert_eq!(header, ["NAME", "POD", "NODE", "PHASE", "CONTAINERS", "AGE"]);
+        let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+        assert_eq!(row[0], name);
+        assert_eq!(row[1], "web");
+        assert_eq!(row[row.len() - 3], "Completed");
+        assert_eq!(row[row.len() - 2], "1/1");
+
+        let all = run(&namespace, &["get", "-A", "-l", "nothing-has-this-label"]).await;
+        assert_eq!(all.status.code(), Some(0));
+
+        let list = run(&namespace, &["get", "-o", "json"]).await;
+        let list: Value = serde_json::from_slice(&list.stdout).expect("a JSON list");
+        assert_eq!(list["kind"], "List");
+        assert_eq!(list["items"][0]["metadata"]["name"], name.as_str());
+
+        let one = run(&namespace, &["get", &name, "-o", "yaml"]).await;
+        let one: ContainerRecreateRequest =
+            serde_saphyr::from_slice(&one.stdout).expect("the request as YAML");
+        assert_eq!(one.name_any(), name);
+        assert!(one.is_completed());
+
+        let described = run(&namespace, &["describe", &name]).await;
+        assert_eq!(described.status.code(), Some(0));
+        let text = String::from_utf8_lossy(&described.stdout);
+        for expected in [
+            format!("Name:                 {name}"),
+            "Pod:                  web".to_owned(),
+            "Phase:                Completed".to_owned(),
+            "Result:               Succeeded".to_owned(),
+            "Containers:".to_owned(),
+            "Events:".to_owned(),
+        ] {
+            assert!(text.contains(&expected), "missing {expected:?} in\n{text}");
+        }
+        assert!(text.lines().any(|line| line.trim_start().starts_with("app ") && line.contains("Succeeded")), "{text}");
+
+        let as_json = run(&namespace, &["describe", &name, "-o", "json"]).await;
+        let as_json: ContainerRecreateRequest =
+            serde_json::from_slice(&as_json.stdout).expect("describe -o json");
+        assert_eq!(as_json.name_any(), name);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn selector_batch_with_max_unavailable_one_never_has_two_requests_active() {
+    with_namespace("batch", |client, namespace| async move {
+        let pods = ["web-a", "web-b", "web-c"];
+        ready_pods(&client, &namespace, "batch", &pods).await;
+        // An unrelated pod the selector must not pick.
+        ready_pods(&client, &namespace, "other", &["other"]).await;
+
+        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
+        let mut events = watcher(crrs, watcher::Config::default()).boxed();
+        let mut plugin = Running::start(
+            &namespace,
+            &["recreate", "-l", "app=batch", "-c", "app", "--max-unavailable", "1"],
+        );
+
+        // name -> (pod, completed), from watch events only.
+        let mut seen: BTreeMap<String, (String, bool)> = BTreeMap::new();
+        let mut most_active = 0;
+        let drive = async {
+            while seen.values().filter(|(_, done)| *done).count() < pods.len() {
+                let event = events.next().await.expect("the watch goes on").expect("a watch event");
+                let crr = match event {
+                    watcher::Event::Apply(crr) | watcher::Event::InitApply(crr) => crr,
+                    _ => continue,
+                };
+                let name = crr.name_any();
+                let done = crr.is_completed();
+                let is_new = !seen.contains_key(&name);
+                seen.insert(name.clone(), (crr.spec.pod_name.clone(), done));
+                let active = seen.values().filter(|(_, done)| !done).count();
+                most_active = most_active.max(active);
+                assert!(active <= 1, "{active} requests of the batch active at once: {seen:?}");
+                if is_new && !done {
+                    // The daemon's part: recreate, then finish.
+                    daemon_writes(&client, &namespace, &name, json!({"phase": "Recreating"})).await;
+                    daemon_writes(
+                        &client,
+                        &namespace,
+                        &name,
+                        completed(json!([{"name": "app", "phase": "Succeeded", "isKilled": true}])),
+                    )
+                    .await;
+                }
+            }
+        };
+        if tokio::time::timeout(WAIT, drive).await.is_err() {
+            panic!("the batch did not finish; seen {seen:?}; stdout:\n{}", plugin.stdout());
+        }
+        assert_eq!(plugin.exit_code().await, Some(0), "stderr: {}", plugin.stderr());
+        assert_eq!(most_active, 1);
+        let targeted: BTreeSet<&str> = seen.values().map(|(pod, _)| pod.as_str()).collect();
+        assert_eq!(targeted, BTreeSet::from(pods), "one request per matching pod");
+        assert_eq!(seen.len(), pods.len());
+        assert!(plugin.stdout().contains("3 of 3 pods recreated"), "{}", plugin.stdout());
+    })
+    .await;
+}
