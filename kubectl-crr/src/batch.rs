@@ -255,7 +255,10 @@ mod tests {
             }
             for pod in &admitted {
                 scheduler.observed(pod, &Outcome::Succeeded, false);
-                assert!(scheduler.admit().is_empty(), "slot freed before the pod is Ready");
+                assert!(
+                    scheduler.admit().is_empty(),
+                    "slot freed before the pod is Ready"
+                );
             }
             for pod in &admitted {
                 scheduler.pod_ready(pod, true);
@@ -307,7 +310,11 @@ mod tests {
         scheduler.admit();
         scheduler.created("a", "a-1");
         scheduler.created("b", "b-1");
-        scheduler.observed("a", &Outcome::Failed("kill container error".to_owned()), true);
+        scheduler.observed(
+            "a",
+            &Outcome::Failed("kill container error".to_owned()),
+            true,
+        );
         assert!(scheduler.is_halted());
         assert!(scheduler.admit().is_empty());
         assert!(!scheduler.is_finished(), "b is still in flight");

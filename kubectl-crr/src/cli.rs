@@ -31,7 +31,13 @@ pub struct Connection {
     #[arg(long, global = true, env = "KUBECTL_CRR_CONTEXT", value_name = "NAME")]
     pub context: Option<String>,
     /// Namespace (default: the context's namespace, then `default`).
-    #[arg(short, long, global = true, env = "KUBECTL_CRR_NAMESPACE", value_name = "NS")]
+    #[arg(
+        short,
+        long,
+        global = true,
+        env = "KUBECTL_CRR_NAMESPACE",
+        value_name = "NS"
+    )]
     pub namespace: Option<String>,
 }
 
@@ -51,7 +57,11 @@ pub enum Command {
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct RecreateArgs {
     /// The pod whose containers are recreated (or use -l).
-    #[arg(value_name = "POD", required_unless_present = "selector", conflicts_with = "selector")]
+    #[arg(
+        value_name = "POD",
+        required_unless_present = "selector",
+        conflicts_with = "selector"
+    )]
     pub pod: Option<String>,
     /// Recreate one request per pod matching this label selector, at most --max-unavailable at
     /// once; implies --wait.
@@ -207,9 +217,9 @@ impl FromStr for MaxUnavailable {
             Some(number) => (number, true),
             None => (text, false),
         };
-        let value: u32 = number.parse().map_err(|_| {
-            format!("{text:?} is neither a number nor a percentage such as 25%")
-        })?;
+        let value: u32 = number
+            .parse()
+            .map_err(|_| format!("{text:?} is neither a number nor a percentage such as 25%"))?;
         if value == 0 {
             return Err("must be at least 1 (or 1%)".to_owned());
         }
@@ -246,15 +256,21 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut total: u64 = 0;
     let mut rest = text;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
-            return Err(format!("invalid duration {text:?}: expected a number at {rest:?}"));
+            return Err(format!(
+                "invalid duration {text:?}: expected a number at {rest:?}"
+            ));
         }
         let value: u64 = rest[..digits]
             .parse()
             .map_err(|_| format!("invalid duration {text:?}: number too large"))?;
         rest = &rest[digits..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let multiplier = match &rest[..unit_end] {
             "s" => 1,
             "m" => 60,
@@ -265,7 +281,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
                     "invalid duration {text:?}: requests count whole seconds"
                 ));
             }
-            "" => return Err(format!("invalid duration {text:?}: missing unit after {value}")),
+            "" => {
+                return Err(format!(
+                    "invalid duration {text:?}: missing unit after {value}"
+                ));
+            }
             unit => return Err(format!("invalid duration {text:?}: unknown unit {unit:?}")),
         };
         total = value
@@ -310,7 +330,16 @@ mod tests {
                 "{text}"
             );
         }
-        for bad in ["", "s", "5x", "500ms", "1.5s", "-3s", "5s3", "99999999999999999999s"] {
+        for bad in [
+            "",
+            "s",
+            "5x",
+            "500ms",
+            "1.5s",
+            "-3s",
+            "5s3",
+            "99999999999999999999s",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
     }
@@ -332,10 +361,31 @@ mod tests {
     #[test]
     fn recreate_reads_every_strategy_flag() {
         let args = recreate(&[
-            "recreate", "web-0", "-c", "app", "-c", "sidecar", "-n", "prod", "--ordered",
-            "--force", "--failure-policy", "Ignore", "--unready-grace", "5s", "--min-started",
-            "10s", "--deadline", "5m", "--ttl", "30m", "--grace-period", "20s", "--wait",
-            "--timeout", "2m",
+            "recreate",
+            "web-0",
+            "-c",
+            "app",
+            "-c",
+            "sidecar",
+            "-n",
+            "prod",
+            "--ordered",
+            "--force",
+            "--failure-policy",
+            "Ignore",
+            "--unready-grace",
+            "5s",
+            "--min-started",
+            "10s",
+            "--deadline",
+            "5m",
+            "--ttl",
+            "30m",
+            "--grace-period",
+            "20s",
+            "--wait",
+            "--timeout",
+            "2m",
         ]);
         assert_eq!(args.pod.as_deref(), Some("web-0"));
         assert_eq!(args.containers, ["app", "sidecar"]);
@@ -369,8 +419,14 @@ mod tests {
 
     #[test]
     fn dry_run_takes_client_or_server_and_defaults_to_client() {
-        assert_eq!(recreate(&["recreate", "p", "--dry-run=server"]).dry_run, Some(DryRun::Server));
-        assert_eq!(recreate(&["recreate", "p", "--dry-run"]).dry_run, Some(DryRun::Client));
+        assert_eq!(
+            recreate(&["recreate", "p", "--dry-run=server"]).dry_run,
+            Some(DryRun::Server)
+        );
+        assert_eq!(
+            recreate(&["recreate", "p", "--dry-run"]).dry_run,
+            Some(DryRun::Client)
+        );
         assert!(parse(&["recreate", "p", "--dry-run=maybe"]).is_err());
         let dry = recreate(&["recreate", "p", "--dry-run=client", "--wait"]);
         assert!(!dry.follows(), "nothing to follow in a dry run");

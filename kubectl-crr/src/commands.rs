@@ -76,14 +76,20 @@ async fn recreate(client: Client, namespace: &str, args: &RecreateArgs) -> Resul
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let requests = match (&args.pod, &args.selector) {
         (Some(name), _) => {
-            let pod = pods.get_opt(name).await?.ok_or_else(|| Error::PodNotFound {
-                namespace: namespace.to_owned(),
-                name: name.clone(),
-            })?;
+            let pod = pods
+                .get_opt(name)
+                .await?
+                .ok_or_else(|| Error::PodNotFound {
+                    namespace: namespace.to_owned(),
+                    name: name.clone(),
+                })?;
             vec![request::build(&pod, &options)?]
         }
         (None, Some(selector)) => {
-            let mut matching = pods.list(&ListParams::default().labels(selector)).await?.items;
+            let mut matching = pods
+                .list(&ListParams::default().labels(selector))
+                .await?
+                .items;
             if matching.is_empty() {
                 return Err(Error::NoPodsMatch {
                     namespace: namespace.to_owned(),
@@ -115,7 +121,10 @@ async fn recreate(client: Client, namespace: &str, args: &RecreateArgs) -> Resul
         for request in &requests {
             let (object, suffix) = match dry_run {
                 DryRun::Client => (request.clone(), "(dry run)"),
-                DryRun::Server => (follow::create(&api, request, true).await?, "(server dry run)"),
+                DryRun::Server => (
+                    follow::create(&api, request, true).await?,
+                    "(server dry run)",
+                ),
             };
             match args.output {
                 Some(format) => print(&output::object(&object, format)?)?,
@@ -125,7 +134,11 @@ async fn recreate(client: Client, namespace: &str, args: &RecreateArgs) -> Resul
                         .metadata
                         .name
                         .clone()
-                        .or_else(|| object.metadata.generate_name.clone().map(|n| n + "<generated>"))
+                        .or_else(|| object
+                            .metadata
+                            .generate_name
+                            .clone()
+                            .map(|n| n + "<generated>"))
                         .unwrap_or_default()
                 ))?,
             }
@@ -204,10 +217,14 @@ async fn get(client: Client, namespace: &str, args: &GetArgs) -> Result<Exit, Er
     } else {
         let mut found = Vec::new();
         for name in &args.names {
-            found.push(api.get_opt(name).await?.ok_or_else(|| Error::RequestNotFound {
-                namespace: namespace.to_owned(),
-                name: name.clone(),
-            })?);
+            found.push(
+                api.get_opt(name)
+                    .await?
+                    .ok_or_else(|| Error::RequestNotFound {
+                        namespace: namespace.to_owned(),
+                        name: name.clone(),
+                    })?,
+            );
         }
         found
     };
@@ -223,7 +240,11 @@ async fn get(client: Client, namespace: &str, args: &GetArgs) -> Result<Exit, Er
                 eprintln!("No resources found in {namespace} namespace.");
             }
         }
-        None => print(&table::table(&crrs, args.all_namespaces, jiff::Timestamp::now()))?,
+        None => print(&table::table(
+            &crrs,
+            args.all_namespaces,
+            jiff::Timestamp::now(),
+        ))?,
     }
     Ok(Exit::Success)
 }
@@ -249,9 +270,10 @@ async fn watch(
     let show = |crr: &ContainerRecreateRequest, widths: &mut Vec<usize>| -> Result<(), Error> {
         match args.output {
             Some(OutputFormat::Json) => print(&output::object(crr, OutputFormat::Json)?),
-            Some(OutputFormat::Yaml) => {
-                print(&format!("---\n{}", output::object(crr, OutputFormat::Yaml)?))
-            }
+            Some(OutputFormat::Yaml) => print(&format!(
+                "---\n{}",
+                output::object(crr, OutputFormat::Yaml)?
+            )),
             None => {
                 let row = table::row(crr, args.all_namespaces, jiff::Timestamp::now());
                 for (column, cell) in row.iter().enumerate() {

@@ -34,7 +34,13 @@ fn event_time(event: &Event) -> Option<jiff::Timestamp> {
         .map(|time| time.0)
         .or_else(|| event.event_time.as_ref().map(|time| time.0))
         .or_else(|| event.first_timestamp.as_ref().map(|time| time.0))
-        .or_else(|| event.metadata.creation_timestamp.as_ref().map(|time| time.0))
+        .or_else(|| {
+            event
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|time| time.0)
+        })
 }
 
 /// The description of `crr` with its `events`, at `now`.
@@ -75,16 +81,16 @@ pub fn describe(crr: &ContainerRecreateRequest, events: &[Event], now: jiff::Tim
     );
     field(
         "Message",
-        status.message.clone().unwrap_or_else(|| "<none>".to_owned()),
+        status
+            .message
+            .clone()
+            .unwrap_or_else(|| "<none>".to_owned()),
     );
     field(
         "Completed",
         time_and_age(status.completion_time.as_ref().map(|t| &t.0), now),
     );
-    field(
-        "Active deadline",
-        seconds(crr.spec.active_deadline_seconds),
-    );
+    field("Active deadline", seconds(crr.spec.active_deadline_seconds));
     field(
         "TTL after finished",
         seconds(crr.spec.ttl_seconds_after_finished.map(i64::from)),
@@ -116,14 +122,23 @@ pub fn describe(crr: &ContainerRecreateRequest, events: &[Event], now: jiff::Tim
             format!("{}s", strategy.min_started_seconds),
         ],
     ];
-    strategy_rows.iter_mut().for_each(|row| row[0] = format!("{:<19}", row[0]));
+    strategy_rows
+        .iter_mut()
+        .for_each(|row| row[0] = format!("{:<19}", row[0]));
     text.push_str(&format_rows(&strategy_rows));
 
     let _ = writeln!(text, "Containers:");
     let mut rows = vec![
-        ["  NAME", "PHASE", "RESTARTS", "KILLED", "CONTAINER ID", "MESSAGE"]
-            .map(str::to_owned)
-            .to_vec(),
+        [
+            "  NAME",
+            "PHASE",
+            "RESTARTS",
+            "KILLED",
+            "CONTAINER ID",
+            "MESSAGE",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
     ];
     for (container, spec) in seen.containers.iter().zip(&crr.spec.containers) {
         let killed = status
@@ -197,7 +212,12 @@ pub fn describe(crr: &ContainerRecreateRequest, events: &[Event], now: jiff::Tim
                 .reporting_component
                 .clone()
                 .filter(|component| !component.is_empty())
-                .or_else(|| event.source.as_ref().and_then(|source| source.component.clone()))
+                .or_else(|| {
+                    event
+                        .source
+                        .as_ref()
+                        .and_then(|source| source.component.clone())
+                })
                 .unwrap_or_default();
             rows.push(vec![
                 format!("  {}", event.type_.clone().unwrap_or_default()),
@@ -285,7 +305,13 @@ mod tests {
         .unwrap();
         let text = describe(&crr, &[], jiff::Timestamp::UNIX_EPOCH);
         assert!(text.contains("Phase:                <none>\n"), "{text}");
-        assert!(text.contains("Result:               in progress\n"), "{text}");
-        assert!(text.contains("Conditions:\n  <none>\nEvents:\n  <none>\n"), "{text}");
+        assert!(
+            text.contains("Result:               in progress\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Conditions:\n  <none>\nEvents:\n  <none>\n"),
+            "{text}"
+        );
     }
 }

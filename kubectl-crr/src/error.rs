@@ -25,10 +25,7 @@ pub enum Error {
     #[error("cannot recreate containers of pod {pod}: {reason}")]
     PodNotRecreatable { pod: String, reason: String },
     #[error("invalid {flag}: {message}")]
-    InvalidFlag {
-        flag: &'static str,
-        message: String,
-    },
+    InvalidFlag { flag: &'static str, message: String },
     #[error("containerrecreaterequest {name:?} not found in namespace {namespace:?}")]
     RequestNotFound { namespace: String, name: String },
     /// The API server (or an admission webhook through it) refused; its message verbatim.
@@ -118,7 +115,11 @@ mod tests {
             ..Default::default()
         };
         let error = Error::from(kube::Error::Api(Box::new(status)));
-        assert!(error.to_string().starts_with("Error from server (Forbidden): "));
+        assert!(
+            error
+                .to_string()
+                .starts_with("Error from server (Forbidden): ")
+        );
         assert!(!error.is_not_found());
     }
 }

@@ -70,6 +70,8 @@ pub async fn create(
     Ok(api.create(&params, request).await?)
 }
 
+// One value at a time, moved straight into the match: boxing would only add allocations.
+#[allow(clippy::large_enum_variant)]
 enum Seen {
     Request(watcher::Event<ContainerRecreateRequest>),
     Pod(watcher::Event<Pod>),
@@ -101,13 +103,11 @@ fn pod_is_ready(pod: &Pod) -> bool {
 
 /// Creates the plan's requests, at most `max_unavailable` pods at once, and follows them until
 /// all are finished, the batch halted on a failure and drained, or the timeout passed.
-pub async fn run(
-    client: Client,
-    plan: Plan,
-    reporter: &mut dyn Reporter,
-) -> Result<Report, Error> {
+pub async fn run(client: Client, plan: Plan, reporter: &mut dyn Reporter) -> Result<Report, Error> {
     let started = Instant::now();
-    let deadline = plan.timeout.map(|timeout| tokio::time::Instant::now() + timeout);
+    let deadline = plan
+        .timeout
+        .map(|timeout| tokio::time::Instant::now() + timeout);
     let api: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &plan.namespace);
     let mut pending: BTreeMap<String, ContainerRecreateRequest> = plan
         .requests
@@ -206,9 +206,7 @@ pub async fn run(
         };
         let now = started.elapsed();
         match seen {
-            Seen::Request(
-                watcher::Event::Apply(request) | watcher::Event::InitApply(request),
-            ) => {
+            Seen::Request(watcher::Event::Apply(request) | watcher::Event::InitApply(request)) => {
                 let Some(pod) = scheduler.pod_of(&request.name_any()).map(str::to_owned) else {
                     continue;
                 };
@@ -267,7 +265,10 @@ pub async fn run(
                         message: error.to_string(),
                     });
                 }
-                reporter.note(&format!("watch of {what} interrupted, retrying: {error}"), now);
+                reporter.note(
+                    &format!("watch of {what} interrupted, retrying: {error}"),
+                    now,
+                );
             }
         }
     }

@@ -16,9 +16,8 @@ pub async fn connect(connection: &Connection) -> Result<(Client, String), Error>
     };
     let config = match (&connection.kubeconfig, &connection.context) {
         (Some(path), _) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|error| {
-                Error::Kubeconfig(format!("{}: {error}", path.display()))
-            })?;
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|error| Error::Kubeconfig(format!("{}: {error}", path.display())))?;
             Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
                 .map_err(|error| Error::Kubeconfig(error.to_string()))?

@@ -29,8 +29,9 @@ pub fn list(crrs: &[ContainerRecreateRequest], format: OutputFormat) -> Result<S
 
 fn render(value: &Value, format: OutputFormat) -> Result<String, Error> {
     let mut text = match format {
-        OutputFormat::Json => serde_json::to_string_pretty(value)
-            .map_err(|error| Error::Output(error.to_string()))?,
+        OutputFormat::Json => {
+            serde_json::to_string_pretty(value).map_err(|error| Error::Output(error.to_string()))?
+        }
         OutputFormat::Yaml => {
             serde_saphyr::to_string(value).map_err(|error| Error::Output(error.to_string()))?
         }
@@ -67,7 +68,10 @@ mod tests {
         let yaml_text = object(&crr(), OutputFormat::Yaml).unwrap();
         let parsed: ContainerRecreateRequest = serde_saphyr::from_str(&yaml_text).unwrap();
         assert_eq!(parsed.spec, crr().spec);
-        assert!(yaml_text.contains("kind: ContainerRecreateRequest"), "{yaml_text}");
+        assert!(
+            yaml_text.contains("kind: ContainerRecreateRequest"),
+            "{yaml_text}"
+        );
     }
 
     #[test]

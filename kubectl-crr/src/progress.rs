@@ -181,8 +181,17 @@ mod tests {
         assert_eq!(progress.outcome, Outcome::Running);
         assert_eq!(progress.phase, None);
         assert_eq!(progress.pod, "web-0");
-        assert!(progress.containers.iter().all(|c| c.phase == Phase::Pending));
-        assert_eq!(progress.containers[0].restarts, Some(2), "from statusContext");
+        assert!(
+            progress
+                .containers
+                .iter()
+                .all(|c| c.phase == Phase::Pending)
+        );
+        assert_eq!(
+            progress.containers[0].restarts,
+            Some(2),
+            "from statusContext"
+        );
         assert_eq!(progress.containers[1].restarts, None);
     }
 
@@ -263,6 +272,9 @@ mod tests {
             progress(&crr(condition("False"))).outcome,
             Outcome::Failed("daemon says so".to_owned())
         );
-        assert_eq!(progress(&crr(condition("True"))).outcome, Outcome::Succeeded);
+        assert_eq!(
+            progress(&crr(condition("True"))).outcome,
+            Outcome::Succeeded
+        );
     }
 }

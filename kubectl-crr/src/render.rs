@@ -80,10 +80,13 @@ impl Timing {
     }
 }
 
+/// What a line was last written for, per (request, container): phase, restarts, message.
+type Shown = BTreeMap<(String, String), (Phase, Option<i32>, Option<String>)>;
+
 /// Plain lines, one per change: for logs, CI and pipes.
 pub struct LineReporter<W: Write> {
     out: W,
-    seen: BTreeMap<(String, String), (Phase, Option<i32>, Option<String>)>,
+    seen: Shown,
     outcomes: BTreeMap<String, Outcome>,
     timings: BTreeMap<String, Timing>,
 }
@@ -116,7 +119,11 @@ impl<W: Write> Reporter for LineReporter<W> {
         timing.update(progress, now);
         for container in &progress.containers {
             let key = (progress.name.clone(), container.name.clone());
-            let value = (container.phase, container.restarts, container.message.clone());
+            let value = (
+                container.phase,
+                container.restarts,
+                container.message.clone(),
+            );
             if self.seen.get(&key) == Some(&value) {
                 continue;
             }
@@ -349,7 +356,10 @@ mod tests {
             secs(0),
         );
         let text = String::from_utf8(reporter.into_inner()).unwrap();
-        assert!(text.ends_with("web-0-x1 (pod web-0) failed: pod has gone after 0s\n"), "{text}");
+        assert!(
+            text.ends_with("web-0-x1 (pod web-0) failed: pod has gone after 0s\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -358,12 +368,18 @@ mod tests {
         reporter.request(&request(Phase::Recreating, Outcome::Running, 0), secs(1));
         let frame = reporter.frame(secs(4));
         assert_eq!(frame.len(), 1);
-        assert!(frame[0].contains("web-0/app  Recreating  restarts 0"), "{frame:?}");
+        assert!(
+            frame[0].contains("web-0/app  Recreating  restarts 0"),
+            "{frame:?}"
+        );
         assert!(frame[0].ends_with("3s"), "{frame:?}");
         reporter.request(&request(Phase::Succeeded, Outcome::Succeeded, 1), secs(6));
         let frame = reporter.frame(secs(60));
         assert!(frame[0].starts_with("✓ web-0/app  Succeeded"), "{frame:?}");
-        assert!(frame[0].ends_with("5s"), "elapsed stops when done: {frame:?}");
+        assert!(
+            frame[0].ends_with("5s"),
+            "elapsed stops when done: {frame:?}"
+        );
     }
 
     #[test]

@@ -125,7 +125,11 @@ pub fn pod_not_recreatable(pod: &Pod) -> Option<String> {
     if pod.metadata.deletion_timestamp.is_some() {
         return Some("it is being deleted".to_owned());
     }
-    match pod.status.as_ref().and_then(|status| status.phase.as_deref()) {
+    match pod
+        .status
+        .as_ref()
+        .and_then(|status| status.phase.as_deref())
+    {
         Some(phase @ ("Succeeded" | "Failed")) => Some(format!("it has finished ({phase})")),
         _ => None,
     }
@@ -228,7 +232,12 @@ mod tests {
     #[test]
     fn no_container_named_means_every_regular_container_and_native_sidecar() {
         let crr = build(&pod(), &RecreateOptions::default()).unwrap();
-        let names: Vec<_> = crr.spec.containers.iter().map(|c| c.name.as_str()).collect();
+        let names: Vec<_> = crr
+            .spec
+            .containers
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
         assert_eq!(names, ["proxy", "app", "sidecar"]);
         assert_eq!(crr.metadata.generate_name.as_deref(), Some("web-0-"));
         assert_eq!(crr.metadata.name, None);

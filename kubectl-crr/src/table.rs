@@ -50,13 +50,10 @@ pub fn format_age(seconds: i64) -> String {
 
 /// Age of an object at `now`, `<unknown>` without a creation time.
 pub fn age(crr: &ContainerRecreateRequest, now: jiff::Timestamp) -> String {
-    crr.metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or_else(
-            || "<unknown>".to_owned(),
-            |created| format_age(now.duration_since(created.0).as_secs()),
-        )
+    crr.metadata.creation_timestamp.as_ref().map_or_else(
+        || "<unknown>".to_owned(),
+        |created| format_age(now.duration_since(created.0).as_secs()),
+    )
 }
 
 /// The PHASE column: the API phase, with the outcome once completed (upstream's phase is
@@ -72,7 +69,11 @@ pub fn phase_text(crr: &ContainerRecreateRequest) -> String {
 }
 
 /// The table's cells for one request.
-pub fn row(crr: &ContainerRecreateRequest, all_namespaces: bool, now: jiff::Timestamp) -> Vec<String> {
+pub fn row(
+    crr: &ContainerRecreateRequest,
+    all_namespaces: bool,
+    now: jiff::Timestamp,
+) -> Vec<String> {
     let seen = progress(crr);
     let mut cells = Vec::new();
     if all_namespaces {
@@ -139,7 +140,11 @@ pub fn format_rows(rows: &[Vec<String>]) -> String {
 }
 
 /// The whole table, header included.
-pub fn table(crrs: &[ContainerRecreateRequest], all_namespaces: bool, now: jiff::Timestamp) -> String {
+pub fn table(
+    crrs: &[ContainerRecreateRequest],
+    all_namespaces: bool,
+    now: jiff::Timestamp,
+) -> String {
     let mut rows = vec![header(all_namespaces)];
     rows.extend(crrs.iter().map(|crr| row(crr, all_namespaces, now)));
     format_rows(&rows)

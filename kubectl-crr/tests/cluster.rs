@@ -116,7 +116,13 @@ async fn ensure_crd(client: &Client) {
                     .any(|c| c.type_ == "Established" && c.status == "True")
             })
     };
-    wait_for(crds, keys::CRD_NAME, established, "the CRD to be established").await;
+    wait_for(
+        crds,
+        keys::CRD_NAME,
+        established,
+        "the CRD to be established",
+    )
+    .await;
 }
 
 /// Denies an installed operator or node daemon every write in `namespace`; returns once the API
@@ -165,7 +171,8 @@ async fn keep_installed_components_out(client: &Client, namespace: &str) {
         .await
         .expect("creating the isolation policy binding");
     let mut config = kube::Config::infer().await.expect("a kubeconfig");
-    config.auth_info.impersonate = Some("system:serviceaccount:crr-system:crr-node-daemon".to_owned());
+    config.auth_info.impersonate =
+        Some("system:serviceaccount:crr-system:crr-node-daemon".to_owned());
     config.auth_info.impersonate_groups = Some(vec!["system:masters".to_owned()]);
     let impersonated = Client::try_from(config).expect("an impersonating client");
     let config_maps: Api<ConfigMap> = Api::namespaced(impersonated, namespace);
@@ -385,7 +392,13 @@ impl Running {
     async fn wait_for_line(&self, text: &str) {
         let seen = async {
             loop {
-                if self.stdout.lock().expect("lines").iter().any(|l| l.contains(text)) {
+                if self
+                    .stdout
+                    .lock()
+                    .expect("lines")
+                    .iter()
+                    .any(|l| l.contains(text))
+                {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -450,9 +463,24 @@ async fn recreate_creates_a_request_for_the_pod_with_the_strategy_flags() {
         let output = run(
             &namespace,
             &[
-                "recreate", "web", "-c", "app", "--ordered", "--force", "--failure-policy",
-                "Ignore", "--unready-grace", "5s", "--min-started", "10s", "--deadline", "5m",
-                "--ttl", "30m", "-o", "json",
+                "recreate",
+                "web",
+                "-c",
+                "app",
+                "--ordered",
+                "--force",
+                "--failure-policy",
+                "Ignore",
+                "--unready-grace",
+                "5s",
+                "--min-started",
+                "10s",
+                "--deadline",
+                "5m",
+                "--ttl",
+                "30m",
+                "-o",
+                "json",
             ],
         )
         .await;
@@ -486,7 +514,10 @@ async fn recreate_creates_a_request_for_the_pod_with_the_strategy_flags() {
             .unwrap_or_else(|| panic!("unexpected output {stdout:?}"));
         let all = crrs.get(created).await.expect("the second request");
         assert_eq!(names(&all), ["app", "sidecar"]);
-        assert_eq!(all.strategy().failure_policy.as_deref().unwrap_or("Fail"), "Fail");
+        assert_eq!(
+            all.strategy().failure_policy.as_deref().unwrap_or("Fail"),
+            "Fail"
+        );
     })
     .await;
 }
@@ -497,7 +528,15 @@ async fn dry_runs_store_nothing() {
         ready_pods(&client, &namespace, "web", &["web"]).await;
         let client_side = run(
             &namespace,
-            &["recreate", "web", "-c", "app", "--dry-run=client", "-o", "yaml"],
+            &[
+                "recreate",
+                "web",
+                "-c",
+                "app",
+                "--dry-run=client",
+                "-o",
+                "yaml",
+            ],
         )
         .await;
         assert_eq!(client_side.status.code(), Some(0));
@@ -508,13 +547,24 @@ async fn dry_runs_store_nothing() {
 
         let server_side = run(
             &namespace,
-            &["recreate", "web", "-c", "app", "--dry-run=server", "-o", "json"],
+            &[
+                "recreate",
+                "web",
+                "-c",
+                "app",
+                "--dry-run=server",
+                "-o",
+                "json",
+            ],
         )
         .await;
         assert_eq!(server_side.status.code(), Some(0));
         let checked: ContainerRecreateRequest =
             serde_json::from_slice(&server_side.stdout).expect("the server's answer as JSON");
-        assert!(checked.name_any().starts_with("web-"), "the server generated a name");
+        assert!(
+            checked.name_any().starts_with("web-"),
+            "the server generated a name"
+        );
 
         let summary = run(&namespace, &["recreate", "web", "--dry-run=server"]).await;
         assert!(
@@ -523,7 +573,13 @@ async fn dry_runs_store_nothing() {
         );
 
         let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
-        assert!(crrs.list(&ListParams::default()).await.expect("listing").items.is_empty());
+        assert!(
+            crrs.list(&ListParams::default())
+                .await
+                .expect("listing")
+                .items
+                .is_empty()
+        );
     })
     .await;
 }
@@ -549,7 +605,13 @@ async fn missing_pod_and_unknown_container_are_clear_errors() {
         let not_found = run(&namespace, &["describe", "nothing"]).await;
         assert_eq!(not_found.status.code(), Some(1));
         let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
-        assert!(crrs.list(&ListParams::default()).await.expect("listing").items.is_empty());
+        assert!(
+            crrs.list(&ListParams::default())
+                .await
+                .expect("listing")
+                .items
+                .is_empty()
+        );
     })
     .await;
 }
@@ -578,12 +640,29 @@ async fn wait_follows_the_phases_and_exits_zero_on_success() {
             completed(json!([{"name": "app", "phase": "Succeeded", "isKilled": true}])),
         )
         .await;
-        assert_eq!(plugin.exit_code().await, Some(0), "stderr: {}", plugin.stderr());
+        assert_eq!(
+            plugin.exit_code().await,
+            Some(0),
+            "stderr: {}",
+            plugin.stderr()
+        );
         let stdout = plugin.stdout();
-        assert!(stdout.contains(&format!("web/app {name}: Pending")), "{stdout}");
-        assert!(stdout.contains(&format!("web/app {name}: Recreating")), "{stdout}");
-        assert!(stdout.contains(&format!("web/app {name}: Succeeded")), "{stdout}");
-        assert!(stdout.contains(&format!("{name} (pod web) succeeded")), "{stdout}");
+        assert!(
+            stdout.contains(&format!("web/app {name}: Pending")),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!("web/app {name}: Recreating")),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!("web/app {name}: Succeeded")),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!("{name} (pod web) succeeded")),
+            "{stdout}"
+        );
     })
     .await;
 }
@@ -617,7 +696,11 @@ async fn wait_exits_non_zero_when_a_container_failed_or_the_timeout_passed() {
         );
 
         // Nobody moves this one: the timeout ends the wait.
-        let timed_out = run(&namespace, &["recreate", "web", "-c", "app", "--timeout", "3s"]).await;
+        let timed_out = run(
+            &namespace,
+            &["recreate", "web", "-c", "app", "--timeout", "3s"],
+        )
+        .await;
         assert_eq!(timed_out.status.code(), Some(4));
         assert!(String::from_utf8_lossy(&timed_out.stderr).contains("timed out"));
     })
@@ -659,7 +742,10 @@ async fn get_describe_and_output_formats_show_the_requests() {
         let text = String::from_utf8_lossy(&table.stdout);
         let mut lines = text.lines();
         let header: Vec<&str> = lines.next().expect("header").split_whitespace().collect();
-        assert_eq!(header, ["NAME", "POD", "NODE", "PHASE", "CONTAINERS", "AGE"]);
+        assert_eq!(
+            header,
+            ["NAME", "POD", "NODE", "PHASE", "CONTAINERS", "AGE"]
+        );
         let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
         assert_eq!(row[0], name);
         assert_eq!(row[1], "web");
@@ -693,7 +779,11 @@ async fn get_describe_and_output_formats_show_the_requests() {
         ] {
             assert!(text.contains(&expected), "missing {expected:?} in\n{text}");
         }
-        assert!(text.lines().any(|line| line.trim_start().starts_with("app ") && line.contains("Succeeded")), "{text}");
+        assert!(
+            text.lines()
+                .any(|line| line.trim_start().starts_with("app ") && line.contains("Succeeded")),
+            "{text}"
+        );
 
         let as_json = run(&namespace, &["describe", &name, "-o", "json"]).await;
         let as_json: ContainerRecreateRequest =
@@ -715,7 +805,15 @@ async fn selector_batch_with_max_unavailable_one_never_has_two_requests_active()
         let mut events = watcher(crrs, watcher::Config::default()).boxed();
         let mut plugin = Running::start(
             &namespace,
-            &["recreate", "-l", "app=batch", "-c", "app", "--max-unavailable", "1"],
+            &[
+                "recreate",
+                "-l",
+                "app=batch",
+                "-c",
+                "app",
+                "--max-unavailable",
+                "1",
+            ],
         );
 
         // name -> (pod, completed), from watch events only.
@@ -723,7 +821,11 @@ async fn selector_batch_with_max_unavailable_one_never_has_two_requests_active()
         let mut most_active = 0;
         let drive = async {
             while seen.values().filter(|(_, done)| *done).count() < pods.len() {
-                let event = events.next().await.expect("the watch goes on").expect("a watch event");
+                let event = events
+                    .next()
+                    .await
+                    .expect("the watch goes on")
+                    .expect("a watch event");
                 let crr = match event {
                     watcher::Event::Apply(crr) | watcher::Event::InitApply(crr) => crr,
                     _ => continue,
@@ -734,7 +836,10 @@ async fn selector_batch_with_max_unavailable_one_never_has_two_requests_active()
                 seen.insert(name.clone(), (crr.spec.pod_name.clone(), done));
                 let active = seen.values().filter(|(_, done)| !done).count();
                 most_active = most_active.max(active);
-                assert!(active <= 1, "{active} requests of the batch active at once: {seen:?}");
+                assert!(
+                    active <= 1,
+                    "{active} requests of the batch active at once: {seen:?}"
+                );
                 if is_new && !done {
                     // The daemon's part: recreate, then finish.
                     daemon_writes(&client, &namespace, &name, json!({"phase": "Recreating"})).await;
@@ -749,14 +854,30 @@ async fn selector_batch_with_max_unavailable_one_never_has_two_requests_active()
             }
         };
         if tokio::time::timeout(WAIT, drive).await.is_err() {
-            panic!("the batch did not finish; seen {seen:?}; stdout:\n{}", plugin.stdout());
+            panic!(
+                "the batch did not finish; seen {seen:?}; stdout:\n{}",
+                plugin.stdout()
+            );
         }
-        assert_eq!(plugin.exit_code().await, Some(0), "stderr: {}", plugin.stderr());
+        assert_eq!(
+            plugin.exit_code().await,
+            Some(0),
+            "stderr: {}",
+            plugin.stderr()
+        );
         assert_eq!(most_active, 1);
         let targeted: BTreeSet<&str> = seen.values().map(|(pod, _)| pod.as_str()).collect();
-        assert_eq!(targeted, BTreeSet::from(pods), "one request per matching pod");
+        assert_eq!(
+            targeted,
+            BTreeSet::from(pods),
+            "one request per matching pod"
+        );
         assert_eq!(seen.len(), pods.len());
-        assert!(plugin.stdout().contains("3 of 3 pods recreated"), "{}", plugin.stdout());
+        assert!(
+            plugin.stdout().contains("3 of 3 pods recreated"),
+            "{}",
+            plugin.stdout()
+        );
     })
     .await;
 }
