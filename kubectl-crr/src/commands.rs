@@ -318,7 +318,7 @@ async fn watch(
             }
             Err(error) => {
                 let message = error.to_string();
-                if message.contains("403") || message.contains("forbidden") {
+                if follow::is_permanent(&error) {
                     return Err(Error::Watch {
                         what: "containerrecreaterequests".to_owned(),
                         message,

@@ -79,7 +79,7 @@ enum Seen {
 }
 
 /// Whether a watch error will not go away by retrying (no permission, resource missing).
-fn is_permanent(error: &watcher::Error) -> bool {
+pub(crate) fn is_permanent(error: &watcher::Error) -> bool {
     let code = match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
         | watcher::Error::WatchStartFailed(kube::Error::Api(status))
