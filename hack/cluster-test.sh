@@ -35,4 +35,5 @@ export KUBECONFIG="$KUBECONFIG_ADMIN" CRR_CLUSTER_TESTS=1
 cargo build -p crr-operator  # the node daemon's cluster test runs it when no crr is installed
 cargo test --workspace --test '*cluster*'
 "$here/install.sh"
+cargo build -p kubectl-crr  # the plugin scenarios run it
 cargo test -p crr-e2e --test e2e

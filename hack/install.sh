@@ -16,7 +16,12 @@ profile="${CRR_PROFILE:-dev}"
 dir=debug; [[ $profile == dev ]] || dir="$profile"
 bins=(crr-operator crr-webhook crr-node-daemon)
 step "building ${bins[*]} ($profile)"
-(cd "$root" && cargo build -q --profile "$profile" -p crr-operator -p crr-webhook -p crr-node-daemon)
+if [[ $profile == dev ]]; then
+  # The same feature set as `cargo test --workspace`, so the test run's build is reused.
+  (cd "$root" && cargo test -q --workspace --no-run 2>/dev/null)
+else
+  (cd "$root" && cargo build -q --profile "$profile" -p crr-operator -p crr-webhook -p crr-node-daemon)
+fi
 step "images"
 "$here/images.sh" crr "${bins[@]/#/$root/target/$dir/}"
 
