@@ -18,7 +18,7 @@ bins=(crr-operator crr-webhook crr-node-daemon)
 step "building ${bins[*]} ($profile)"
 if [[ $profile == dev ]]; then
   # The same feature set as `cargo test --workspace`, so the test run's build is reused.
-  (cd "$root" && cargo test -q --workspace --no-run 2>/dev/null)
+  (cd "$root" && cargo test -q --workspace --no-run)
 else
   (cd "$root" && cargo build -q --profile "$profile" -p crr-operator -p crr-webhook -p crr-node-daemon)
 fi
