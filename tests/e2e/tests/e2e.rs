@@ -74,6 +74,14 @@ fn scenarios() -> Vec<Scenario> {
             run: |ctx| Box::pin(target_pod_deleted(ctx)),
         },
         Scenario {
+            name: "plugin-wait",
+            run: |ctx| Box::pin(plugin_wait(ctx)),
+        },
+        Scenario {
+            name: "plugin-batch",
+            run: |ctx| Box::pin(plugin_batch(ctx)),
+        },
+        Scenario {
             name: "daemon-deleted",
             run: |ctx| Box::pin(daemon_deleted(ctx)),
         },
@@ -704,4 +712,119 @@ async fn leader_deleted(ctx: Ctx) -> anyhow::Result<()> {
     ctx.wait_pod("led", "Ready again", Duration::from_secs(60), pod_ready)
         .await?;
     Ok(())
+}
+
+/// The kubectl plugin, built by `cargo build -p kubectl-crr` (hack/cluster-test.sh does).
+async fn plugin(ctx: &Ctx, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    let binary = std::env::var_os("CRR_KUBECTL_CRR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/kubectl-crr"),
+        std::path::PathBuf::from,
+    );
+    let output = tokio::process::Command::new(&binary)
+        .args(["-n", &ctx.namespace])
+        .args(args)
+        .output()
+        .await
+        .with_context(|| format!("running {} (cargo build -p kubectl-crr)", binary.display()))?;
+    Ok(output)
+}
+
+// `kubectl crr recreate POD -c app --wait` against the real daemon: exits 0 once app is back.
+async fn plugin_wait(ctx: Ctx) -> anyhow::Result<()> {
+    let pod = ctx.two_container_pod("plugged", plain).await?;
+    let (app_id, _) = id_and_restarts(&pod, "app")?;
+    let output = plugin(
+        &ctx,
+        &[
+            "recreate",
+            "plugged",
+            "-c",
+            "app",
+            "--wait",
+            "--timeout",
+            "90s",
+        ],
+    )
+    .await?;
+    ensure!(
+        output.status.success(),
+        "kubectl crr exited {:?}: {}{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let pod = ctx.pods().get("plugged").await?;
+    let (id, restarts) = id_and_restarts(&pod, "app")?;
+    check(id != app_id && restarts == 1, || {
+        format!("app: {id} restarts {restarts}")
+    })?;
+    check(id_and_restarts(&pod, "sidecar")?.1 == 0, || {
+        "sidecar restarted".into()
+    })
+}
+
+// `kubectl crr recreate -l app=batch --max-unavailable 1`: every pod recreated, never two
+// requests of the batch active at once (seen by watch).
+async fn plugin_batch(ctx: Ctx) -> anyhow::Result<()> {
+    for index in 0..3 {
+        ctx.two_container_pod(&format!("batch-{index}"), |pod| {
+            pod["metadata"]["labels"]["tier"] = json!("batch");
+        })
+        .await?;
+    }
+    let crrs = ctx.crrs();
+    let peak = Arc::new(Mutex::new((
+        0usize,
+        std::collections::BTreeSet::<String>::new(),
+    )));
+    let watcher_task = tokio::spawn({
+        let peak = peak.clone();
+        async move {
+            let mut stream = watcher(crrs, watcher::Config::default())
+                .applied_objects()
+                .boxed();
+            while let Some(Ok(crr)) = stream.next().await {
+                let mut guard = peak.lock().expect("lock");
+                if crr.is_completed() {
+                    guard.1.remove(&crr.name_any());
+                } else {
+                    guard.1.insert(crr.name_any());
+                }
+                guard.0 = guard.0.max(guard.1.len());
+            }
+        }
+    });
+    let output = plugin(
+        &ctx,
+        &[
+            "recreate",
+            "-l",
+            "tier=batch",
+            "-c",
+            "app",
+            "--max-unavailable",
+            "1",
+            "--timeout",
+            "180s",
+        ],
+    )
+    .await?;
+    watcher_task.abort();
+    ensure!(
+        output.status.success(),
+        "kubectl crr exited {:?}: {}{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for index in 0..3 {
+        let pod = ctx.pods().get(&format!("batch-{index}")).await?;
+        check(id_and_restarts(&pod, "app")?.1 == 1, || {
+            format!("batch-{index} app not recreated once")
+        })?;
+    }
+    let most = peak.lock().expect("lock").0;
+    check(most == 1, || {
+        format!("{most} requests of the batch were active at once")
+    })
 }
