@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -265,6 +265,24 @@ pub fn read_dir(dir: &std::path::Path) -> Result<Bundle, CertError> {
     })
 }
 
+/// The JSON patch that sets `caBundle` on every webhook (in order) whose client config does not
+/// hold `ca_pem` yet; `None` when all do.
+pub fn ca_bundle_patch<'a>(
+    configs: impl Iterator<Item = &'a WebhookClientConfig>,
+    ca_pem: &str,
+) -> Option<json_patch::Patch> {
+    let bundle = serde_json::to_value(ByteString(ca_pem.as_bytes().to_vec())).ok()?;
+    let operations: Vec<_> = configs
+        .enumerate()
+        .filter(|(_, config)| config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(ca_pem.as_bytes()))
+        .map(|(index, _)| json!({"op": "add", "path": format!("/webhooks/{index}/clientConfig/caBundle"), "value": bundle}))
+        .collect();
+    if operations.is_empty() {
+        return None;
+    }
+    serde_json::from_value(json!(operations)).ok()
+}
+
 /// Where the CA must be published.
 #[derive(Clone, Debug)]
 pub struct CaTargets {
@@ -290,16 +308,12 @@ pub async fn publish_ca(
     if let Some(name) = &targets.mutating {
         let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
         if let Some(config) = mutating.get_opt(name).await? {
-            let webhooks = config.webhooks.unwrap_or_default();
-            let stale: Vec<_> = webhooks
+            let configs = config
+                .webhooks
                 .iter()
-                .enumerate()
-                .filter(|(_, hook)| hook.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(ca_pem.as_bytes()))
-                .map(|(index, _)| json!({"op": "add", "path": format!("/webhooks/{index}/clientConfig/caBundle"), "value": bundle}))
-                .collect();
-            if !stale.is_empty() {
-                let patch: json_patch::Patch = serde_json::from_value(json!(stale))
-                    .map_err(|e| CertError::Pem(e.to_string()))?;
+                .flatten()
+                .map(|hook| &hook.client_config);
+            if let Some(patch) = ca_bundle_patch(configs, ca_pem) {
                 mutating
                     .patch(name, &params, &Patch::<()>::Json(patch))
                     .await?;
@@ -310,16 +324,12 @@ pub async fn publish_ca(
     if let Some(name) = &targets.validating {
         let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
         if let Some(config) = validating.get_opt(name).await? {
-            let webhooks = config.webhooks.unwrap_or_default();
-            let stale: Vec<_> = webhooks
+            let configs = config
+                .webhooks
                 .iter()
-                .enumerate()
-                .filter(|(_, hook)| hook.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(ca_pem.as_bytes()))
-                .map(|(index, _)| json!({"op": "add", "path": format!("/webhooks/{index}/clientConfig/caBundle"), "value": bundle}))
-                .collect();
-            if !stale.is_empty() {
-                let patch: json_patch::Patch = serde_json::from_value(json!(stale))
-                    .map_err(|e| CertError::Pem(e.to_string()))?;
+                .flatten()
+                .map(|hook| &hook.client_config);
+            if let Some(patch) = ca_bundle_patch(configs, ca_pem) {
                 validating
                     .patch(name, &params, &Patch::<()>::Json(patch))
                     .await?;
@@ -374,6 +384,32 @@ mod tests {
         assert!(!resolver.set(first).expect("same"));
         assert!(resolver.set(second.clone()).expect("new"));
         assert!(resolver.bundle() == second);
+    }
+
+    #[test]
+    fn ca_bundle_patch_touches_only_webhooks_without_the_ca() {
+        let with = |ca: Option<&str>| WebhookClientConfig {
+            ca_bundle: ca.map(|ca| ByteString(ca.as_bytes().to_vec())),
+            ..Default::default()
+        };
+        let configs = [with(Some("CA")), with(None), with(Some("old"))];
+        let patch = ca_bundle_patch(configs.iter(), "CA").expect("two are stale");
+        let paths: Vec<String> = patch
+            .0
+            .iter()
+            .map(|op| match op {
+                json_patch::PatchOperation::Add(add) => add.path.to_string(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/webhooks/1/clientConfig/caBundle",
+                "/webhooks/2/clientConfig/caBundle"
+            ]
+        );
+        assert!(ca_bundle_patch([with(Some("CA"))].iter(), "CA").is_none());
     }
 
     #[test]
