@@ -90,10 +90,15 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: 1. kubelet floor and CRR latency, {repetitions} repetitions");
     let mut floors = Vec::new();
     let mut plain = Vec::new();
+    // Separate fresh pods for the floor and the request: the kubelet delays a container's
+    // second restart within its crash back-off window (10 s), which would land on whichever
+    // measurement came second.
     for repetition in 0..repetitions {
+        let floor_pod = format!("floor-{repetition}");
         let pod = format!("latency-{repetition}");
+        ctx.two_container_pod(&floor_pod, |_| {}).await?;
         ctx.two_container_pod(&pod, |_| {}).await?;
-        floors.push(kubelet_restart(&ctx, &pod).await?);
+        floors.push(kubelet_restart(&ctx, &floor_pod).await?);
         plain.push(recreate(&ctx, &pod, json!({})).await?);
     }
     let totals: Vec<f64> = plain.iter().map(|m| m.completed).collect();
@@ -112,16 +117,19 @@ async fn main() -> anyhow::Result<()> {
     let mut hooked = Vec::new();
     let mut graced = Vec::new();
     for repetition in 0..repetitions.min(5) {
-        let pod = format!("hooked-{repetition}");
-        ctx.two_container_pod(&pod, |pod| {
-            pod["metadata"]["labels"][crr_crds::keys::LABEL_READINESS_GATE] = json!("true");
-            pod["spec"]["containers"][0]["lifecycle"] =
-                json!({"preStop": {"exec": {"command": ["true"]}}});
-        })
-        .await?;
-        hooked.push(recreate(&ctx, &pod, json!({})).await?.completed);
+        let hooked_pod = format!("hooked-{repetition}");
+        let graced_pod = format!("graced-{repetition}");
+        for pod in [&hooked_pod, &graced_pod] {
+            ctx.two_container_pod(pod, |pod| {
+                pod["metadata"]["labels"][crr_crds::keys::LABEL_READINESS_GATE] = json!("true");
+                pod["spec"]["containers"][0]["lifecycle"] =
+                    json!({"preStop": {"exec": {"command": ["true"]}}});
+            })
+            .await?;
+        }
+        hooked.push(recreate(&ctx, &hooked_pod, json!({})).await?.completed);
         graced.push(
-            recreate(&ctx, &pod, json!({"unreadyGracePeriodSeconds": 1}))
+            recreate(&ctx, &graced_pod, json!({"unreadyGracePeriodSeconds": 1}))
                 .await?
                 .completed,
         );
