@@ -236,38 +236,52 @@ pub fn pre_stop_budget(crr: &ContainerRecreateRequest) -> Option<Duration> {
 /// Interval between looks at the runtime while a recreate is in flight.
 pub const IN_FLIGHT_POLL: Duration = Duration::from_millis(500);
 
+/// Test fixture shared by this module's and `round`'s tests: a request for `containers` of pod
+/// `p` as the webhook admits it, each container's statusContext naming its first attempt
+/// (`containerd://<name>-1`, restart count 0).
+#[cfg(test)]
+pub(crate) fn admitted_request(
+    containers: &[&str],
+    strategy: crr_crds::v1beta1::ContainerRecreateRequestStrategy,
+) -> ContainerRecreateRequest {
+    use crr_crds::v1beta1::{
+        ContainerRecreateRequestContainer, ContainerRecreateRequestContainerContext,
+        ContainerRecreateRequestSpec,
+    };
+    ContainerRecreateRequest::new(
+        "r",
+        ContainerRecreateRequestSpec {
+            pod_name: "p".into(),
+            containers: containers
+                .iter()
+                .map(|name| ContainerRecreateRequestContainer {
+                    name: (*name).into(),
+                    status_context: Some(ContainerRecreateRequestContainerContext {
+                        container_id: format!("containerd://{name}-1"),
+                        restart_count: 0,
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+            strategy: Some(strategy),
+            ..Default::default()
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crr_crds::v1beta1::{
-        ContainerRecreateRequestContainer, ContainerRecreateRequestContainerContext,
-        ContainerRecreateRequestSpec, ContainerRecreateRequestStatus,
-        ContainerRecreateRequestStrategy, ContainerRecreateRequestSyncContainerStatus,
+        ContainerRecreateRequestStatus, ContainerRecreateRequestStrategy,
+        ContainerRecreateRequestSyncContainerStatus,
     };
 
     fn crr(
         containers: &[&str],
         strategy: ContainerRecreateRequestStrategy,
     ) -> ContainerRecreateRequest {
-        let mut crr = ContainerRecreateRequest::new(
-            "r",
-            ContainerRecreateRequestSpec {
-                pod_name: "p".into(),
-                containers: containers
-                    .iter()
-                    .map(|name| ContainerRecreateRequestContainer {
-                        name: (*name).into(),
-                        status_context: Some(ContainerRecreateRequestContainerContext {
-                            container_id: format!("containerd://{name}-1"),
-                            restart_count: 0,
-                        }),
-                        ..Default::default()
-                    })
-                    .collect(),
-                strategy: Some(strategy),
-                ..Default::default()
-            },
-        );
+        let mut crr = admitted_request(containers, strategy);
         crr.status = Some(ContainerRecreateRequestStatus {
             phase: Some(Phase::Recreating),
             ..Default::default()

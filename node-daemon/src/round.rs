@@ -355,9 +355,7 @@ mod tests {
 
     use crr_crds::keys::{LABEL_NODE_NAME, LABEL_POD_UID};
     use crr_crds::v1beta1::{
-        ContainerRecreateRequestContainer, ContainerRecreateRequestContainerContext,
-        ContainerRecreateRequestSpec, ContainerRecreateRequestStrategy,
-        ContainerRecreateRequestSyncContainerStatus, ProbeHandler,
+        ContainerRecreateRequestStrategy, ContainerRecreateRequestSyncContainerStatus, ProbeHandler,
     };
     use k8s_openapi::api::core::v1::{ContainerPort, ExecAction, HTTPGetAction};
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -494,25 +492,7 @@ mod tests {
         containers: &[&str],
         strategy: ContainerRecreateRequestStrategy,
     ) -> ContainerRecreateRequest {
-        let mut crr = ContainerRecreateRequest::new(
-            "r",
-            ContainerRecreateRequestSpec {
-                pod_name: "p".into(),
-                containers: containers
-                    .iter()
-                    .map(|name| ContainerRecreateRequestContainer {
-                        name: (*name).into(),
-                        status_context: Some(ContainerRecreateRequestContainerContext {
-                            container_id: format!("containerd://{name}-1"),
-                            restart_count: 0,
-                        }),
-                        ..Default::default()
-                    })
-                    .collect(),
-                strategy: Some(strategy),
-                ..Default::default()
-            },
-        );
+        let mut crr = crate::recreate::admitted_request(containers, strategy);
         crr.metadata.namespace = Some("ns".into());
         crr.metadata.resource_version = Some("1".into());
         crr.metadata.labels = Some(
