@@ -228,12 +228,28 @@ EOF
 
 # ---------------------------------------------------------------- processes
 
+# daemon_running NAME: the pid in NAME's pidfile is a live process running NAME. `kill -0` alone
+# is not enough: it succeeds on a zombie (the daemons are reparented to a PID 1 that may not
+# reap them) and on a pid the kernel has since given to another program.
+daemon_running() {
+  local name="$1" pid state exe
+  pid="$(cat "$PIDS/$name.pid" 2>/dev/null)" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
+  [[ -n "$state" && "$state" != Z && "$state" != X ]] || return 1
+  exe="$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -n 1)" || return 1
+  [[ "$(basename "$exe")" == "$name" ]]
+}
+
 start() {
   local name="$1"; shift
   local pidfile="$PIDS/$name.pid"
-  if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+  if daemon_running "$name"; then
     return
   fi
+  # A stale pidfile would be read before the new process writes its own, and its dead pid
+  # taken for a crash of the daemon just started.
+  rm -f "$pidfile"
   # The daemon gets its own session (no signal from our terminal) and keeps
   # the pid written here: bash execs nsenter, which execs the daemon.
   setsid bash -c 'echo $$ > "$0"; exec nsenter --net="$1" -- "${@:2}"' \
@@ -262,7 +278,7 @@ check_alive() {
   local name pidfile
   for name in "${DAEMONS[@]}"; do
     pidfile="$PIDS/$name.pid"
-    if [[ -f "$pidfile" ]] && ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    if [[ -f "$pidfile" ]] && ! daemon_running "$name"; then
       log "$name exited; its log ends with:"
       tail -n 30 "$LOGS/$name.log" >&2
       exit 1
@@ -274,9 +290,26 @@ node_ready() {
   [[ "$(kubectl get node "$CLUSTER_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" == True ]]
 }
 
+# True when some daemon has a pidfile but no process: a test bed whose processes were killed
+# (a session that ended, a reboot) without `down`. Its pods, mounts and netns are stale.
+remains_of_killed_cluster() {
+  local name pidfile
+  for name in "${DAEMONS[@]}"; do
+    pidfile="$PIDS/$name.pid"
+    if [[ -f "$pidfile" ]] && ! daemon_running "$name"; then
+      return 0
+    fi
+  done
+  return 1
+}
+
 up() {
   preflight
   "$here/build-kube.sh"
+  if remains_of_killed_cluster; then
+    log "found the remains of a test bed whose daemons were killed: cleaning up first"
+    down
+  fi
   started=$(date +%s)
   mkdir -p "$CLUSTER_DIR" "$LOGS" "$PIDS"
   network_up
@@ -340,16 +373,15 @@ up() {
 
 # ---------------------------------------------------------------- teardown
 
-kill_pidfile() {
-  local pidfile="$1" pid i
-  [[ -f "$pidfile" ]] || return 0
-  pid="$(cat "$pidfile")"
-  if kill -0 "$pid" 2>/dev/null; then
+stop_daemon() {
+  local name="$1" pid i
+  if daemon_running "$name"; then
+    pid="$(cat "$PIDS/$name.pid")"
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$pid" 2>/dev/null || true
+    for i in $(seq 1 50); do daemon_running "$name" || break; sleep 0.2; done
+    daemon_running "$name" && kill -KILL "$pid" 2>/dev/null || true
   fi
-  rm -f "$pidfile"
+  rm -f "$PIDS/$name.pid"
 }
 
 # Every process left in the pods' cgroups, and the shims of our containerd.
@@ -381,7 +413,7 @@ down() {
   for (( i=${#DAEMONS[@]}-1; i>=0; i-- )); do
     name="${DAEMONS[$i]}"
     [[ $name == containerd ]] && kill_containers
-    kill_pidfile "$PIDS/$name.pid"
+    stop_daemon "$name"
   done
   kill_containers
   # The pods' network namespaces: containerd 1.6 names them cni-<uuid> under
@@ -405,7 +437,7 @@ status() {
   local name pidfile
   for name in "${DAEMONS[@]}"; do
     pidfile="$PIDS/$name.pid"
-    if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    if daemon_running "$name"; then
       printf '%-24s running (pid %s)\n' "$name" "$(cat "$pidfile")"
     else
       printf '%-24s stopped\n' "$name"
