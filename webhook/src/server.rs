@@ -273,6 +273,11 @@ pub async fn serve_tls(
             },
             () = shutdown.notified() => break,
         };
+        // An answer leaves as several TLS records; with Nagle's algorithm the later ones wait
+        // for the client's delayed ACK (tens of milliseconds on loopback).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, %error, "setting TCP_NODELAY");
+        }
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(router.clone());
         let watcher = graceful.watcher();
