@@ -136,26 +136,43 @@ impl Served {
         &self,
         versions: &[&'static rustls::SupportedProtocolVersion],
     ) -> rustls::ClientConfig {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(self.bundle.ca_pem.as_bytes()) {
-            roots.add(cert.expect("CA PEM")).expect("CA cert");
-        }
-        rustls::ClientConfig::builder_with_protocol_versions(versions)
-            .with_root_certificates(roots)
-            .with_no_client_auth()
+        client_config(&self.bundle.ca_pem, versions)
     }
 
     pub async fn connect(&self, config: rustls::ClientConfig) -> std::io::Result<Connection> {
-        let tcp = tokio::net::TcpStream::connect(self.address).await?;
-        tcp.set_nodelay(true)?;
-        let name = ServerName::IpAddress(self.address.ip().into());
-        let stream = TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await?;
-        Ok(Connection {
-            stream: BufReader::new(stream),
-        })
+        connect(self.address, config).await
     }
+}
+
+/// A client trusting only `ca_pem`.
+pub fn client_config(
+    ca_pem: &str,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> rustls::ClientConfig {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.expect("CA PEM")).expect("CA cert");
+    }
+    rustls::ClientConfig::builder_with_protocol_versions(versions)
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+/// A TLS connection to a webhook at `address` (its certificate names the IP).
+pub async fn connect(
+    address: SocketAddr,
+    config: rustls::ClientConfig,
+) -> std::io::Result<Connection> {
+    let tcp = tokio::net::TcpStream::connect(address).await?;
+    tcp.set_nodelay(true)?;
+    let name = ServerName::IpAddress(address.ip().into());
+    let stream = TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await?;
+    Ok(Connection {
+        stream: BufReader::new(stream),
+    })
 }
 
 /// One keep-alive HTTP/1.1 connection over TLS.
