@@ -107,6 +107,7 @@ pub struct Round<'a, R> {
 impl<R: Requests> Round<'_, R> {
     /// One round for a request that is not finished.
     pub async fn run(&self, mut crr: ContainerRecreateRequest) -> Result<Outcome, RoundError> {
+        let round_started = Instant::now();
         if crr.phase() != Some(Phase::Recreating) {
             crr = self
                 .requests
@@ -181,7 +182,8 @@ impl<R: Requests> Round<'_, R> {
                 let Some(current) = lookup(&crr.spec.containers[index].name) else {
                     return Ok(Outcome::After(IN_FLIGHT_POLL));
                 };
-                self.kill(crr, &mut states, index, &current.id).await
+                self.kill(crr, &mut states, index, &current.id, round_started)
+                    .await
             }
         }
     }
@@ -194,6 +196,7 @@ impl<R: Requests> Round<'_, R> {
         states: &mut [State],
         index: usize,
         container_id: &str,
+        round_started: Instant,
     ) -> Result<Outcome, RoundError> {
         let container = crr.spec.containers[index].clone();
         states[index].message = Some(recreate::killing_message(container_id));
@@ -234,6 +237,7 @@ impl<R: Requests> Round<'_, R> {
             }
         }
 
+        let pre_stop_took = started.elapsed();
         // The operator may have completed the request while the hook ran: then no kill.
         let crr = match self.requests.fresh(&crr).await? {
             Some(fresh) if !is_finished(&fresh) => fresh,
@@ -243,7 +247,9 @@ impl<R: Requests> Round<'_, R> {
             }
         };
         let grace = recreate::kill_grace(&crr, started.elapsed());
+        let stop_started = Instant::now();
         let killed = self.runtime.stop(container_id, grace).await;
+        let stop_took = stop_started.elapsed();
         states[index] = match &killed {
             // A container already removed is as good as stopped: the kubelet makes a new one.
             Ok(()) | Err(CriError::NotFound(_)) => State {
@@ -261,7 +267,18 @@ impl<R: Requests> Round<'_, R> {
         };
         let ok = !matches!(states[index].phase, Phase::Failed);
         self.metrics.observe_kill(ok);
-        tracing::info!(container = %container.name, id = container_id, grace, ok, "stopped container");
+        // Where a round's time goes, for whoever wonders why a recreate took long: the API
+        // writes and reads before the kill, the preStop hook, the runtime's StopContainer.
+        tracing::info!(
+            container = %container.name,
+            id = container_id,
+            grace,
+            ok,
+            before_stop_ms = (stop_started - round_started).as_millis() as u64,
+            pre_stop_ms = pre_stop_took.as_millis() as u64,
+            stop_ms = stop_took.as_millis() as u64,
+            "stopped container"
+        );
         self.requests
             .event(
                 &crr,
