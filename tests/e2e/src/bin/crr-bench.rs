@@ -15,8 +15,8 @@ use anyhow::{Context as _, anyhow};
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use crr_e2e::{Ctx, Version, id_and_restarts, kill_container, pod_ready};
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -26,6 +26,9 @@ use serde_json::{Value, json};
 struct Milestones {
     admitted: f64,
     picked_up: Option<f64>,
+    /// The daemon's `Killing` Event: StopContainer has returned (the Event's own microsecond
+    /// timestamp, on this machine's clock).
+    stopped_by_daemon: Option<f64>,
     killed: Option<f64>,
     restarted: Option<f64>,
     ready: Option<f64>,
@@ -81,6 +84,8 @@ async fn main() -> anyhow::Result<()> {
     let burst = env_usize("CRR_BENCH_BURST", 50);
     let idle_pods = env_usize("CRR_BENCH_IDLE_PODS", 100);
     let idle_seconds = env_usize("CRR_BENCH_IDLE_SECONDS", 300);
+    let probes = PodProbes::from_env()?;
+    eprintln!("bench: test pods with {probes:?} readiness probes (CRR_BENCH_PROBES)");
     let out_dir =
         PathBuf::from(std::env::var("CRR_BENCH_OUT").unwrap_or_else(|_| "bench/results".into()));
 
@@ -96,8 +101,8 @@ async fn main() -> anyhow::Result<()> {
     for repetition in 0..repetitions {
         let floor_pod = format!("floor-{repetition}");
         let pod = format!("latency-{repetition}");
-        ctx.two_container_pod(&floor_pod, |_| {}).await?;
-        ctx.two_container_pod(&pod, |_| {}).await?;
+        bench_pod(&ctx, &floor_pod, probes, |_| {}).await?;
+        bench_pod(&ctx, &pod, probes, |_| {}).await?;
         floors.push(kubelet_restart(&ctx, &floor_pod).await?);
         plain.push(recreate(&ctx, &pod, json!({})).await?);
     }
@@ -112,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
     report.insert("crr_total_ms".into(), json!(summarize(&totals)));
     report.insert("crr_overhead_ms".into(), json!(summarize(&overheads)));
     report.insert("phases_ms".into(), json!(phase_summaries(&plain)));
+    report.insert("pod_readiness_probes".into(), json!(format!("{probes:?}")));
 
     eprintln!("bench: 2. with a preStop exec hook and unreadyGracePeriodSeconds=1");
     let mut hooked = Vec::new();
@@ -120,7 +126,7 @@ async fn main() -> anyhow::Result<()> {
         let hooked_pod = format!("hooked-{repetition}");
         let graced_pod = format!("graced-{repetition}");
         for pod in [&hooked_pod, &graced_pod] {
-            ctx.two_container_pod(pod, |pod| {
+            bench_pod(&ctx, pod, probes, |pod| {
                 pod["metadata"]["labels"][crr_crds::keys::LABEL_READINESS_GATE] = json!("true");
                 pod["spec"]["containers"][0]["lifecycle"] =
                     json!({"preStop": {"exec": {"command": ["true"]}}});
@@ -141,7 +147,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     eprintln!("bench: 3. burst of {burst} pods x 1 CRR");
-    let burst_report = burst_run(&client, burst).await?;
+    let burst_report = burst_run(&client, burst, probes).await?;
     report.insert("burst".into(), burst_report);
 
     eprintln!("bench: 5. idle footprint with {idle_pods} pods, {idle_seconds}s");
@@ -225,6 +231,7 @@ async fn recreate(ctx: &Ctx, pod: &str, strategy: Value) -> anyhow::Result<Miles
     let pods = ctx.pods();
     let pod_name = pod.to_owned();
     let start = Instant::now();
+    let wall_start = jiff::Timestamp::now();
     let pod_times = tokio::spawn(async move {
         let config = watcher::Config::default().fields(&format!("metadata.name={pod_name}"));
         let mut stream = watcher(pods, config).applied_objects().boxed();
@@ -281,15 +288,74 @@ async fn recreate(ctx: &Ctx, pod: &str, strategy: Value) -> anyhow::Result<Miles
         .await
         .unwrap_or(Ok((None, None, None)))
         .unwrap_or((None, None, None));
+    let stopped_by_daemon = killing_event_time(ctx, &name)
+        .await
+        .map(|at| at.duration_since(wall_start).as_secs_f64() * 1000.0);
     let _ = ctx.crrs().delete(&name, &DeleteParams::default()).await;
     Ok(Milestones {
         admitted,
         picked_up,
+        stopped_by_daemon,
         killed,
         restarted,
         ready,
         completed,
     })
+}
+
+/// The readiness probes of the test pods. `Exec` is the e2e suite's shape (an exec probe per
+/// container every second: 2 exec calls a second per pod through the runtime); `None` leaves
+/// Ready to the containers running, so the node's load is the recreates alone.
+#[derive(Debug, Clone, Copy)]
+enum PodProbes {
+    None,
+    Exec,
+}
+
+impl PodProbes {
+    fn from_env() -> anyhow::Result<Self> {
+        match std::env::var("CRR_BENCH_PROBES").as_deref() {
+            Err(_) | Ok("" | "none") => Ok(Self::None),
+            Ok("exec") => Ok(Self::Exec),
+            Ok(other) => Err(anyhow!("CRR_BENCH_PROBES={other}: want none or exec")),
+        }
+    }
+}
+
+/// The e2e suite's two-container pod, with the probes chosen for the run.
+async fn bench_pod(
+    ctx: &Ctx,
+    name: &str,
+    probes: PodProbes,
+    customize: impl FnOnce(&mut Value),
+) -> anyhow::Result<Pod> {
+    ctx.two_container_pod(name, |pod| {
+        if let (PodProbes::None, Some(containers)) =
+            (probes, pod["spec"]["containers"].as_array_mut())
+        {
+            for container in containers {
+                if let Some(container) = container.as_object_mut() {
+                    container.remove("readinessProbe");
+                }
+            }
+        }
+        customize(pod);
+    })
+    .await
+}
+
+/// When the daemon recorded the `Killing` Event of a request (its microsecond eventTime).
+async fn killing_event_time(ctx: &Ctx, crr: &str) -> Option<jiff::Timestamp> {
+    let events: Api<Event> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let selector = format!("involvedObject.name={crr},reason=Killing");
+    let list = events
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .ok()?;
+    list.items
+        .iter()
+        .filter_map(|event| event.event_time.as_ref().map(|time| time.0))
+        .min()
 }
 
 fn phase_summaries(samples: &[Milestones]) -> BTreeMap<&'static str, Summary> {
@@ -298,10 +364,14 @@ fn phase_summaries(samples: &[Milestones]) -> BTreeMap<&'static str, Summary> {
         |f: fn(&Milestones) -> Option<f64>| -> Vec<f64> { samples.iter().filter_map(f).collect() };
     phases.insert("1_admitted", summarize(&pick(|m| Some(m.admitted))));
     phases.insert("2_picked_up", summarize(&pick(|m| m.picked_up)));
-    phases.insert("3_killed", summarize(&pick(|m| m.killed)));
-    phases.insert("4_restarted", summarize(&pick(|m| m.restarted)));
-    phases.insert("5_ready", summarize(&pick(|m| m.ready)));
-    phases.insert("6_completed", summarize(&pick(|m| Some(m.completed))));
+    phases.insert(
+        "3_stopped_by_daemon",
+        summarize(&pick(|m| m.stopped_by_daemon)),
+    );
+    phases.insert("4_seen_stopped", summarize(&pick(|m| m.killed)));
+    phases.insert("5_restarted", summarize(&pick(|m| m.restarted)));
+    phases.insert("6_ready", summarize(&pick(|m| m.ready)));
+    phases.insert("7_completed", summarize(&pick(|m| Some(m.completed))));
     phases
 }
 
@@ -353,14 +423,11 @@ fn total_usage(program: &str) -> Usage {
 
 const PROGRAMS: [&str; 3] = ["crr-operator", "crr-webhook", "crr-node-daemon"];
 
-async fn burst_run(client: &Client, count: usize) -> anyhow::Result<Value> {
+async fn burst_run(client: &Client, count: usize, probes: PodProbes) -> anyhow::Result<Value> {
     let ctx = namespace(client, "burst").await?;
     let creations = (0..count).map(|index| {
         let ctx = ctx.clone();
-        async move {
-            ctx.two_container_pod(&format!("burst-{index}"), |_| {})
-                .await
-        }
+        async move { bench_pod(&ctx, &format!("burst-{index}"), probes, |_| {}).await }
     });
     futures::stream::iter(creations)
         .buffer_unordered(10)
