@@ -14,24 +14,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::io::Write as _;
 use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crr_crds::keys;
 use crr_crds::v1beta1::ContainerRecreateRequest;
-use futures::{FutureExt as _, StreamExt as _};
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, PodSpec};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceConversion, CustomResourceDefinition,
-};
+use crr_testbed as testbed;
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{Condition, await_condition};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -39,235 +31,34 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
 const WAIT: Duration = Duration::from_secs(90);
-const TEST_LABEL: &str = "crr.apps.kruise.io/test";
 /// Service accounts of an installed operator and node daemon (manifests/).
-const INSTALLED_WRITERS: [&str; 2] = [":crr-operator", ":crr-node-daemon"];
+const INSTALLED_WRITERS: [&str; 2] = ["crr-node-daemon", "crr-operator"];
 
-/// The cluster client, or `None` (after saying why) when the tests should be skipped.
-async fn cluster() -> Option<Client> {
-    let required = std::env::var("CRR_CLUSTER_TESTS").as_deref() == Ok("1");
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let connect = async {
-        let client = Client::try_default().await.map_err(|e| e.to_string())?;
-        client
-            .apiserver_version()
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>(client)
-    };
-    let reason = match tokio::time::timeout(Duration::from_secs(15), connect).await {
-        Ok(Ok(client)) => return Some(client),
-        Ok(Err(error)) => error,
-        Err(_) => "the API server did not answer within 15 s".to_owned(),
-    };
-    if required {
-        panic!("CRR_CLUSTER_TESTS=1 but no cluster is reachable: {reason}");
-    }
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: no Kubernetes cluster reachable ({reason}). Start the local cluster \
-         (hack/README.md), export its KUBECONFIG and set CRR_CLUSTER_TESTS=1 to run these tests."
-    );
-    None
-}
-
-/// Waits (by watch) until `condition` holds for the named object; panics after [`WAIT`].
-async fn wait_for<K>(api: Api<K>, name: &str, condition: impl Condition<K>, what: &str) -> Option<K>
-where
-    K: Clone + std::fmt::Debug + Send + serde::de::DeserializeOwned + kube::Resource + 'static,
-{
-    match tokio::time::timeout(WAIT, await_condition(api.clone(), name, condition)).await {
-        Ok(Ok(object)) => object,
-        Ok(Err(error)) => panic!("waiting for {what}: {error}"),
-        Err(_) => {
-            let current = api.get_opt(name).await;
-            panic!("timed out after {WAIT:?} waiting for {what}; current object: {current:#?}")
-        }
-    }
-}
-
-/// Creates the CRD when it is missing (without conversion webhook) and waits until established.
-async fn ensure_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds
-        .get_opt(keys::CRD_NAME)
-        .await
-        .expect("reading the CRD")
-        .is_none()
-    {
-        let mut crd =
-            crr_crds::crd(&crr_crds::ConversionService::default()).expect("building the CRD");
-        crd.spec.conversion = Some(CustomResourceConversion {
-            strategy: "None".to_owned(),
-            webhook: None,
-        });
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-            Err(error) => panic!("creating the CRD: {error}"),
-        }
-    }
-    let established = |crd: Option<&CustomResourceDefinition>| {
-        crd.and_then(|crd| crd.status.as_ref())
-            .and_then(|status| status.conditions.as_ref())
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            })
-    };
-    wait_for(
-        crds,
-        keys::CRD_NAME,
-        established,
-        "the CRD to be established",
-    )
-    .await;
-}
-
-/// Denies an installed operator or node daemon every write in `namespace`; returns once the API
-/// server enforces it (a dry-run as the node daemon is refused).
-async fn keep_installed_components_out(client: &Client, namespace: &str) {
-    let is_installed = INSTALLED_WRITERS
-        .iter()
-        .map(|suffix| format!("request.userInfo.username.endsWith('{suffix}')"))
-        .collect::<Vec<_>>()
-        .join(" || ");
-    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
-        "metadata": {"name": namespace, "labels": {TEST_LABEL: "kubectl-crr"}},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [keys::GROUP, ""],
-                "apiVersions": ["*"],
-                "operations": ["CREATE", "UPDATE", "DELETE"],
-                "resources": [keys::PLURAL, format!("{}/status", keys::PLURAL), "configmaps"],
-            }]},
-            "matchConditions": [{"name": "installed-crr", "expression": is_installed}],
-            "validations": [{
-                "expression": "false",
-                "message": "requests of this namespace are driven by the kubectl-crr test",
-            }],
-        },
-    }))
-    .expect("a policy");
-    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
-        "metadata": {"name": namespace, "labels": {TEST_LABEL: "kubectl-crr"}},
-        "spec": {
-            "policyName": namespace,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {
-                "kubernetes.io/metadata.name": namespace,
-            }}},
-        },
-    }))
-    .expect("a binding");
-    Api::<ValidatingAdmissionPolicy>::all(client.clone())
-        .create(&PostParams::default(), &policy)
-        .await
-        .expect("creating the isolation policy");
-    Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("creating the isolation policy binding");
-    let mut config = kube::Config::infer().await.expect("a kubeconfig");
-    config.auth_info.impersonate =
-        Some("system:serviceaccount:crr-system:crr-node-daemon".to_owned());
-    config.auth_info.impersonate_groups = Some(vec!["system:masters".to_owned()]);
-    let impersonated = Client::try_from(config).expect("an impersonating client");
-    let config_maps: Api<ConfigMap> = Api::namespaced(impersonated, namespace);
-    let probe = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("isolation-probe".to_owned()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let enforced = async {
-        loop {
-            let params = PostParams {
-                dry_run: true,
-                ..Default::default()
-            };
-            match config_maps.create(&params, &probe).await {
-                Err(kube::Error::Api(status)) if status.message.contains("kubectl-crr test") => {
-                    return;
-                }
-                _ => tokio::time::sleep(Duration::from_millis(200)).await,
-            }
-        }
-    };
-    tokio::time::timeout(WAIT, enforced)
-        .await
-        .expect("the isolation policy is never enforced");
-}
-
-/// Runs `body` in a fresh namespace, deletes it (and the isolation policy) afterwards, also
-/// when `body` panics.
+/// Runs `body` in a fresh namespace where an installed operator or node daemon may not write
+/// (see `crr_testbed::with_namespace`).
 async fn with_namespace<F, Fut>(test: &str, body: F)
 where
     F: FnOnce(Client, String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let Some(client) = cluster().await else {
-        return;
-    };
-    ensure_crd(&client).await;
-    let suffix = format!(
-        "{:x}",
-        std::process::id() ^ jiff::Timestamp::now().subsec_nanosecond() as u32
-    );
-    let name = format!("crr-kc-{test}-{suffix}");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    labels: Some(BTreeMap::from([(
-                        TEST_LABEL.to_owned(),
-                        "kubectl-crr".to_owned(),
-                    )])),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("creating the test namespace");
-    let outcome = std::panic::AssertUnwindSafe(async {
-        keep_installed_components_out(&client, &name).await;
-        body(client.clone(), name.clone()).await;
-    })
-    .catch_unwind()
+    testbed::with_namespace(
+        "crr-kc",
+        "kubectl-crr",
+        test,
+        WAIT,
+        |client, name| async move {
+            testbed::deny_writes(
+                &client,
+                &name,
+                &INSTALLED_WRITERS,
+                "requests of this namespace are driven by the kubectl-crr test",
+                WAIT,
+            )
+            .await;
+            body(client, name).await;
+        },
+    )
     .await;
-    let _ = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-        .delete(&name, &DeleteParams::default())
-        .await;
-    let _ = Api::<ValidatingAdmissionPolicy>::all(client.clone())
-        .delete(&name, &DeleteParams::default())
-        .await;
-    if std::env::var("CRR_KEEP_NAMESPACES").as_deref() == Ok("1") {
-        eprintln!("keeping namespace {name}");
-    } else {
-        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &name);
-        if let Ok(list) = crrs.list(&Default::default()).await {
-            for crr in list {
-                let _ = crrs
-                    .patch(
-                        &crr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
-                    )
-                    .await;
-            }
-        }
-        let _ = namespaces.delete(&name, &DeleteParams::background()).await;
-    }
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
 }
 
 fn image() -> String {
@@ -302,7 +93,7 @@ async fn ready_pods(client: &Client, namespace: &str, label: &str, names: &[&str
             .expect("creating a pod");
     }
     for name in names {
-        wait_for(
+        testbed::wait_for(
             pods.clone(),
             name,
             |pod: Option<&Pod>| {
@@ -315,6 +106,7 @@ async fn ready_pods(client: &Client, namespace: &str, label: &str, names: &[&str
                     })
             },
             "the pod to be Ready",
+            WAIT,
         )
         .await;
     }

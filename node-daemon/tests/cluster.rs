@@ -21,7 +21,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -32,170 +31,26 @@ use crr_crds::v1beta1::{
     ContainerRecreateRequestContainerContext, ContainerRecreateRequestSpec,
     ContainerRecreateRequestStrategy, Phase, ProbeHandler,
 };
-use futures::FutureExt as _;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
+use crr_testbed as testbed;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceConversion, CustomResourceDefinition,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, LogParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{Condition, await_condition};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{LogParams, PostParams};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
 const WAIT: Duration = Duration::from_secs(120);
-const TEST_LABEL: &str = "crr.apps.kruise.io/test";
-/// How an installed node daemon's service account is named (manifests/).
-const INSTALLED_DAEMON_SUFFIX: &str = ":crr-node-daemon";
+/// The service account of an installed node daemon (manifests/).
+const INSTALLED_DAEMON: &str = "crr-node-daemon";
 
-/// The cluster client, or `None` (after saying why) when the tests should be skipped.
-async fn cluster() -> Option<Client> {
-    let required = std::env::var("CRR_CLUSTER_TESTS").as_deref() == Ok("1");
-    let connect = async {
-        let client = Client::try_default().await.map_err(|e| e.to_string())?;
-        client
-            .apiserver_version()
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>(client)
-    };
-    let reason = match tokio::time::timeout(Duration::from_secs(15), connect).await {
-        Ok(Ok(client)) => return Some(client),
-        Ok(Err(error)) => error,
-        Err(_) => "the API server did not answer within 15 s".to_owned(),
-    };
-    if required {
-        panic!("CRR_CLUSTER_TESTS=1 but no cluster is reachable: {reason}");
-    }
-    // Written to the stderr handle, not with eprintln!, so the test harness does not swallow it.
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: no Kubernetes cluster reachable ({reason}). Start the local cluster \
-         (hack/README.md), export its KUBECONFIG and set CRR_CLUSTER_TESTS=1 to run these tests."
-    );
-    None
-}
-
-/// Creates the CRD when it is missing (without conversion webhook) and waits until established.
-async fn ensure_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds
-        .get_opt(keys::CRD_NAME)
-        .await
-        .expect("reading the CRD")
-        .is_none()
-    {
-        let mut crd =
-            crr_crds::crd(&crr_crds::ConversionService::default()).expect("building the CRD");
-        crd.spec.conversion = Some(CustomResourceConversion {
-            strategy: "None".to_owned(),
-            webhook: None,
-        });
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-            Err(error) => panic!("creating the CRD: {error}"),
-        }
-    }
-    let established = |crd: Option<&CustomResourceDefinition>| {
-        crd.and_then(|crd| crd.status.as_ref())
-            .and_then(|status| status.conditions.as_ref())
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            })
-    };
-    wait_for(
-        crds,
-        keys::CRD_NAME,
-        established,
-        "the CRD to be established",
-    )
-    .await;
-}
-
-/// Waits (by watch) until `condition` holds for the named object; panics after [`WAIT`].
-async fn wait_for<K>(api: Api<K>, name: &str, condition: impl Condition<K>, what: &str) -> Option<K>
-where
-    K: Clone + std::fmt::Debug + Send + serde::de::DeserializeOwned + kube::Resource + 'static,
-{
-    match tokio::time::timeout(WAIT, await_condition(api.clone(), name, condition)).await {
-        Ok(Ok(object)) => object,
-        Ok(Err(error)) => panic!("waiting for {what}: {error}"),
-        Err(_) => {
-            let current = api.get_opt(name).await;
-            panic!("timed out after {WAIT:?} waiting for {what}; current object: {current:#?}")
-        }
-    }
-}
-
-/// Runs `body` in a fresh namespace, deletes the namespace (and the isolation policy) afterwards,
-/// also when `body` panics.
+/// Runs `body` in a fresh namespace (see `crr_testbed::with_namespace`).
 async fn with_namespace<F, Fut>(test: &str, body: F)
 where
     F: FnOnce(Client, String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let Some(client) = cluster().await else {
-        return;
-    };
-    ensure_crd(&client).await;
-    let suffix = format!(
-        "{:x}",
-        std::process::id() ^ jiff::Timestamp::now().subsec_nanosecond() as u32
-    );
-    let name = format!("crr-nd-{test}-{suffix}");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    labels: Some(BTreeMap::from([(
-                        TEST_LABEL.to_owned(),
-                        "node-daemon".to_owned(),
-                    )])),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("creating the test namespace");
-    let outcome = std::panic::AssertUnwindSafe(body(client.clone(), name.clone()))
-        .catch_unwind()
-        .await;
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    let _ = bindings.delete(&name, &DeleteParams::default()).await;
-    let _ = policies.delete(&name, &DeleteParams::default()).await;
-    if std::env::var("CRR_KEEP_NAMESPACES").as_deref() == Ok("1") {
-        eprintln!("keeping namespace {name}");
-    } else {
-        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &name);
-        if let Ok(list) = crrs.list(&Default::default()).await {
-            for crr in list {
-                let _ = crrs
-                    .patch(
-                        &crr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
-                    )
-                    .await;
-            }
-        }
-        let _ = namespaces.delete(&name, &DeleteParams::background()).await;
-    }
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    testbed::with_namespace("crr-nd", "node-daemon", test, WAIT, body).await;
 }
 
 /// What of crr is installed in the cluster.
@@ -233,90 +88,6 @@ async fn installed(client: &Client) -> Installed {
                     > 0
         });
     Installed { webhook, operator }
-}
-
-/// Denies any installed node daemon every write in `namespace` (see the module comment); returns
-/// once the API server enforces it, proven by a dry-run as that daemon being refused.
-async fn keep_installed_daemons_out(client: &Client, namespace: &str) {
-    let is_daemon = format!("request.userInfo.username.endsWith('{INSTALLED_DAEMON_SUFFIX}')");
-    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
-        "metadata": {"name": namespace, "labels": {TEST_LABEL: "node-daemon"}},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [keys::GROUP, ""],
-                "apiVersions": ["*"],
-                "operations": ["CREATE", "UPDATE", "DELETE"],
-                "resources": [keys::PLURAL, format!("{}/status", keys::PLURAL), "configmaps"],
-            }]},
-            "matchConditions": [{"name": "installed-node-daemon", "expression": is_daemon}],
-            "validations": [{
-                "expression": "false",
-                "message": "requests of this namespace belong to the node daemon under test",
-            }],
-        },
-    }))
-    .expect("a policy");
-    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
-        "metadata": {"name": namespace, "labels": {TEST_LABEL: "node-daemon"}},
-        "spec": {
-            "policyName": namespace,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {
-                "kubernetes.io/metadata.name": namespace,
-            }}},
-        },
-    }))
-    .expect("a binding");
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    policies
-        .create(&PostParams::default(), &policy)
-        .await
-        .expect("creating the isolation policy");
-    bindings
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("creating the isolation policy binding");
-    // Probe as an installed daemon (with every right, so only the policy can refuse).
-    let mut config = kube::Config::infer().await.expect("a kubeconfig");
-    config.auth_info.impersonate = Some(format!(
-        "system:serviceaccount:crr-system{INSTALLED_DAEMON_SUFFIX}"
-    ));
-    config.auth_info.impersonate_groups = Some(vec!["system:masters".to_owned()]);
-    let impersonated = Client::try_from(config).expect("an impersonating client");
-    let config_maps: Api<ConfigMap> = Api::namespaced(impersonated, namespace);
-    let probe = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("isolation-probe".to_owned()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let enforced = async {
-        loop {
-            match config_maps
-                .create(
-                    &PostParams {
-                        dry_run: true,
-                        ..Default::default()
-                    },
-                    &probe,
-                )
-                .await
-            {
-                Err(kube::Error::Api(status))
-                    if status.message.contains("node daemon under test") =>
-                {
-                    return;
-                }
-                _ => tokio::time::sleep(Duration::from_millis(200)).await,
-            }
-        }
-    };
-    tokio::time::timeout(WAIT, enforced)
-        .await
-        .expect("the isolation policy is never enforced");
 }
 
 fn repository() -> PathBuf {
@@ -447,7 +218,7 @@ async fn two_container_pod(client: &Client, namespace: &str) -> Pod {
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("creating the pod");
-    wait_for(pods, "two", all_ready, "the pod to be Ready")
+    testbed::wait_for(pods, "two", all_ready, "the pod to be Ready", WAIT)
         .await
         .expect("the pod")
 }
@@ -537,7 +308,14 @@ fn completed(crr: Option<&ContainerRecreateRequest>) -> bool {
 async fn recreates_one_container_of_two_in_place() {
     with_namespace("two", |client, namespace| async move {
         let installed = installed(&client).await;
-        keep_installed_daemons_out(&client, &namespace).await;
+        testbed::deny_writes(
+            &client,
+            &namespace,
+            &[INSTALLED_DAEMON],
+            "requests of this namespace belong to the node daemon under test",
+            WAIT,
+        )
+        .await;
         let _operator = (!installed.operator).then(|| start_operator(&namespace));
         let pod = two_container_pod(&client, &namespace).await;
         let node = pod
@@ -564,9 +342,15 @@ async fn recreates_one_container_of_two_in_place() {
             pod.uid().as_ref(),
             "the request targets this pod"
         );
-        let done = wait_for(crrs, "recreate-app", completed, "the request to complete")
-            .await
-            .expect("the request");
+        let done = testbed::wait_for(
+            crrs,
+            "recreate-app",
+            completed,
+            "the request to complete",
+            WAIT,
+        )
+        .await
+        .expect("the request");
         let status = done.status.clone().expect("a status");
         assert_eq!(status.phase, Some(Phase::Completed));
         assert_eq!(

@@ -17,7 +17,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::io::Write as _;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -27,15 +26,12 @@ use crr_crds::v1beta1::{
     ContainerRecreateRequestContainerContext, ContainerRecreateRequestSpec,
     ContainerRecreateRequestStrategy, Phase,
 };
-use futures::FutureExt;
+use crr_testbed as testbed;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodReadinessGate, PodSpec};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceConversion, CustomResourceDefinition,
-};
+use k8s_openapi::api::core::v1::{Container, Pod, PodReadinessGate, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{Condition, await_condition};
+use kube::runtime::wait::Condition;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio::process::{Child, Command};
@@ -45,145 +41,13 @@ const WAIT: Duration = Duration::from_secs(60);
 const GATED_POD_LABEL: &str = "crr.apps.kruise.io/readiness-gate";
 const GATED_POD_SELECTOR: &str = "crr.apps.kruise.io/readiness-gate=true";
 
-/// The cluster client, or `None` (after saying why) when the tests should be skipped.
-async fn cluster() -> Option<Client> {
-    let required = std::env::var("CRR_CLUSTER_TESTS").as_deref() == Ok("1");
-    let connect = async {
-        let client = Client::try_default().await.map_err(|e| e.to_string())?;
-        client
-            .apiserver_version()
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>(client)
-    };
-    let reason = match tokio::time::timeout(Duration::from_secs(15), connect).await {
-        Ok(Ok(client)) => return Some(client),
-        Ok(Err(error)) => error,
-        Err(_) => "the API server did not answer within 15 s".to_owned(),
-    };
-    if required {
-        panic!("CRR_CLUSTER_TESTS=1 but no cluster is reachable: {reason}");
-    }
-    // Written to the stderr handle, not with eprintln!, so the test harness does not swallow it.
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: no Kubernetes cluster reachable ({reason}). Start the local cluster \
-         (hack/README.md), export its KUBECONFIG and set CRR_CLUSTER_TESTS=1 to run these tests."
-    );
-    None
-}
-
-/// Creates the CRD when it is missing (without conversion webhook) and waits until established.
-async fn ensure_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds
-        .get_opt(keys::CRD_NAME)
-        .await
-        .expect("reading the CRD")
-        .is_none()
-    {
-        let mut crd =
-            crr_crds::crd(&crr_crds::ConversionService::default()).expect("building the CRD");
-        crd.spec.conversion = Some(CustomResourceConversion {
-            strategy: "None".to_owned(),
-            webhook: None,
-        });
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-            Err(error) => panic!("creating the CRD: {error}"),
-        }
-    }
-    let established = |crd: Option<&CustomResourceDefinition>| {
-        crd.and_then(|crd| crd.status.as_ref())
-            .and_then(|status| status.conditions.as_ref())
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            })
-    };
-    wait_for(
-        crds,
-        keys::CRD_NAME,
-        established,
-        "the CRD to be established",
-    )
-    .await;
-}
-
-/// Waits (by watch) until `condition` holds for the named object; panics after [`WAIT`].
-async fn wait_for<K>(api: Api<K>, name: &str, condition: impl Condition<K>, what: &str) -> Option<K>
-where
-    K: Clone + std::fmt::Debug + Send + serde::de::DeserializeOwned + kube::Resource + 'static,
-{
-    match tokio::time::timeout(WAIT, await_condition(api.clone(), name, condition)).await {
-        Ok(Ok(object)) => object,
-        Ok(Err(error)) => panic!("waiting for {what}: {error}"),
-        Err(_) => {
-            let current = api.get_opt(name).await;
-            panic!("timed out after {WAIT:?} waiting for {what}; current object: {current:#?}")
-        }
-    }
-}
-
-/// Runs `body` in a fresh namespace, deletes the namespace afterwards (also when `body` panics).
+/// Runs `body` in a fresh namespace (see `crr_testbed::with_namespace`).
 async fn with_namespace<F, Fut>(test: &str, body: F)
 where
     F: FnOnce(Client, String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let Some(client) = cluster().await else {
-        return;
-    };
-    ensure_crd(&client).await;
-    let suffix = format!(
-        "{:x}",
-        std::process::id() ^ jiff::Timestamp::now().subsec_nanosecond() as u32
-    );
-    let name = format!("crr-op-{test}-{suffix}");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    labels: Some(BTreeMap::from([(
-                        "crr.apps.kruise.io/test".to_owned(),
-                        "operator".to_owned(),
-                    )])),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("creating the test namespace");
-    let outcome = std::panic::AssertUnwindSafe(body(client.clone(), name.clone()))
-        .catch_unwind()
-        .await;
-    if std::env::var("CRR_KEEP_NAMESPACES").as_deref() == Ok("1") {
-        eprintln!("keeping namespace {name}");
-    } else {
-        // Finalizers of leftover requests must not keep the namespace around.
-        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &name);
-        if let Ok(list) = crrs.list(&Default::default()).await {
-            for crr in list {
-                let _ = crrs
-                    .patch(
-                        &crr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
-                    )
-                    .await;
-            }
-        }
-        let _ = namespaces.delete(&name, &DeleteParams::background()).await;
-    }
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    testbed::with_namespace("crr-op", "operator", test, WAIT, body).await;
 }
 
 /// A `crr-operator` process watching only `namespace`, killed when dropped.
@@ -240,7 +104,7 @@ async fn leader(client: &Client, namespace: &str) -> String {
             .and_then(|spec| spec.holder_identity.as_deref())
             .is_some_and(|holder| !holder.is_empty())
     };
-    let lease = wait_for(leases, "crr-operator", held, "a leader").await;
+    let lease = testbed::wait_for(leases, "crr-operator", held, "a leader", WAIT).await;
     lease
         .and_then(|lease| lease.spec)
         .and_then(|spec| spec.holder_identity)
@@ -322,11 +186,12 @@ async fn gated_ready_pod(client: &Client, namespace: &str, name: &str) -> Pod {
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("creating a gated pod");
-    wait_for(
+    testbed::wait_for(
         pods,
         name,
         |pod: Option<&Pod>| condition_is(pod, "Ready", "True"),
         "the gated pod to be Ready (KruisePodReady initialised by the operator)",
+        WAIT,
     )
     .await
     .expect("pod exists")
@@ -446,11 +311,12 @@ async fn active_deadline_completes_the_request_and_fails_unfinished_containers()
         )
         .await;
         let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
-        let done = wait_for(
+        let done = testbed::wait_for(
             crrs.clone(),
             "deadline",
             completed_with("recreating has exceeded the activeDeadlineSeconds"),
             "completion by deadline",
+            WAIT,
         )
         .await
         .expect("request exists");
@@ -464,7 +330,7 @@ async fn active_deadline_completes_the_request_and_fails_unfinished_containers()
             took >= 2.0,
             "completed {took}s after creation, before the deadline"
         );
-        wait_for(crrs, "deadline", not_active, "the active label to go").await;
+        testbed::wait_for(crrs, "deadline", not_active, "the active label to go", WAIT).await;
     })
     .await;
 }
@@ -490,12 +356,11 @@ async fn finished_request_is_deleted_after_its_ttl() {
         let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
         let uid = created.uid().expect("uid");
         let started = std::time::Instant::now();
-        wait_for(
+        testbed::wait_for(
             crrs,
             "ttl",
             kube::runtime::conditions::is_deleted(&uid),
-            "deletion by TTL",
-        )
+            "deletion by TTL", WAIT,)
         .await;
         assert!(started.elapsed() >= Duration::from_millis(1500), "deleted before its TTL");
     })
@@ -520,11 +385,12 @@ async fn request_whose_pod_is_deleted_completes_with_pod_has_gone() {
             .await
             .expect("deleting the pod");
         let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
-        wait_for(
+        testbed::wait_for(
             crrs,
             "gone",
             completed_with("pod has gone"),
             "completion by pod loss",
+            WAIT,
         )
         .await;
     })
@@ -545,27 +411,25 @@ async fn unready_grace_takes_the_pod_out_of_endpoints_and_completion_restores_it
         let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
         let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
         let expected = holders_message(&namespace, &["unready"]);
-        let held = wait_for(
+        let held = testbed::wait_for(
             pods.clone(),
             "web",
             |pod: Option<&Pod>| {
                 pod.and_then(|pod| pod_condition(pod, keys::POD_CONDITION_KRUISE_POD_READY))
                     .is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(expected.as_str()))
             },
-            "KruisePodReady=False held by the request",
-        )
+            "KruisePodReady=False held by the request", WAIT,)
         .await
         .expect("pod exists");
         assert!(!condition_is(Some(&held), "Ready", "True"), "pod still Ready");
-        let grace = wait_for(
+        let grace = testbed::wait_for(
             crrs.clone(),
             "unready",
             |crr: Option<&ContainerRecreateRequest>| {
                 crr.and_then(|crr| crr.condition(keys::CONDITION_PRE_RECREATE_GRACE))
                     .is_some_and(|c| c.status == "True")
             },
-            "the PreRecreateGrace condition",
-        )
+            "the PreRecreateGrace condition", WAIT,)
         .await
         .expect("request exists");
         assert!(grace.finalizers().iter().any(|f| f == keys::FINALIZER_UNREADY_ACQUIRED));
@@ -582,28 +446,25 @@ async fn unready_grace_takes_the_pod_out_of_endpoints_and_completion_restores_it
             }),
         )
         .await;
-        wait_for(
+        testbed::wait_for(
             pods.clone(),
             "web",
             |pod: Option<&Pod>| condition_is(pod, keys::POD_CONDITION_KRUISE_POD_READY, "True"),
-            "KruisePodReady back to True",
-        )
+            "KruisePodReady back to True", WAIT,)
         .await;
-        wait_for(
+        testbed::wait_for(
             pods,
             "web",
             |pod: Option<&Pod>| condition_is(pod, "Ready", "True"),
-            "the pod Ready again",
-        )
+            "the pod Ready again", WAIT,)
         .await;
-        wait_for(
+        testbed::wait_for(
             crrs,
             "unready",
             |crr: Option<&ContainerRecreateRequest>| {
                 crr.is_some_and(|crr| crr.finalizers().is_empty() && !crr.labels().contains_key(keys::LABEL_ACTIVE))
             },
-            "the finalizer and the active label to go",
-        )
+            "the finalizer and the active label to go", WAIT,)
         .await;
     })
     .await;
@@ -628,15 +489,16 @@ async fn deleting_a_request_mid_flight_restores_the_pod_readiness() {
         )
         .await;
         let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-        wait_for(
+        testbed::wait_for(
             pods.clone(),
             "web",
             |pod: Option<&Pod>| condition_is(pod, keys::POD_CONDITION_KRUISE_POD_READY, "False"),
             "KruisePodReady=False",
+            WAIT,
         )
         .await;
         let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
-        wait_for(
+        testbed::wait_for(
             crrs.clone(),
             "midflight",
             |crr: Option<&ContainerRecreateRequest>| {
@@ -647,12 +509,13 @@ async fn deleting_a_request_mid_flight_restores_the_pod_readiness() {
                 })
             },
             "the unready-acquired finalizer",
+            WAIT,
         )
         .await;
         crrs.delete("midflight", &DeleteParams::default())
             .await
             .expect("deleting the request");
-        wait_for(
+        testbed::wait_for(
             pods.clone(),
             "web",
             |pod: Option<&Pod>| {
@@ -660,21 +523,24 @@ async fn deleting_a_request_mid_flight_restores_the_pod_readiness() {
                     .is_some_and(|c| c.status == "True" && c.message.as_deref() == Some("[]"))
             },
             "KruisePodReady restored after deletion",
+            WAIT,
         )
         .await;
         let uid = created.uid().expect("uid");
-        wait_for(
+        testbed::wait_for(
             crrs,
             "midflight",
             kube::runtime::conditions::is_deleted(&uid),
             "the request to be gone",
+            WAIT,
         )
         .await;
-        wait_for(
+        testbed::wait_for(
             pods,
             "web",
             |pod: Option<&Pod>| condition_is(pod, "Ready", "True"),
             "the pod Ready again",
+            WAIT,
         )
         .await;
     })
@@ -706,11 +572,12 @@ async fn second_replica_takes_over_when_the_leader_is_killed() {
         )
         .await;
         let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
-        wait_for(
+        testbed::wait_for(
             crrs,
             "failover",
             completed_with("recreating has exceeded the activeDeadlineSeconds"),
             "completion by the replica that took over",
+            WAIT,
         )
         .await;
         let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);

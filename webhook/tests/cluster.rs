@@ -21,25 +21,22 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crr_crds::keys;
-use futures::FutureExt as _;
+use crr_testbed as testbed;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
     PostParams,
 };
-use kube::runtime::wait::{Condition, await_condition};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -52,54 +49,6 @@ const NODE_ADDRESS: &str = "10.213.0.2";
 const NAMESPACE_LABEL: &str = "crr.apps.kruise.io/webhook-test";
 const BUSYBOX: &str = "crr.local/busybox:1.35";
 
-/// The cluster client, or `None` (after saying why) when the tests should be skipped.
-async fn cluster() -> Option<Client> {
-    let required = std::env::var("CRR_CLUSTER_TESTS").as_deref() == Ok("1");
-    let connect = async {
-        let client = Client::try_default().await.map_err(|e| e.to_string())?;
-        client
-            .apiserver_version()
-            .await
-            .map_err(|e| e.to_string())?;
-        if !Path::new(NETNS).exists() {
-            return Err(format!(
-                "{NETNS} is missing: these tests run the webhook inside the local test bed's network namespace"
-            ));
-        }
-        Ok::<_, String>(client)
-    };
-    let reason = match tokio::time::timeout(Duration::from_secs(15), connect).await {
-        Ok(Ok(client)) => return Some(client),
-        Ok(Err(error)) => error,
-        Err(_) => "the API server did not answer within 15 s".to_owned(),
-    };
-    if required {
-        panic!("CRR_CLUSTER_TESTS=1 but no usable cluster: {reason}");
-    }
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: no usable local Kubernetes cluster ({reason}). Start the local cluster \
-         (hack/README.md), export its KUBECONFIG and set CRR_CLUSTER_TESTS=1 to run these tests."
-    );
-    None
-}
-
-/// Waits (by watch) until `condition` holds for the named object; panics after [`WAIT`].
-async fn wait_for<K>(api: Api<K>, name: &str, condition: impl Condition<K>, what: &str) -> K
-where
-    K: Clone + std::fmt::Debug + Send + serde::de::DeserializeOwned + kube::Resource + 'static,
-{
-    match tokio::time::timeout(WAIT, await_condition(api.clone(), name, condition)).await {
-        Ok(Ok(Some(object))) => object,
-        Ok(Ok(None)) => panic!("waiting for {what}: the object is gone"),
-        Ok(Err(error)) => panic!("waiting for {what}: {error}"),
-        Err(_) => {
-            let current = api.get_opt(name).await;
-            panic!("timed out after {WAIT:?} waiting for {what}; current object: {current:#?}")
-        }
-    }
-}
-
 /// What a test gets: a client, its namespace and a suffix unique to it.
 struct Env {
     client: Client,
@@ -107,8 +56,22 @@ struct Env {
     suffix: String,
 }
 
+/// The cluster, if the test bed's network namespace is there too.
+async fn cluster() -> Option<Client> {
+    testbed::cluster_where(|| {
+        if Path::new(NETNS).exists() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{NETNS} is missing: these tests run the webhook inside the local test bed's network namespace"
+            ))
+        }
+    })
+    .await
+}
+
 /// Runs `body` in a fresh labelled namespace; deletes the namespace and the test's webhook
-/// configurations afterwards (also when `body` panics).
+/// configurations afterwards (see `crr_testbed::in_namespace`).
 async fn with_namespace<F, Fut>(test: &str, body: F)
 where
     F: FnOnce(Env) -> Fut,
@@ -117,39 +80,15 @@ where
     let Some(client) = cluster().await else {
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let suffix = format!("{:x}", std::process::id() ^ nanos);
+    let suffix = testbed::unique_suffix();
     let namespace = format!("crr-wh-{test}-{suffix}");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(namespace.clone()),
-                    labels: Some(BTreeMap::from([(
-                        NAMESPACE_LABEL.to_owned(),
-                        suffix.clone(),
-                    )])),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("creating the test namespace");
-    let env = Env {
+    let labels = BTreeMap::from([(NAMESPACE_LABEL.to_owned(), suffix.clone())]);
+    let body = body(Env {
         client: client.clone(),
         namespace: namespace.clone(),
         suffix: suffix.clone(),
-    };
-    let outcome = std::panic::AssertUnwindSafe(body(env)).catch_unwind().await;
-    if std::env::var("CRR_KEEP_NAMESPACES").as_deref() == Ok("1") {
-        eprintln!("keeping namespace {namespace} and webhook configurations {suffix}");
-    } else {
+    });
+    let webhook_configurations = async {
         let selector = ListParams::default().labels(&format!("{NAMESPACE_LABEL}={suffix}"));
         let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
         let _ = mutating
@@ -159,27 +98,8 @@ where
         let _ = validating
             .delete_collection(&DeleteParams::default(), &selector)
             .await;
-        // Finalizers of leftover requests (an installed operator may add them) must not keep
-        // the namespace around.
-        let crrs = crr_api(&client, &namespace, "v1beta1");
-        if let Ok(list) = crrs.list(&ListParams::default()).await {
-            for crr in list {
-                let _ = crrs
-                    .patch(
-                        &crr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-                    )
-                    .await;
-            }
-        }
-        let _ = namespaces
-            .delete(&namespace, &DeleteParams::background())
-            .await;
-    }
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    };
+    testbed::in_namespace(&client, &namespace, labels, body, webhook_configurations).await;
 }
 
 fn crr_api(client: &Client, namespace: &str, version: &str) -> Api<DynamicObject> {
@@ -317,7 +237,7 @@ impl Webhook {
             .await
             .expect("creating the ValidatingWebhookConfiguration");
         let ca = self.secret_ca(env).await;
-        wait_for(
+        testbed::wait_for(
             mutating_api,
             &self.configuration,
             |config: Option<&MutatingWebhookConfiguration>| {
@@ -329,9 +249,10 @@ impl Webhook {
                 })
             },
             "the webhook to publish its CA into the MutatingWebhookConfiguration",
+            WAIT,
         )
         .await;
-        wait_for(
+        testbed::wait_for(
             validating_api,
             &self.configuration,
             |config: Option<&ValidatingWebhookConfiguration>| {
@@ -343,6 +264,7 @@ impl Webhook {
                 })
             },
             "the webhook to publish its CA into the ValidatingWebhookConfiguration",
+            WAIT,
         )
         .await;
         ca
@@ -467,7 +389,7 @@ async fn running_pod(env: &Env, name: &str) -> Pod {
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("creating the pod");
-    wait_for(
+    testbed::wait_for(
         pods,
         name,
         |pod: Option<&Pod>| {
@@ -481,8 +403,10 @@ async fn running_pod(env: &Env, name: &str) -> Pod {
                 })
         },
         "the pod's containers to start",
+        WAIT,
     )
     .await
+    .expect("the pod is gone")
 }
 
 fn crr_object(version: &str, name: &str, spec: Value) -> DynamicObject {
@@ -676,14 +600,13 @@ async fn crr_admission_through_the_api_server() {
             .await
             .expect("rotating the Secret");
         let ca = rotated.ca_pem.into_bytes();
-        wait_for(
+        testbed::wait_for(
             Api::<ValidatingWebhookConfiguration>::all(env.client.clone()),
             &webhook.configuration,
             |config: Option<&ValidatingWebhookConfiguration>| {
                 config.is_some_and(|c| c.webhooks.iter().flatten().all(|w| has_ca(&w.client_config, &ca)))
             },
-            "the rotated CA to be published",
-        )
+            "the rotated CA to be published", WAIT,)
         .await;
         let created = create(&api, &crr_object("v1beta1", "after-rotation", valid.clone()))
             .await
