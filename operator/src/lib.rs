@@ -14,5 +14,6 @@ pub mod lease;
 pub mod metrics;
 pub mod readiness;
 pub mod reconcile;
+pub mod shutdown;
 pub mod snapshot;
 pub mod trigger;

@@ -17,6 +17,7 @@ use crr_operator::controller::{self, Context};
 use crr_operator::elector::{self, Elector};
 use crr_operator::gate::{self, GateContext};
 use crr_operator::metrics::{Metrics, PhaseCollector};
+use crr_operator::shutdown;
 use futures::Stream;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
@@ -81,6 +82,15 @@ struct Args {
     /// (the component injecting the gate labels them). Unset: no pod is initialised.
     #[arg(long, env = "CRR_OPERATOR_READINESS_GATE_SELECTOR")]
     readiness_gate_selector: Option<String>,
+
+    /// Seconds in-flight reconciles get to finish after SIGTERM before the Lease is released
+    /// anyway (keep it below the pod's terminationGracePeriodSeconds).
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_SHUTDOWN_DRAIN_SECONDS",
+        default_value_t = 10
+    )]
+    shutdown_drain_seconds: u64,
 
     /// Reconciles running at once.
     #[arg(long, env = "CRR_OPERATOR_WORKERS", default_value_t = 3)]
@@ -299,8 +309,20 @@ async fn main() -> anyhow::Result<()> {
     let run = async {
         tokio::join!(requests, gates);
     };
+    let drained = shutdown::drain(
+        run,
+        stopped(controller_stop.clone()),
+        Duration::from_secs(args.shutdown_drain_seconds),
+    );
     tokio::select! {
-        () = run => {}
+        drain = drained => {
+            if drain == shutdown::Drain::Abandoned {
+                warn!(
+                    seconds = args.shutdown_drain_seconds,
+                    "the controllers did not drain in time (a cache that never synced, or a slow reconcile); stopping anyway"
+                );
+            }
+        }
         result = &mut elector_task => {
             bail!("leader election ended unexpectedly: {result:?}");
         }
