@@ -60,6 +60,11 @@ impl Version {
     }
 }
 
+/// A container's long-running command that exits at once on SIGTERM: the shell waits on `wait`,
+/// which a trapped signal interrupts, not on `sleep`, which would hold the trap back for up to a
+/// second (a StopContainer would then measure the workload, not the kill).
+pub const EXIT_ON_TERM_LOOP: &str = "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done";
+
 impl Ctx {
     pub fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &self.namespace)
@@ -89,7 +94,7 @@ impl Ctx {
             json!({
                 "name": name,
                 "image": BUSYBOX,
-                "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"],
+                "command": ["sh", "-c", EXIT_ON_TERM_LOOP],
                 "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
                 "volumeMounts": [{"name": "data", "mountPath": "/data"}],
             })
