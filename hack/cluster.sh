@@ -201,6 +201,9 @@ failSwapOn: false
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
+# The bench holds 100 idle pods, or a burst's pods while the previous ones terminate, beside
+# crr's own: more than the default 110. The pod range (10.244.0.0/24) has 253 addresses.
+maxPods: 250
 # A development machine's disk is often fuller than a cluster node's:
 # never evict or taint the node for it.
 evictionHard: {memory.available: "100Mi", nodefs.available: "0%", imagefs.available: "0%", nodefs.inodesFree: "0%"}
