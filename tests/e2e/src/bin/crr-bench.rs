@@ -488,7 +488,7 @@ async fn kubelet_burst(client: &Client, count: usize, probes: PodProbes) -> anyh
         .await?;
     loop {
         let list = ctx.pods().list(&Default::default()).await?;
-        let back = list
+        let restarted = list
             .items
             .iter()
             .filter(|pod| {
@@ -497,7 +497,7 @@ async fn kubelet_burst(client: &Client, count: usize, probes: PodProbes) -> anyh
                     .is_some_and(|(id, restarts)| back(pod, id, *restarts) && pod_ready(pod))
             })
             .count();
-        if back == count {
+        if restarted == count {
             break;
         }
         if start.elapsed() > Duration::from_secs(600) {
