@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crr_webhook::admission::Lookup;
 use crr_webhook::review::{self, ClusterLookup};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
 struct DemoCluster(Pod, Node);
@@ -14,8 +15,8 @@ impl ClusterLookup for DemoCluster {
     async fn pod(&self, _: &str, _: &str) -> Lookup<Arc<Pod>> {
         Lookup::Found(Arc::new(self.0.clone()))
     }
-    async fn node(&self, _: &str) -> Lookup<Arc<Node>> {
-        Lookup::Found(Arc::new(self.1.clone()))
+    async fn node(&self, _: &str) -> Lookup<Arc<ObjectMeta>> {
+        Lookup::Found(Arc::new(self.1.metadata.clone()))
     }
 }
 

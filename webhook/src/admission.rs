@@ -10,7 +10,8 @@ use crr_crds::keys::{CONDITION_PRE_RECREATE_GRACE, LABEL_ACTIVE, LABEL_NODE_NAME
 use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainerContext, FailurePolicy, ProbeHandler,
 };
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, Node, Pod};
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Smallest accepted `activeDeadlineSeconds`.
 pub const MIN_ACTIVE_DEADLINE_SECONDS: i64 = 3;
@@ -87,7 +88,7 @@ pub fn check_feature_gate(node_daemon_enabled: bool) -> Result<(), Rejection> {
 pub fn admit_create(
     mut crr: ContainerRecreateRequest,
     pod: Lookup<&Pod>,
-    node: Lookup<&Node>,
+    node: Lookup<&ObjectMeta>,
 ) -> Result<ContainerRecreateRequest, Rejection> {
     let pod_name = crr.spec.pod_name.clone();
     if pod_name.is_empty() {
@@ -206,7 +207,7 @@ pub fn admit_create(
         LABEL_POD_UID.to_owned(),
         pod.metadata.uid.clone().unwrap_or_default(),
     );
-    let node_labels = node.metadata.labels.as_ref();
+    let node_labels = node.labels.as_ref();
     if node_labels
         .and_then(|l| l.get(VIRTUAL_KUBELET_LABEL_KEY))
         .map(String::as_str)

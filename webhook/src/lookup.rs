@@ -1,6 +1,16 @@
-//! Pod and node lookups for admission: watch-backed caches (kube-runtime reflectors), with a
-//! direct GET on a miss (a pod created a moment ago may not have reached the cache yet). The
-//! common case costs no API round trip.
+//! Pod and node lookups for admission.
+//!
+//! Memory must not grow with the number of pods in the cluster, so pods are not cached: a CRR
+//! CREATE reads its one pod with a GET (a consistent read, so the container IDs injected into
+//! `statusContext` are the current ones). Only nodes are cached, and only the one thing
+//! admission reads from them, their labels: a metadata-only watch with `managedFields` and
+//! annotations dropped before the objects reach the store. A node missing from the cache (one
+//! that joined a moment ago) is read with a metadata GET.
+//!
+//! Why not a pod cache: a full `Pod` decoded from the watch costs about 32 KiB of heap per pod
+//! (most of it server-side-apply `managedFields`, decoded into `serde_json::Value` trees, and the
+//! reflector's second copy during every relist), so 5,000 pods OOM-killed the webhook at its
+//! 128 MiB limit. `bench/webhook-pods.sh` measures it on the test bed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,45 +19,52 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
 use crate::admission::Lookup;
 use crate::review::ClusterLookup;
 
-/// Caches of every pod and node, fed by watches, plus a client for misses.
+/// Pods by GET, nodes' labels from a metadata-only watch.
 #[derive(Clone)]
-pub struct CachedLookup {
+pub struct ApiLookup {
     client: Client,
-    pods: Store<Pod>,
-    nodes: Store<Node>,
+    nodes: Store<PartialObjectMeta<Node>>,
     synced: Arc<AtomicBool>,
 }
 
-impl CachedLookup {
-    /// Starts the pod and node watches on the current runtime.
+/// Keeps of a node's metadata only what admission reads: its name and labels.
+fn keep_labels_only(node: &mut PartialObjectMeta<Node>) {
+    let ObjectMeta {
+        name,
+        labels,
+        resource_version,
+        ..
+    } = std::mem::take(&mut node.metadata);
+    node.metadata = ObjectMeta {
+        name,
+        labels,
+        resource_version,
+        ..ObjectMeta::default()
+    };
+}
+
+impl ApiLookup {
+    /// Starts the node metadata watch on the current runtime.
     pub fn start(client: Client) -> Self {
-        let (pods, pod_writer) = reflector::store();
         let (nodes, node_writer) = reflector::store();
         let synced = Arc::new(AtomicBool::new(false));
-        let pod_stream = reflector::reflector(
-            pod_writer,
-            watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .touched_objects();
         let node_stream = reflector::reflector(
             node_writer,
-            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
+            watcher(
+                Api::<PartialObjectMeta<Node>>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(keep_labels_only),
         )
-        .default_backoff()
         .touched_objects();
-        tokio::spawn(pod_stream.for_each(|event| async move {
-            if let Err(error) = event {
-                tracing::warn!(%error, "pod watch");
-            }
-        }));
         tokio::spawn(node_stream.for_each(|event| async move {
             if let Err(error) = event {
                 tracing::warn!(%error, "node watch");
@@ -55,57 +72,98 @@ impl CachedLookup {
         }));
         let lookup = Self {
             client,
-            pods,
             nodes,
             synced: synced.clone(),
         };
-        let (pods, nodes) = (lookup.pods.clone(), lookup.nodes.clone());
+        let nodes = lookup.nodes.clone();
         tokio::spawn(async move {
             // Poll at intervals: kube-runtime's readiness future wakes only its latest poller.
-            while tokio::time::timeout(Duration::from_millis(250), pods.wait_until_ready())
-                .await
-                .is_err()
-            {}
             while tokio::time::timeout(Duration::from_millis(250), nodes.wait_until_ready())
                 .await
                 .is_err()
             {}
             synced.store(true, Ordering::Relaxed);
-            tracing::info!("pod and node caches synced");
+            tracing::info!(nodes = nodes.len(), "node label cache synced");
         });
         lookup
     }
 
-    /// Both caches have been listed once.
+    /// The node cache has been listed once.
     pub fn is_synced(&self) -> bool {
         self.synced.load(Ordering::Relaxed)
     }
 }
 
-fn from_get<T>(result: Result<Option<T>, kube::Error>) -> Lookup<Arc<T>> {
+fn from_get<T, U>(
+    result: Result<Option<T>, kube::Error>,
+    project: impl FnOnce(T) -> U,
+) -> Lookup<Arc<U>> {
     match result {
-        Ok(Some(object)) => Lookup::Found(Arc::new(object)),
+        Ok(Some(object)) => Lookup::Found(Arc::new(project(object))),
         Ok(None) => Lookup::NotFound,
         Err(error) => Lookup::Failed(error.to_string()),
     }
 }
 
-impl ClusterLookup for CachedLookup {
+impl ClusterLookup for ApiLookup {
     async fn pod(&self, namespace: &str, name: &str) -> Lookup<Arc<Pod>> {
-        if let Some(pod) = self.pods.get(&ObjectRef::new(name).within(namespace)) {
-            return Lookup::Found(pod);
-        }
         from_get(
             Api::<Pod>::namespaced(self.client.clone(), namespace)
                 .get_opt(name)
                 .await,
+            |pod| pod,
         )
     }
 
-    async fn node(&self, name: &str) -> Lookup<Arc<Node>> {
+    async fn node(&self, name: &str) -> Lookup<Arc<ObjectMeta>> {
         if let Some(node) = self.nodes.get(&ObjectRef::new(name)) {
-            return Lookup::Found(node);
+            return Lookup::Found(Arc::new(node.metadata.clone()));
         }
-        from_get(Api::<Node>::all(self.client.clone()).get_opt(name).await)
+        from_get(
+            Api::<Node>::all(self.client.clone())
+                .get_metadata_opt(name)
+                .await,
+            |mut node| {
+                keep_labels_only(&mut node);
+                node.metadata
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_node_keeps_its_name_and_labels_only() {
+        let mut node: PartialObjectMeta<Node> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadata",
+            "metadata": {
+                "name": "n1",
+                "resourceVersion": "7",
+                "uid": "u",
+                "labels": {"type": "virtual-kubelet"},
+                "annotations": {"big": "x".repeat(4096)},
+                "managedFields": [{"manager": "kubelet", "operation": "Update",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}],
+            }
+        }))
+        .unwrap();
+        keep_labels_only(&mut node);
+        assert_eq!(node.metadata.name.as_deref(), Some("n1"));
+        assert_eq!(node.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(
+            node.metadata
+                .labels
+                .unwrap()
+                .get("type")
+                .map(String::as_str),
+            Some("virtual-kubelet")
+        );
+        assert!(node.metadata.annotations.is_none());
+        assert!(node.metadata.managed_fields.is_none());
+        assert!(node.metadata.uid.is_none());
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser;
 use crr_webhook::certs::{self, Bundle, CaTargets, CertResolver};
-use crr_webhook::lookup::CachedLookup;
+use crr_webhook::lookup::ApiLookup;
 use crr_webhook::metrics::Metrics;
 use crr_webhook::server::{self, AppState, Health};
 use prometheus_client::registry::Registry;
@@ -147,7 +147,7 @@ async fn main() -> anyhow::Result<()> {
     health.cert_loaded.store(true, Ordering::Relaxed);
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
-    let lookup = CachedLookup::start(client.clone());
+    let lookup = ApiLookup::start(client.clone());
 
     // Certificate upkeep: reload on change, keep the caBundles published (a re-applied manifest
     // has none).

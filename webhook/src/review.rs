@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crr_crds::conversion::{self, Version};
 use crr_crds::keys::{GROUP, KIND};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use kube::core::{DynamicObject, Status};
@@ -15,13 +16,13 @@ use serde_json::Value;
 
 use crate::admission::{self, Lookup, Rejection};
 
-/// Where the review layer gets pods and nodes from (a watch-backed cache in production, plain
-/// values in tests).
+/// Where the review layer gets pods and nodes from (the API server in production, plain values
+/// in tests).
 pub trait ClusterLookup: Send + Sync {
     /// The pod `namespace/name`.
     fn pod(&self, namespace: &str, name: &str) -> impl Future<Output = Lookup<Arc<Pod>>> + Send;
-    /// The node `name`.
-    fn node(&self, name: &str) -> impl Future<Output = Lookup<Arc<Node>>> + Send;
+    /// The metadata of node `name` (admission reads its labels only).
+    fn node(&self, name: &str) -> impl Future<Output = Lookup<Arc<ObjectMeta>>> + Send;
 }
 
 /// What happened to one admission request, for metrics and logs.

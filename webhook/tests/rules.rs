@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crr_webhook::admission::Lookup;
 use crr_webhook::review::{self, ClusterLookup, Verdict};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
 struct Cluster {
@@ -19,10 +20,10 @@ impl ClusterLookup for Cluster {
             .clone()
             .map_or(Lookup::NotFound, |pod| Lookup::Found(Arc::new(pod)))
     }
-    async fn node(&self, _name: &str) -> Lookup<Arc<Node>> {
-        self.node
-            .clone()
-            .map_or(Lookup::NotFound, |node| Lookup::Found(Arc::new(node)))
+    async fn node(&self, _name: &str) -> Lookup<Arc<ObjectMeta>> {
+        self.node.clone().map_or(Lookup::NotFound, |node| {
+            Lookup::Found(Arc::new(node.metadata))
+        })
     }
 }
 
@@ -349,7 +350,7 @@ async fn lookup_failures_are_internal_errors() {
         async fn pod(&self, _: &str, _: &str) -> Lookup<Arc<Pod>> {
             Lookup::Failed("connection refused".into())
         }
-        async fn node(&self, _: &str) -> Lookup<Arc<Node>> {
+        async fn node(&self, _: &str) -> Lookup<Arc<ObjectMeta>> {
             Lookup::NotFound
         }
     }

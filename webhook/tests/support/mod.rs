@@ -12,6 +12,7 @@ use crr_webhook::metrics::Metrics;
 use crr_webhook::review::ClusterLookup;
 use crr_webhook::server::{self, AppState, Limits};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prometheus_client::registry::Registry;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -34,8 +35,8 @@ impl ClusterLookup for Cached {
             Lookup::NotFound
         }
     }
-    async fn node(&self, _name: &str) -> Lookup<Arc<Node>> {
-        Lookup::Found(self.node.clone())
+    async fn node(&self, _name: &str) -> Lookup<Arc<ObjectMeta>> {
+        Lookup::Found(Arc::new(self.node.metadata.clone()))
     }
 }
 
