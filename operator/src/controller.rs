@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crr_crds::keys;
 use crr_crds::v1beta1::ContainerRecreateRequest;
+use crr_runtime::events::EventPublisher;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -29,7 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -53,7 +54,7 @@ pub struct Context {
     /// API client.
     pub client: Client,
     /// Publishes Events.
-    pub recorder: Recorder,
+    pub events: EventPublisher,
     /// Metrics to update.
     pub metrics: Metrics,
     /// `true` while this replica holds the Lease.
@@ -236,10 +237,7 @@ struct Executor<'a> {
 }
 
 fn params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    }
+    crr_runtime::client::patch_params(FIELD_MANAGER)
 }
 
 fn time_value(time: Timestamp) -> Value {
@@ -638,16 +636,10 @@ impl Executor<'_> {
         note: &str,
         reference: k8s_openapi::api::core::v1::ObjectReference,
     ) {
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note.to_owned()),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(error) = self.ctx.recorder.publish(&event, &reference).await {
-            warn!(%error, reason, "could not publish an Event");
-        }
+        self.ctx
+            .events
+            .publish(&reference, type_, reason, note)
+            .await;
     }
 }
 

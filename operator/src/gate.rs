@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
@@ -59,10 +59,7 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<GateContext>) -> Result<controller::A
         "metadata": { "resourceVersion": pod.resource_version() },
         "status": { "conditions": [condition] },
     });
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
+    let params = crr_runtime::client::patch_params(FIELD_MANAGER);
     match pods
         .patch_status(&name, &params, &Patch::Strategic(&patch))
         .await

@@ -3,9 +3,13 @@
 //! Pure decisions (`reconcile`, `readiness`, `snapshot`, `deadline`, `lease`, `metrics` counting)
 //! are functions of values and an injected clock, tested beside the code. The thin shells
 //! (`controller` executes a reconcile plan against the API server, `elector` holds the Lease,
-//! `admin` serves health and metrics) wire them to Kubernetes; `main.rs` wires the shells.
+//! `gate` starts readiness gates) wire them to Kubernetes; `run` wires the shells with the
+//! shared runtime (`crr-runtime`: admin server, signals, drain, Events), and `main.rs` only
+//! parses flags (`args`).
 
-pub mod admin;
+#![forbid(unsafe_code)]
+
+pub mod args;
 pub mod controller;
 pub mod deadline;
 pub mod elector;
@@ -14,6 +18,6 @@ pub mod lease;
 pub mod metrics;
 pub mod readiness;
 pub mod reconcile;
-pub mod shutdown;
+pub mod run;
 pub mod snapshot;
 pub mod trigger;

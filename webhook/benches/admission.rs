@@ -18,7 +18,8 @@ mod support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crr_webhook::server::{self, Limits};
+use crr_runtime::server::Limits;
+use crr_webhook::routes;
 use support::{Served, create_review};
 
 /// Set in the client process: `ADDRESS CONNECTIONS SECONDS`; the CA comes in `CA_ENV`.
@@ -78,7 +79,7 @@ fn client(spec: &str) -> Result<(), String> {
                 };
                 while Instant::now() < deadline {
                     let sent = Instant::now();
-                    match connection.post(server::MUTATE_CRR, &body).await {
+                    match connection.post(routes::MUTATE_CRR, &body).await {
                         Ok((200, answer)) if !answer.is_empty() => latencies.push(sent.elapsed()),
                         Ok((status, _)) => return (latencies, Some(format!("answer {status}"))),
                         Err(error) => return (latencies, Some(format!("request: {error}"))),

@@ -43,6 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &serde_json::to_vec(&request)?,
         &DemoCluster(pod, node),
         true,
+        review::Hook::Mutate,
     )
     .await;
     let response = answer.response.ok_or("no response")?;

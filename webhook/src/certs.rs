@@ -358,6 +358,79 @@ pub async fn publish_ca(
     Ok(patched)
 }
 
+/// rustls settings: TLS 1.2+ (rustls offers nothing older), HTTP/1.1, the resolver's key pair.
+pub fn tls_config(resolver: Arc<CertResolver>) -> rustls::ServerConfig {
+    let mut config = rustls::ServerConfig::builder_with_protocol_versions(&[
+        &rustls::version::TLS13,
+        &rustls::version::TLS12,
+    ])
+    .with_no_client_auth()
+    .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config
+}
+
+/// Where the serving certificate comes from.
+#[derive(Clone, Debug)]
+pub enum CertSource {
+    /// Files in a folder (a mounted Secret, cert-manager style), re-read on change.
+    Dir(std::path::PathBuf),
+    /// The self-managed Secret `namespace/name`, created at start when absent.
+    Secret { namespace: String, name: String },
+}
+
+impl CertSource {
+    /// Reads the current bundle.
+    pub async fn read(&self, client: &Client) -> Result<Bundle, CertError> {
+        match self {
+            Self::Dir(dir) => read_dir(dir),
+            Self::Secret { namespace, name } => read_secret(client, namespace, name).await,
+        }
+    }
+
+    /// The bundle to start with: the folder's, or the Secret's (created for `dns_names` when
+    /// absent).
+    pub async fn first(&self, client: &Client, dns_names: &[String]) -> Result<Bundle, CertError> {
+        match self {
+            Self::Dir(dir) => read_dir(dir),
+            Self::Secret { namespace, name } => {
+                ensure_secret(client, namespace, name, dns_names).await
+            }
+        }
+    }
+}
+
+/// Certificate upkeep, every `interval`, forever: reloads the serving certificate when its
+/// source changed, and keeps the CA published in `targets` (a re-applied manifest has none).
+pub async fn keep_up(
+    client: Client,
+    resolver: Arc<CertResolver>,
+    source: CertSource,
+    targets: CaTargets,
+    interval: std::time::Duration,
+) {
+    loop {
+        match source
+            .read(&client)
+            .await
+            .map(|bundle| resolver.set(bundle))
+        {
+            Ok(Ok(true)) => tracing::info!("serving certificate reloaded"),
+            Ok(Ok(false)) => {}
+            Ok(Err(error)) | Err(error) => tracing::warn!(%error, "certificate reload"),
+        }
+        let ca = resolver.bundle().ca_pem;
+        if !ca.is_empty() {
+            match publish_ca(&client, &targets, &ca).await {
+                Ok(0) => {}
+                Ok(count) => tracing::info!(objects = count, "published caBundle"),
+                Err(error) => tracing::warn!(%error, "publishing caBundle"),
+            }
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

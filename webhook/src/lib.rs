@@ -1,10 +1,14 @@
 //! The crr admission webhook: defaulting and validation of ContainerRecreateRequests (both
 //! versions, one set of rules), CRD conversion, served over rustls.
 
+#![forbid(unsafe_code)]
+
 pub mod admission;
+pub mod args;
 pub mod certs;
 pub mod lookup;
 pub mod metrics;
 pub mod readiness_gate;
 pub mod review;
-pub mod server;
+pub mod routes;
+pub mod run;

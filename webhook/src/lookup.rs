@@ -13,9 +13,8 @@
 //! 128 MiB limit. `bench/webhook-pods.sh` measures it on the test bed.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
+use crr_runtime::admin::ReadyGate;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
@@ -31,7 +30,6 @@ use crate::review::ClusterLookup;
 pub struct ApiLookup {
     client: Client,
     nodes: Store<PartialObjectMeta<Node>>,
-    synced: Arc<AtomicBool>,
 }
 
 /// Keeps of a node's metadata only what admission reads: its name and labels.
@@ -51,10 +49,10 @@ fn keep_labels_only(node: &mut PartialObjectMeta<Node>) {
 }
 
 impl ApiLookup {
-    /// Starts the node metadata watch on the current runtime.
-    pub fn start(client: Client) -> Self {
+    /// Starts the node metadata watch on the current runtime; opens `synced` once it has
+    /// listed the nodes.
+    pub fn start(client: Client, synced: ReadyGate) -> Self {
         let (nodes, node_writer) = reflector::store();
-        let synced = Arc::new(AtomicBool::new(false));
         let node_stream = reflector::reflector(
             node_writer,
             watcher(
@@ -70,27 +68,14 @@ impl ApiLookup {
                 tracing::warn!(%error, "node watch");
             }
         }));
-        let lookup = Self {
-            client,
-            nodes,
-            synced: synced.clone(),
-        };
-        let nodes = lookup.nodes.clone();
+        let store = nodes.clone();
         tokio::spawn(async move {
-            // Poll at intervals: kube-runtime's readiness future wakes only its latest poller.
-            while tokio::time::timeout(Duration::from_millis(250), nodes.wait_until_ready())
-                .await
-                .is_err()
-            {}
-            synced.store(true, Ordering::Relaxed);
-            tracing::info!(nodes = nodes.len(), "node label cache synced");
+            if crr_runtime::store::wait_until_ready(&store).await.is_ok() {
+                tracing::info!(nodes = store.len(), "node label cache synced");
+                synced.open();
+            }
         });
-        lookup
-    }
-
-    /// The node cache has been listed once.
-    pub fn is_synced(&self) -> bool {
-        self.synced.load(Ordering::Relaxed)
+        Self { client, nodes }
     }
 }
 

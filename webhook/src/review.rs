@@ -38,31 +38,51 @@ pub enum Verdict {
     Invalid,
 }
 
-/// Answers one CRR AdmissionReview body.
+/// Which of the two CRR webhooks a review is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// Defaults, validates and injects; may answer with a patch.
+    Mutate,
+    /// Checks what must hold on the final object; never patches.
+    Validate,
+}
+
+fn read_request(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
+    serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
+        .map_err(|error| error.to_string())
+        .and_then(|review| {
+            review
+                .try_into()
+                .map_err(|_| "the AdmissionReview has no request".to_owned())
+        })
+}
+
+fn invalid(error: &str) -> (AdmissionReview<DynamicObject>, Verdict) {
+    (
+        AdmissionResponse::invalid(format!("cannot read AdmissionReview: {error}")).into_review(),
+        Verdict::Invalid,
+    )
+}
+
+/// Answers one CRR AdmissionReview body for `hook`.
 pub async fn review_crr(
     body: &[u8],
     cluster: &impl ClusterLookup,
     node_daemon_enabled: bool,
+    hook: Hook,
 ) -> (AdmissionReview<DynamicObject>, Verdict) {
-    let request: AdmissionRequest<DynamicObject> =
-        match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
-            .map_err(|error| error.to_string())
-            .and_then(|review| {
-                review
-                    .try_into()
-                    .map_err(|_| "the AdmissionReview has no request".to_owned())
-            }) {
-            Ok(request) => request,
-            Err(error) => {
-                return (
-                    AdmissionResponse::invalid(format!("cannot read AdmissionReview: {error}"))
-                        .into_review(),
-                    Verdict::Invalid,
-                );
-            }
-        };
+    let request = match read_request(body) {
+        Ok(request) => request,
+        Err(error) => return invalid(&error),
+    };
     let response = AdmissionResponse::from(&request);
-    match decide_crr(&request, cluster, node_daemon_enabled).await {
+    let decision = decide_crr(&request, cluster, node_daemon_enabled, hook).await;
+    // A validating webhook may not change the object.
+    let decision = match hook {
+        Hook::Mutate => decision,
+        Hook::Validate => decision.map(|_| None),
+    };
+    match decision {
         Ok(None) => (response.into_review(), Verdict::Allowed),
         Ok(Some(patch)) => match response.clone().with_patch(patch) {
             Ok(patched) => (patched.into_review(), Verdict::Patched),
@@ -102,8 +122,14 @@ async fn decide_crr(
     request: &AdmissionRequest<DynamicObject>,
     cluster: &impl ClusterLookup,
     node_daemon_enabled: bool,
+    hook: Hook,
 ) -> Result<Option<json_patch::Patch>, Rejection> {
     admission::check_feature_gate(node_daemon_enabled)?;
+    // Validating a CREATE: the creation rules ran in the mutating call, which also filled in
+    // the fields a user may not set; re-running them here would refuse our own injection.
+    if hook == Hook::Validate && request.operation == Operation::Create {
+        return Ok(None);
+    }
     if request.kind.group != GROUP || request.kind.kind != KIND {
         return Err(bad_request(format!(
             "this webhook admits {GROUP} {KIND} objects, not {}/{} {}",
@@ -167,6 +193,31 @@ fn bad_request(message: String) -> Rejection {
         code: 400,
         message,
         reason: "InvalidObject",
+    }
+}
+
+/// Answers one pod AdmissionReview body: on CREATE, pods that opt in with `opt_in_label:
+/// "true"` get the `KruisePodReady` readiness gate. A pod is never refused over the gate: when
+/// the patch cannot be built it is admitted unchanged.
+pub fn review_pod(body: &[u8], opt_in_label: &str) -> (AdmissionReview<DynamicObject>, Verdict) {
+    let request = match read_request(body) {
+        Ok(request) => request,
+        Err(error) => return invalid(&error),
+    };
+    let response = AdmissionResponse::from(&request);
+    let is_pod = request.kind.group.is_empty() && request.kind.kind == "Pod";
+    let patch = request
+        .object
+        .as_ref()
+        .filter(|_| is_pod && request.operation == Operation::Create)
+        .and_then(|pod| serde_json::to_value(pod).ok())
+        .and_then(|pod| crate::readiness_gate::patch_for(&pod, opt_in_label));
+    match patch {
+        None => (response.into_review(), Verdict::Allowed),
+        Some(patch) => match response.clone().with_patch(patch) {
+            Ok(patched) => (patched.into_review(), Verdict::Patched),
+            Err(_) => (response.into_review(), Verdict::Allowed),
+        },
     }
 }
 

@@ -197,14 +197,14 @@ impl Webhook {
             "webhooks": [
                 {
                     "name": format!("mcrr.{}.test.crr.apps.kruise.io", env.suffix),
-                    "clientConfig": {"url": self.url(crr_webhook::server::MUTATE_CRR)},
+                    "clientConfig": {"url": self.url(crr_webhook::routes::MUTATE_CRR)},
                     "rules": crr_rules, "namespaceSelector": selector,
                     "admissionReviewVersions": ["v1"], "sideEffects": "None",
                     "failurePolicy": "Fail", "matchPolicy": "Equivalent", "timeoutSeconds": 10,
                 },
                 {
                     "name": format!("gate.{}.test.crr.apps.kruise.io", env.suffix),
-                    "clientConfig": {"url": self.url(crr_webhook::server::MUTATE_POD)},
+                    "clientConfig": {"url": self.url(crr_webhook::routes::MUTATE_POD)},
                     "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                                "resources": ["pods"], "scope": "Namespaced"}],
                     "namespaceSelector": selector,
@@ -219,7 +219,7 @@ impl Webhook {
             "metadata": {"name": self.configuration, "labels": labels},
             "webhooks": [{
                 "name": format!("vcrr.{}.test.crr.apps.kruise.io", env.suffix),
-                "clientConfig": {"url": self.url(crr_webhook::server::VALIDATE_CRR)},
+                "clientConfig": {"url": self.url(crr_webhook::routes::VALIDATE_CRR)},
                 "rules": crr_rules, "namespaceSelector": selector,
                 "admissionReviewVersions": ["v1"], "sideEffects": "None",
                 "failurePolicy": "Fail", "matchPolicy": "Equivalent", "timeoutSeconds": 10,

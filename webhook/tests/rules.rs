@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crr_webhook::admission::Lookup;
-use crr_webhook::review::{self, ClusterLookup, Verdict};
+use crr_webhook::review::{self, ClusterLookup, Hook, Verdict};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
@@ -94,7 +94,7 @@ async fn run(
     old: Option<Value>,
 ) -> (Verdict, Value, Option<Value>) {
     let body = review_body(operation, version, object.clone(), old);
-    let (review, verdict) = review::review_crr(&body, cluster, true).await;
+    let (review, verdict) = review::review_crr(&body, cluster, true, Hook::Mutate).await;
     let response = serde_json::to_value(&review).unwrap()["response"].clone();
     // kube writes the patch bytes as a JSON array of numbers (Go's decoder accepts both forms).
     let patched = response["patch"].as_array().map(|bytes| {
@@ -363,7 +363,7 @@ async fn lookup_failures_are_internal_errors() {
         ),
         None,
     );
-    let (review, _) = review::review_crr(&body, &Broken, true).await;
+    let (review, _) = review::review_crr(&body, &Broken, true, Hook::Mutate).await;
     let response = serde_json::to_value(&review).unwrap()["response"].clone();
     assert_eq!(response["status"]["code"], 500);
     assert!(
@@ -386,7 +386,7 @@ async fn feature_gate_off_refuses_everything() {
         ),
         None,
     );
-    let (review, verdict) = review::review_crr(&body, &cluster, false).await;
+    let (review, verdict) = review::review_crr(&body, &cluster, false, Hook::Mutate).await;
     assert_eq!(verdict, Verdict::Denied("FeatureGateDisabled"));
     let response = serde_json::to_value(&review).unwrap()["response"].clone();
     assert_eq!(response["status"]["code"], 403);
@@ -475,7 +475,7 @@ async fn v1alpha1_unready_acquired_annotation_is_immutable_once_set() {
 async fn malformed_bodies_and_wrong_kinds_get_clean_answers() {
     let cluster = cluster_with(pod());
     for body in [&b""[..], b"{", b"[]", b"{\"request\": 5}", b"\xff\xfe"] {
-        let (review, verdict) = review::review_crr(body, &cluster, true).await;
+        let (review, verdict) = review::review_crr(body, &cluster, true, Hook::Mutate).await;
         assert_eq!(verdict, Verdict::Invalid);
         assert!(!review.response.unwrap().allowed);
     }
@@ -487,7 +487,13 @@ async fn malformed_bodies_and_wrong_kinds_get_clean_answers() {
     ))
     .unwrap();
     body["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Pod"});
-    let (review, _) = review::review_crr(&serde_json::to_vec(&body).unwrap(), &cluster, true).await;
+    let (review, _) = review::review_crr(
+        &serde_json::to_vec(&body).unwrap(),
+        &cluster,
+        true,
+        Hook::Mutate,
+    )
+    .await;
     let response = review.response.unwrap();
     assert!(!response.allowed);
     assert_eq!(response.result.code, 400);
@@ -495,6 +501,7 @@ async fn malformed_bodies_and_wrong_kinds_get_clean_answers() {
         &review_body("CREATE", "v9", crr("v9", json!({})), None),
         &cluster,
         true,
+        Hook::Mutate,
     )
     .await;
     assert!(
@@ -543,7 +550,7 @@ proptest::proptest! {
     fn arbitrary_bodies_never_panic(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let cluster = cluster_with(pod());
-        let _ = runtime.block_on(review::review_crr(&body, &cluster, true));
+        let _ = runtime.block_on(review::review_crr(&body, &cluster, true, Hook::Mutate));
         let _ = review::review_conversion(&body);
     }
 }

@@ -6,7 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use crr_webhook::server::{self, Limits};
+use crr_runtime::server::Limits;
+use crr_webhook::routes;
 use serde_json::json;
 use support::{Served, create_review, response};
 use tokio::io::AsyncWriteExt as _;
@@ -28,7 +29,7 @@ async fn create_review_is_patched_over_tls_1_2_and_1_3() {
         // Two requests on one keep-alive connection.
         for uid in ["a", "b"] {
             let (status, body) = connection
-                .post(server::MUTATE_CRR, &create_review(uid))
+                .post(routes::MUTATE_CRR, &create_review(uid))
                 .await
                 .expect("an answer");
             assert_eq!(status, 200);
@@ -48,7 +49,7 @@ async fn validating_endpoint_never_patches_and_feature_gate_denies() {
         .connect(served.client_config(&[&rustls::version::TLS13]))
         .await
         .expect("TLS handshake");
-    for path in [server::MUTATE_CRR, server::VALIDATE_CRR] {
+    for path in [routes::MUTATE_CRR, routes::VALIDATE_CRR] {
         let (status, body) = connection
             .post(path, &create_review("gate"))
             .await
@@ -74,9 +75,9 @@ async fn malformed_bodies_get_an_invalid_review_not_an_http_error() {
         .await
         .expect("TLS handshake");
     for path in [
-        server::MUTATE_CRR,
-        server::VALIDATE_CRR,
-        server::MUTATE_POD,
+        routes::MUTATE_CRR,
+        routes::VALIDATE_CRR,
+        routes::MUTATE_POD,
         crr_crds::CONVERSION_PATH,
     ] {
         for body in [
@@ -106,8 +107,8 @@ async fn oversize_bodies_are_refused_before_they_are_read() {
         .connect(served.client_config(&[&rustls::version::TLS13]))
         .await
         .expect("TLS handshake");
-    let huge = vec![b' '; server::MAX_BODY_BYTES + 1];
-    let (status, _) = tokio::time::timeout(HANG, connection.post(server::MUTATE_CRR, &huge))
+    let huge = vec![b' '; routes::MAX_BODY_BYTES + 1];
+    let (status, _) = tokio::time::timeout(HANG, connection.post(routes::MUTATE_CRR, &huge))
         .await
         .expect("no hang")
         .expect("an answer");
@@ -118,7 +119,7 @@ async fn oversize_bodies_are_refused_before_they_are_read() {
         .await
         .expect("TLS handshake");
     let (status, _) = next
-        .post(server::MUTATE_CRR, &create_review("after"))
+        .post(routes::MUTATE_CRR, &create_review("after"))
         .await
         .expect("an answer");
     assert_eq!(status, 200);
@@ -140,7 +141,7 @@ async fn a_body_that_never_arrives_times_out() {
         .write_all(
             format!(
                 "POST {} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{{\"half",
-                server::MUTATE_CRR
+                routes::MUTATE_CRR
             )
             .as_bytes(),
         )
@@ -177,14 +178,14 @@ async fn pod_endpoint_adds_the_readiness_gate_to_labelled_pods() {
     };
     let (_, body) = connection
         .post(
-            server::MUTATE_POD,
+            routes::MUTATE_POD,
             &review(json!({crr_crds::keys::LABEL_READINESS_GATE: "true"})),
         )
         .await
         .expect("an answer");
     assert_eq!(response(&body)["patchType"], "JSONPatch");
     let (_, body) = connection
-        .post(server::MUTATE_POD, &review(json!({"app": "web"})))
+        .post(routes::MUTATE_POD, &review(json!({"app": "web"})))
         .await
         .expect("an answer");
     let answer = response(&body);
@@ -232,7 +233,7 @@ async fn shutdown_lets_an_open_connection_finish_and_stops_accepting() {
         .await
         .expect("TLS handshake");
     let (status, _) = connection
-        .post(server::MUTATE_CRR, &create_review("before"))
+        .post(routes::MUTATE_CRR, &create_review("before"))
         .await
         .expect("an answer");
     assert_eq!(status, 200);

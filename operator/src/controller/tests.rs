@@ -10,13 +10,13 @@ use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainer, ContainerRecreateRequestSpec,
     ContainerRecreateRequestStatus, ContainerRecreateRequestStrategy, Phase,
 };
+use crr_runtime::events::EventPublisher;
 use http::{Method, Request, Response, StatusCode};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Client;
 use kube::client::Body;
-use kube::runtime::events::{Recorder, Reporter};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -35,13 +35,7 @@ fn context(leader: bool) -> (Arc<Context>, Handle, watch::Sender<bool>) {
     let client = Client::new(service, "default");
     let (leader_tx, leader_rx) = watch::channel(leader);
     let ctx = Context {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "crr-operator".to_owned(),
-                instance: Some("test".to_owned()),
-            },
-        ),
+        events: EventPublisher::new(client.clone(), "crr-operator", "test"),
         client,
         metrics: Metrics::register(&mut Registry::default()),
         leader: leader_rx,

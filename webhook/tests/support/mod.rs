@@ -6,11 +6,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crr_runtime::server::{self, Limits};
+use crr_runtime::shutdown::{Shutdown, Trigger};
 use crr_webhook::admission::Lookup;
 use crr_webhook::certs::{self, Bundle, CertResolver};
 use crr_webhook::metrics::Metrics;
 use crr_webhook::review::ClusterLookup;
-use crr_webhook::server::{self, AppState, Limits};
+use crr_webhook::routes::{self, AppState};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prometheus_client::registry::Registry;
@@ -82,7 +84,7 @@ pub struct Served {
     pub address: SocketAddr,
     pub bundle: Bundle,
     pub registry: Arc<Registry>,
-    shutdown: Arc<tokio::sync::Notify>,
+    shutdown: Trigger,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
@@ -110,12 +112,12 @@ impl Served {
             .await
             .expect("a loopback port");
         let address = listener.local_addr().expect("an address");
-        let shutdown = Arc::new(tokio::sync::Notify::new());
-        let task = tokio::spawn(server::serve_tls(
+        let (shutdown, requested) = Shutdown::manual();
+        let task = tokio::spawn(server::serve(
             listener,
-            server::tls_config(resolver),
-            server::router(state),
-            shutdown.clone(),
+            Some(Arc::new(certs::tls_config(resolver))),
+            routes::router(state),
+            requested.requested(),
             limits,
         ));
         Self {
@@ -129,7 +131,7 @@ impl Served {
 
     /// Asks the server to drain and waits for it to return.
     pub async fn stop(self) -> std::io::Result<()> {
-        self.shutdown.notify_one();
+        self.shutdown.request();
         self.task.await.expect("the server task")
     }
 

@@ -1,0 +1,143 @@
+//! The operator's command line: every flag with an environment fallback, turned into
+//! [`Settings`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Parser;
+use crr_runtime::logging::LogFormat;
+
+use crate::elector;
+use crate::run::Settings;
+
+/// Keeps ContainerRecreateRequests moving: takes pods out of endpoints before recreation,
+/// snapshots container statuses for the node daemon, enforces deadlines and TTLs.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+pub struct Args {
+    /// Namespace of the leader-election Lease.
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_LEASE_NAMESPACE",
+        default_value = "crr-system"
+    )]
+    pub lease_namespace: String,
+
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "CRR_OPERATOR_LEASE_NAME", default_value = "crr-operator")]
+    pub lease_name: String,
+
+    /// Identity of this replica in the Lease (unique per replica; defaults to the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// Seconds a Lease claim lasts without renewal.
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_LEASE_DURATION_SECONDS",
+        default_value_t = 15
+    )]
+    pub lease_duration_seconds: u64,
+
+    /// Seconds a leader keeps acting without a successful renewal (less than the duration).
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_RENEW_DEADLINE_SECONDS",
+        default_value_t = 10
+    )]
+    pub renew_deadline_seconds: u64,
+
+    /// Seconds between Lease rounds.
+    #[arg(long, env = "CRR_OPERATOR_RETRY_PERIOD_SECONDS", default_value_t = 2)]
+    pub retry_period_seconds: u64,
+
+    /// Address of the admin server (/healthz, /readyz, /metrics).
+    #[arg(long, env = "CRR_OPERATOR_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    pub admin_addr: SocketAddr,
+
+    /// Log format.
+    #[arg(long, env = "CRR_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Only handle requests (and watch pods) in this namespace; all namespaces when unset.
+    #[arg(long, env = "CRR_OPERATOR_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
+    /// Label selector of pods whose `KruisePodReady` readiness gate the operator starts at True
+    /// (the component injecting the gate labels them). Unset: no pod is initialised.
+    #[arg(long, env = "CRR_OPERATOR_READINESS_GATE_SELECTOR")]
+    pub readiness_gate_selector: Option<String>,
+
+    /// Seconds in-flight reconciles get to finish after SIGTERM before the Lease is released
+    /// anyway (keep it below the pod's terminationGracePeriodSeconds).
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_SHUTDOWN_DRAIN_SECONDS",
+        default_value_t = 10
+    )]
+    pub shutdown_drain_seconds: u64,
+
+    /// Reconciles running at once.
+    #[arg(long, env = "CRR_OPERATOR_WORKERS", default_value_t = 3)]
+    pub workers: u16,
+}
+
+impl Args {
+    /// The settings these flags describe; `identity` defaults to `$HOSTNAME`.
+    pub fn settings(self) -> anyhow::Result<Settings> {
+        if self.renew_deadline_seconds >= self.lease_duration_seconds {
+            bail!("--renew-deadline-seconds must be less than --lease-duration-seconds");
+        }
+        let identity = self
+            .identity
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("crr-operator-{}", std::process::id()));
+        Ok(Settings {
+            lease: elector::Settings {
+                namespace: self.lease_namespace,
+                name: self.lease_name,
+                identity,
+                lease_duration: Duration::from_secs(self.lease_duration_seconds),
+                renew_deadline: Duration::from_secs(self.renew_deadline_seconds),
+                retry_period: Duration::from_secs(self.retry_period_seconds),
+            },
+            admin_addr: self.admin_addr,
+            watch_namespace: self.watch_namespace,
+            readiness_gate_selector: self.readiness_gate_selector,
+            shutdown_drain: Duration::from_secs(self.shutdown_drain_seconds),
+            workers: self.workers,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renew_deadline_not_below_the_lease_duration_is_refused() {
+        let error = Args::parse_from([
+            "crr-operator",
+            "--lease-duration-seconds",
+            "10",
+            "--renew-deadline-seconds",
+            "10",
+        ])
+        .settings()
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("--renew-deadline-seconds"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_explicit_identity_names_the_lease_holder() {
+        let settings = Args::parse_from(["crr-operator", "--identity", "replica-a"])
+            .settings()
+            .unwrap();
+        assert_eq!(settings.lease.identity, "replica-a");
+        assert_eq!(settings.lease.name, "crr-operator");
+    }
+}

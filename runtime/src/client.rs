@@ -1,0 +1,50 @@
+//! The API client of a component, and the field manager its writes carry, so that
+//! `managedFields` shows which component wrote what.
+
+use kube::Client;
+use kube::api::PatchParams;
+
+/// A kube client plus the field manager of every write this component makes.
+#[derive(Clone)]
+pub struct ApiClient {
+    client: Client,
+    field_manager: &'static str,
+}
+
+impl ApiClient {
+    /// Connects with the usual inference (in-cluster service account, else `KUBECONFIG`).
+    pub async fn infer(field_manager: &'static str) -> Result<Self, kube::Error> {
+        Ok(Self::new(Client::try_default().await?, field_manager))
+    }
+
+    /// Wraps an existing client (tests build one over a mock service).
+    pub fn new(client: Client, field_manager: &'static str) -> Self {
+        Self {
+            client,
+            field_manager,
+        }
+    }
+
+    /// The client (cheap to clone).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// This component's field manager.
+    pub fn field_manager(&self) -> &'static str {
+        self.field_manager
+    }
+
+    /// Patch parameters naming this component's field manager.
+    pub fn patch_params(&self) -> PatchParams {
+        patch_params(self.field_manager)
+    }
+}
+
+/// Patch parameters naming `field_manager`.
+pub fn patch_params(field_manager: &'static str) -> PatchParams {
+    PatchParams {
+        field_manager: Some(field_manager.to_owned()),
+        ..PatchParams::default()
+    }
+}

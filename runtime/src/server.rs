@@ -1,0 +1,203 @@
+//! The one HTTP serving loop, plain or over TLS (rustls; HTTP/1.1), with time limits on every
+//! stage and a drained shutdown. The webhook serves its routes with it over TLS, every binary
+//! its admin routes in plain HTTP.
+//!
+//! A client that stalls (handshake, headers or body) loses its connection; it never holds the
+//! server. At shutdown the listener closes, keep-alive connections close after their current
+//! request, and in-flight requests get `Limits::drain` to finish.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::IntoResponse as _;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+/// Time limits of a server.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// TLS handshake.
+    pub handshake: Duration,
+    /// Request headers, from the first byte.
+    pub headers: Duration,
+    /// One request, body read and answer included.
+    pub request: Duration,
+    /// Draining open connections at shutdown.
+    pub drain: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            handshake: Duration::from_secs(10),
+            headers: Duration::from_secs(10),
+            // The API server gives a webhook at most 30 s.
+            request: Duration::from_secs(30),
+            drain: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Wraps every request of `router` in `limit`: a body that never arrives ends with 408.
+pub fn with_request_timeout(router: Router, limit: Duration) -> Router {
+    router.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+            match tokio::time::timeout(limit, next.run(request)).await {
+                Ok(response) => response,
+                Err(_) => (StatusCode::REQUEST_TIMEOUT, "request took too long").into_response(),
+            }
+        },
+    ))
+}
+
+/// Serves `router` on `listener` (over TLS when `tls` is given) until `shutdown` resolves, then
+/// drains and returns once in-flight requests are done or `limits.drain` has passed.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send,
+    limits: Limits,
+) -> std::io::Result<()> {
+    let acceptor = tls.map(TlsAcceptor::from);
+    let router = with_request_timeout(router, limits.request);
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                // Out of file descriptors and the like: wait a moment rather than spin or die.
+                Err(error) => {
+                    tracing::warn!(%error, "accepting a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // An answer leaves as several TLS records; with Nagle's algorithm the later ones wait
+        // for the client's delayed ACK (tens of milliseconds on loopback).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, %error, "setting TCP_NODELAY");
+        }
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(router.clone());
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.headers);
+            let result = match acceptor {
+                Some(acceptor) => {
+                    let tls = match tokio::time::timeout(limits.handshake, acceptor.accept(stream))
+                        .await
+                    {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(error)) => {
+                            tracing::debug!(%peer, %error, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    watcher
+                        .watch(builder.serve_connection(TokioIo::new(tls), service))
+                        .await
+                }
+                None => {
+                    watcher
+                        .watch(builder.serve_connection(TokioIo::new(stream), service))
+                        .await
+                }
+            };
+            if let Err(error) = result {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(limits.drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(after = ?limits.drain, "connections still open after the drain period");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    async fn get_over_tcp(address: std::net::SocketAddr, request: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    #[tokio::test]
+    async fn serves_plain_http_and_stops_accepting_after_shutdown() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new().route("/hello", get(|| async { "hi" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(
+            listener,
+            None,
+            router,
+            async move {
+                let _ = stopped.await;
+            },
+            Limits::default(),
+        ));
+        let answer = get_over_tcp(
+            address,
+            "GET /hello HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("hi"), "{answer}");
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+        assert!(tokio::net::TcpStream::connect(address).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_client_that_never_sends_headers_is_cut_off() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let limits = Limits {
+            headers: Duration::from_millis(100),
+            ..Limits::default()
+        };
+        tokio::spawn(serve(
+            listener,
+            None,
+            Router::new(),
+            std::future::pending(),
+            limits,
+        ));
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+            .await
+            .expect("the server closed the stalled connection");
+        assert!(read.is_ok());
+    }
+}

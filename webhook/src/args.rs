@@ -1,0 +1,157 @@
+//! The webhook's command line: every flag with an environment fallback, turned into
+//! [`Settings`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use crr_runtime::logging::LogFormat;
+
+use crate::certs::{CaTargets, CertSource};
+use crate::run::Settings;
+
+/// Admission and conversion webhook for ContainerRecreateRequests.
+#[derive(Parser, Debug)]
+#[command(version)]
+pub struct Args {
+    /// HTTPS address the API server calls.
+    #[arg(long, env = "CRR_WEBHOOK_LISTEN", default_value = "0.0.0.0:9443")]
+    pub listen: SocketAddr,
+
+    /// Plain-HTTP address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "CRR_WEBHOOK_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub admin_listen: SocketAddr,
+
+    /// Log format.
+    #[arg(long, env = "CRR_WEBHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Whether the node daemon runs (upstream's KruiseDaemon feature gate). When false, new
+    /// ContainerRecreateRequests are refused with a message saying why.
+    #[arg(long, env = "CRR_WEBHOOK_NODE_DAEMON_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub node_daemon_enabled: bool,
+
+    /// Folder with tls.crt, tls.key (and ca.crt) to serve instead of a self-managed certificate
+    /// (cert-manager style); re-read when the files change.
+    #[arg(long, env = "CRR_WEBHOOK_CERT_DIR")]
+    pub cert_dir: Option<PathBuf>,
+
+    /// Secret `namespace/name` holding the self-managed CA and serving certificate.
+    #[arg(
+        long,
+        env = "CRR_WEBHOOK_CERT_SECRET",
+        default_value = "crr-system/crr-webhook-certs"
+    )]
+    pub cert_secret: String,
+
+    /// Service `namespace/name` the API server calls; the certificate is made for its DNS names.
+    #[arg(
+        long,
+        env = "CRR_WEBHOOK_SERVICE",
+        default_value = "crr-system/crr-webhook"
+    )]
+    pub service: String,
+
+    /// Name of the Mutating- and ValidatingWebhookConfiguration whose caBundle we keep (empty:
+    /// none).
+    #[arg(long, env = "CRR_WEBHOOK_CONFIGURATION", default_value = "crr-webhook")]
+    pub webhook_configuration: String,
+
+    /// MutatingWebhookConfiguration whose caBundle we keep, when it is not named
+    /// --webhook-configuration.
+    #[arg(long, env = "CRR_WEBHOOK_MUTATING_CONFIGURATION")]
+    pub mutating_webhook_configuration: Option<String>,
+
+    /// ValidatingWebhookConfiguration whose caBundle we keep, when it is not named
+    /// --webhook-configuration.
+    #[arg(long, env = "CRR_WEBHOOK_VALIDATING_CONFIGURATION")]
+    pub validating_webhook_configuration: Option<String>,
+
+    /// Pod label that opts a pod into the KruisePodReady readiness gate (value "true"). Must
+    /// match the objectSelector of the pod webhook and the operator's --readiness-gate-selector.
+    #[arg(long, env = "CRR_WEBHOOK_READINESS_GATE_LABEL", default_value = crr_crds::keys::LABEL_READINESS_GATE)]
+    pub readiness_gate_label: String,
+
+    /// Seconds to let in-flight requests finish after SIGTERM (a second signal exits at once).
+    #[arg(long, env = "CRR_WEBHOOK_DRAIN_SECONDS", default_value_t = 20)]
+    pub drain_seconds: u64,
+
+    /// CRD whose conversion caBundle we keep (empty: none).
+    #[arg(long, env = "CRR_WEBHOOK_CRD", default_value = crr_crds::keys::CRD_NAME)]
+    pub crd: String,
+
+    /// Seconds between checks of the certificate source and of the published caBundles.
+    #[arg(long, env = "CRR_WEBHOOK_CERT_RESYNC_SECONDS", default_value_t = 10)]
+    pub cert_resync_seconds: u64,
+}
+
+fn split(value: &str, what: &str) -> anyhow::Result<(String, String)> {
+    value
+        .split_once('/')
+        .map(|(namespace, name)| (namespace.to_owned(), name.to_owned()))
+        .with_context(|| format!("{what} must be namespace/name, got {value:?}"))
+}
+
+impl Args {
+    /// The settings these flags describe.
+    pub fn settings(self) -> anyhow::Result<Settings> {
+        let (service_namespace, service_name) = split(&self.service, "--service")?;
+        let named = |name: Option<&String>| {
+            Some(name.unwrap_or(&self.webhook_configuration).clone())
+                .filter(|name| !name.is_empty())
+        };
+        let cert_source = match &self.cert_dir {
+            Some(dir) => CertSource::Dir(dir.clone()),
+            None => {
+                let (namespace, name) = split(&self.cert_secret, "--cert-secret")?;
+                CertSource::Secret { namespace, name }
+            }
+        };
+        Ok(Settings {
+            listen: self.listen,
+            admin_listen: self.admin_listen,
+            node_daemon_enabled: self.node_daemon_enabled,
+            cert_source,
+            service_namespace,
+            service_name,
+            ca_targets: CaTargets {
+                mutating: named(self.mutating_webhook_configuration.as_ref()),
+                validating: named(self.validating_webhook_configuration.as_ref()),
+                crd: Some(self.crd.clone()).filter(|name| !name.is_empty()),
+            },
+            readiness_gate_label: self.readiness_gate_label.clone(),
+            drain: Duration::from_secs(self.drain_seconds),
+            cert_resync: Duration::from_secs(self.cert_resync_seconds.max(1)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_name_the_chart_objects() {
+        let settings = Args::parse_from(["crr-webhook"]).settings().unwrap();
+        assert_eq!(settings.service_name, "crr-webhook");
+        assert_eq!(settings.ca_targets.mutating.as_deref(), Some("crr-webhook"));
+        assert!(
+            matches!(settings.cert_source, CertSource::Secret { ref name, .. } if name == "crr-webhook-certs")
+        );
+    }
+
+    #[test]
+    fn a_service_without_a_namespace_is_a_clear_error() {
+        let error = Args::parse_from(["crr-webhook", "--service", "web"])
+            .settings()
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("--service must be namespace/name"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,106 @@
+//! The webhook process, wired: API client, certificate, lookups, metrics, the admin server, the
+//! TLS server and the signals. `main.rs` only parses flags into [`Settings`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use crr_runtime::admin::{self, Readiness};
+use crr_runtime::client::ApiClient;
+use crr_runtime::server::{self, Limits};
+use crr_runtime::shutdown::Shutdown;
+use prometheus_client::registry::Registry;
+
+use crate::certs::{self, CaTargets, CertResolver, CertSource};
+use crate::lookup::ApiLookup;
+use crate::metrics::Metrics;
+use crate::routes::{self, AppState};
+
+/// Field manager of the webhook's writes (caBundles, its certificate Secret).
+pub const FIELD_MANAGER: &str = "crr-webhook";
+
+/// What the webhook process needs to know.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// HTTPS address the API server calls.
+    pub listen: SocketAddr,
+    /// Plain-HTTP address of /healthz, /readyz and /metrics.
+    pub admin_listen: SocketAddr,
+    /// Upstream's KruiseDaemon feature gate.
+    pub node_daemon_enabled: bool,
+    pub cert_source: CertSource,
+    /// The Service the API server calls (the certificate's DNS names).
+    pub service_namespace: String,
+    pub service_name: String,
+    /// Where the CA is published.
+    pub ca_targets: CaTargets,
+    /// Pod label that opts a pod into the KruisePodReady readiness gate.
+    pub readiness_gate_label: String,
+    /// How long in-flight requests get after SIGTERM.
+    pub drain: Duration,
+    /// Interval of the certificate upkeep.
+    pub cert_resync: Duration,
+}
+
+/// Runs the webhook until SIGTERM (drained) or a second signal.
+pub async fn run(settings: Settings) -> anyhow::Result<()> {
+    crr_runtime::tls::install_crypto_provider();
+    let api = ApiClient::infer(FIELD_MANAGER)
+        .await
+        .context("connecting to the API server")?;
+    let client = api.client();
+    let bundle = settings
+        .cert_source
+        .first(
+            &client,
+            &certs::service_dns_names(&settings.service_namespace, &settings.service_name),
+        )
+        .await
+        .context("getting the serving certificate")?;
+    let resolver = CertResolver::new(bundle).context("loading the serving certificate")?;
+    tokio::spawn(certs::keep_up(
+        client.clone(),
+        resolver.clone(),
+        settings.cert_source.clone(),
+        settings.ca_targets.clone(),
+        settings.cert_resync,
+    ));
+
+    let shutdown = Shutdown::on_signals();
+    let readiness = Readiness::default();
+    readiness.follow(&shutdown);
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let lookup = ApiLookup::start(client, readiness.gate("node label cache"));
+
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("listening on {}", settings.listen))?;
+    tracing::info!(listen = %settings.listen, admin = %settings.admin_listen, node_daemon_enabled = settings.node_daemon_enabled, "serving");
+    let admin = tokio::spawn(admin::serve(
+        settings.admin_listen,
+        admin::router(readiness, registry, ""),
+        std::future::pending(),
+    ));
+    let state = Arc::new(AppState {
+        lookup,
+        node_daemon_enabled: settings.node_daemon_enabled,
+        readiness_gate_label: settings.readiness_gate_label,
+        metrics,
+    });
+    server::serve(
+        listener,
+        Some(Arc::new(certs::tls_config(resolver))),
+        routes::router(state),
+        shutdown.requested(),
+        Limits {
+            drain: settings.drain,
+            ..Limits::default()
+        },
+    )
+    .await
+    .context("serving HTTPS")?;
+    admin.abort();
+    Ok(())
+}
