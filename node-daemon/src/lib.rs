@@ -1,16 +1,26 @@
 //! The node daemon: recreates the containers a ContainerRecreateRequest names, through CRI.
 //!
-//! `recreate` decides (pure functions), `cri` talks to the runtime, `pre_stop` runs hooks,
-//! `round` carries out one request's next step and writes its status, `worker` watches this
-//! node's requests and schedules rounds per pod.
+//! Decisions, as functions of values: `schedule` (which request of a pod goes next), `recreate`
+//! (each container's state, the next step, grace arithmetic), `kill_marker` (the status text
+//! that announces a kill). Time: `timers` (one delayed wake-up per key) under `queue` (the work
+//! queue of pods). I/O: `cri` talks to the runtime, `pre_stop` runs hooks, `api_server` watches
+//! and writes requests. `round` carries out one request's next step; `worker` wires the watch,
+//! the queue and rounds together.
 
+#![forbid(unsafe_code)]
+
+pub mod api_server;
 pub mod cri;
 #[cfg(test)]
 mod fake_runtime;
+pub mod kill_marker;
 pub mod metrics;
 pub mod pre_stop;
+pub mod queue;
 pub mod recreate;
 pub mod round;
+pub mod schedule;
+pub mod timers;
 pub mod worker;
 
 /// Code generated from proto/cri/runtime/v1/api.proto.

@@ -6,7 +6,7 @@
 //! `tcpSocket` is a connect check, as in a probe (issue 7 asks for it): the kubelet rejects it
 //! as a lifecycle handler, so a pod never sees it run there; here a request carrying one gets
 //! a connection to the port before its container is stopped. This module decides nothing
-//! about when hooks run; `worker.rs` calls it.
+//! about when hooks run; `round` calls it before a kill.
 
 use std::time::Duration;
 

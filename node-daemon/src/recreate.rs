@@ -1,6 +1,6 @@
-//! The per-request decisions of the node daemon, as functions of values: which request of a
-//! pod goes first, each container's state from what the runtime shows, what to do next, and
-//! the grace period a kill gets. No I/O here; `worker.rs` carries the decisions out.
+//! The per-request decisions of the node daemon, as functions of values: each container's
+//! state from what the runtime shows, what to do next, and the grace period a kill gets. No I/O
+//! here; `round` carries the decisions out. Which request of a pod goes first is `schedule`'s.
 
 use std::time::Duration;
 
@@ -9,6 +9,8 @@ use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState as State,
     FailurePolicy, Phase,
 };
+
+use crate::kill_marker::KillMarker;
 
 /// What the runtime shows of one container name of the pod: its newest attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,23 +23,6 @@ pub struct RuntimeContainer {
     /// When it started, by the runtime: this node's clock, compared only with this node's
     /// clock (`now` below), never with times written on other machines.
     pub started_at: Option<jiff::Timestamp>,
-}
-
-/// The order a pod's active requests are served in: Recreating first, then oldest first.
-pub fn order(requests: &mut [ContainerRecreateRequest]) {
-    requests.sort_by_key(|crr| {
-        (
-            crr.phase() != Some(Phase::Recreating),
-            crr.metadata.creation_timestamp.as_ref().map(|time| time.0),
-            crr.metadata.name.clone(),
-        )
-    });
-}
-
-/// Message recorded just before a kill, so that a daemon restarted between the kill and the
-/// next status write knows the kill happened and never kills the replacement too.
-pub fn killing_message(container_id: &str) -> String {
-    format!("killing container {container_id}")
 }
 
 /// When the unready grace is over: `None` while the operator has not marked PreRecreateGrace.
@@ -113,8 +98,8 @@ pub fn container_states(
                 && previous
                     .message
                     .as_deref()
-                    .and_then(|m| m.strip_prefix("killing container "))
-                    .is_some_and(|killed| killed != current.id || !current.running)
+                    .and_then(KillMarker::parse)
+                    .is_some_and(|marker| marker.container_id != current.id || !current.running)
             {
                 is_killed = true;
             }
@@ -236,9 +221,9 @@ pub fn pre_stop_budget(crr: &ContainerRecreateRequest) -> Option<Duration> {
 /// Interval between looks at the runtime while a recreate is in flight.
 pub const IN_FLIGHT_POLL: Duration = Duration::from_millis(500);
 
-/// Test fixture shared by this module's and `round`'s tests: a request for `containers` of pod
-/// `p` as the webhook admits it, each container's statusContext naming its first attempt
-/// (`containerd://<name>-1`, restart count 0).
+/// Test fixture shared by this module's, `round`'s and `schedule`'s tests: a request for
+/// `containers` of pod `p` as the webhook admits it, each container's statusContext naming its
+/// first attempt (`containerd://<name>-1`, restart count 0).
 #[cfg(test)]
 pub(crate) fn admitted_request(
     containers: &[&str],
@@ -433,11 +418,11 @@ mod tests {
                 ..Default::default()
             },
         );
-        // The daemon wrote "killing app-2", killed it, and died before writing isKilled.
+        // The daemon announced the kill of app-2, killed it, and died before writing isKilled.
         request.status.as_mut().unwrap().container_recreate_states = vec![State {
             name: "app".into(),
             phase: Phase::Recreating,
-            message: Some(killing_message("containerd://app-2")),
+            message: Some(KillMarker::new("containerd://app-2").format()),
             is_killed: false,
         }];
         let states = container_states(
@@ -544,29 +529,5 @@ mod tests {
             kill_grace(&crr(&["app"], Default::default()), Duration::ZERO),
             30
         );
-    }
-
-    #[test]
-    fn requests_of_a_pod_are_served_recreating_first_then_oldest() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-        let make = |name: &str, second: i64, phase: Option<Phase>| {
-            let mut request = crr(&["app"], Default::default());
-            request.metadata.name = Some(name.into());
-            request.metadata.creation_timestamp =
-                Some(Time(jiff::Timestamp::from_second(second).unwrap()));
-            request.status.as_mut().unwrap().phase = phase;
-            request
-        };
-        let mut requests = vec![
-            make("new", 30, None),
-            make("old", 10, Some(Phase::Pending)),
-            make("busy", 20, Some(Phase::Recreating)),
-        ];
-        order(&mut requests);
-        let names: Vec<_> = requests
-            .iter()
-            .map(|r| r.metadata.name.clone().unwrap())
-            .collect();
-        assert_eq!(names, ["busy", "old", "new"]);
     }
 }

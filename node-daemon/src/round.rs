@@ -1,6 +1,6 @@
 //! One round of one request: read the runtime, record the containers' states, and carry out
 //! `recreate`'s next step (preStop, kill, or completion). The API server is behind
-//! [`Requests`], so the round runs the same against the real one (`worker.rs`) and against
+//! [`Requests`], so the round runs the same against the real one (`api_server`) and against
 //! an in-memory request in tests; the runtime is always real CRI (a fake server in tests).
 //!
 //! Every status write carries the resourceVersion the round decided on: a request changed
@@ -21,6 +21,7 @@ use kube::runtime::events::EventType;
 use serde_json::json;
 
 use crate::cri::{CriError, Runtime};
+use crate::kill_marker::KillMarker;
 use crate::metrics::Metrics;
 use crate::recreate::{self, IN_FLIGHT_POLL, Next};
 
@@ -199,7 +200,7 @@ impl<R: Requests> Round<'_, R> {
         round_started: Instant,
     ) -> Result<Outcome, RoundError> {
         let container = crr.spec.containers[index].clone();
-        states[index].message = Some(recreate::killing_message(container_id));
+        states[index].message = Some(KillMarker::new(container_id).format());
         let crr = self
             .requests
             .write_status(&crr, json!({"containerRecreateStates": states}))
@@ -929,7 +930,8 @@ mod tests {
             memory.get().status.unwrap().container_recreate_states[0]
                 .message
                 .as_deref()
-                .is_some_and(|message| message.starts_with("killing container")),
+                .and_then(KillMarker::parse)
+                .is_some_and(|marker| marker.container_id == "containerd://app-1"),
             "the kill was announced"
         );
         // Second daemon: the container still runs, so the kill did not happen: do it once.
@@ -948,7 +950,7 @@ mod tests {
             let state = &mut crr.status.as_mut().unwrap().container_recreate_states[0];
             state.is_killed = false;
             state.phase = Phase::Pending;
-            state.message = Some(recreate::killing_message("containerd://app-1"));
+            state.message = Some(KillMarker::new("containerd://app-1").format());
         });
         // Third daemon: sees the announced container gone, never kills its replacement.
         drive(&memory, &fake, &runtime, 10, &[]).await;

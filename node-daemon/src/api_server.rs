@@ -1,0 +1,184 @@
+//! The daemon's I/O against the API server: the label-selected watch of this node's active
+//! requests, and [`Requests`] for rounds (status merge patches with a resourceVersion
+//! precondition, fresh reads, the pod's address, Events).
+//!
+//! The watch cache lags the daemon's own writes. Rather than re-reading every round, the daemon
+//! remembers what it wrote and which versions that write superseded: while the cache still
+//! shows a superseded version, its own copy is the current one (upstream's "resourceVersion
+//! expectation"). Anything else is a conflict on the next write, and a new round.
+//!
+//! Nothing here decides what to write or when (`round` and `worker` do); it decides only which
+//! copy of a request is the current one.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crr_crds::keys::{LABEL_ACTIVE, LABEL_NODE_NAME};
+use crr_crds::v1beta1::ContainerRecreateRequest;
+use futures::Stream;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, Resource as _, ResourceExt as _};
+use serde_json::json;
+
+use crate::round::{Requests, WriteError};
+
+/// Where the daemon looks for requests.
+pub struct Watch {
+    pub node: String,
+    /// Only this namespace (tests, or a daemon confined by RBAC); all namespaces when `None`.
+    pub namespace: Option<String>,
+}
+
+/// The watch's label selector: this node's active requests only.
+pub fn selector(node: &str) -> String {
+    format!("{LABEL_NODE_NAME}={node},{LABEL_ACTIVE}=true")
+}
+
+/// The watch of the requests `watch` names, feeding `writer`'s store, retried with backoff.
+pub fn watch_requests(
+    client: Client,
+    watch: &Watch,
+    writer: Writer<ContainerRecreateRequest>,
+) -> impl Stream<Item = Result<watcher::Event<ContainerRecreateRequest>, watcher::Error>> + Send + use<>
+{
+    let api: Api<ContainerRecreateRequest> = match &watch.namespace {
+        Some(namespace) => Api::namespaced(client, namespace),
+        None => Api::all(client),
+    };
+    let config = watcher::Config::default().labels(&selector(&watch.node));
+    reflector::reflector(writer, watcher(api, config)).default_backoff()
+}
+
+/// `namespace/name` of a request.
+pub fn request_key(crr: &ContainerRecreateRequest) -> String {
+    format!("{}/{}", crr.namespace().unwrap_or_default(), crr.name_any())
+}
+
+/// The API server side of rounds, with the memory of the daemon's own writes.
+pub struct ApiRequests {
+    client: Client,
+    recorder: Recorder,
+    written: Mutex<HashMap<String, Written>>,
+}
+
+/// The daemon's latest write of one request and the versions it made stale.
+struct Written {
+    superseded: HashSet<String>,
+    latest: ContainerRecreateRequest,
+}
+
+impl ApiRequests {
+    pub fn new(client: Client, recorder: Recorder) -> Self {
+        Self {
+            client,
+            recorder,
+            written: Mutex::default(),
+        }
+    }
+
+    /// The current version of a request the cache shows: the daemon's own copy while the cache
+    /// still shows a version that copy superseded.
+    pub fn current(&self, cached: &ContainerRecreateRequest) -> ContainerRecreateRequest {
+        let key = request_key(cached);
+        let mut written = self.written();
+        if let Some(entry) = written.get(&key) {
+            if cached
+                .resource_version()
+                .is_some_and(|version| entry.superseded.contains(&version))
+            {
+                return entry.latest.clone();
+            }
+            // The cache caught up (or moved past us): forget our copy.
+            written.remove(&key);
+        }
+        cached.clone()
+    }
+
+    /// Drops the daemon's copy of a request (completed or deleted).
+    pub fn forget(&self, crr: &ContainerRecreateRequest) {
+        self.written().remove(&request_key(crr));
+    }
+
+    fn written(&self) -> MutexGuard<'_, HashMap<String, Written>> {
+        // Each change under the lock is one insert, update or remove: consistent after a panic.
+        self.written.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn write_error(error: kube::Error) -> WriteError {
+    match &error {
+        kube::Error::Api(status) if status.code == 409 => WriteError::Conflict,
+        kube::Error::Api(status) if status.code == 404 => WriteError::Gone,
+        _ => WriteError::Api(error.to_string()),
+    }
+}
+
+impl Requests for ApiRequests {
+    async fn write_status(
+        &self,
+        crr: &ContainerRecreateRequest,
+        status: serde_json::Value,
+    ) -> Result<ContainerRecreateRequest, WriteError> {
+        let namespace = crr.namespace().unwrap_or_default();
+        let api: Api<ContainerRecreateRequest> = Api::namespaced(self.client.clone(), &namespace);
+        let sent = crr.resource_version();
+        let patch = json!({
+            "metadata": {"resourceVersion": sent},
+            "status": status,
+        });
+        let updated = api
+            .patch_status(
+                &crr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(write_error)?;
+        let mut written = self.written();
+        let entry = written.entry(request_key(crr)).or_insert_with(|| Written {
+            superseded: HashSet::new(),
+            latest: updated.clone(),
+        });
+        entry.superseded.extend(sent);
+        entry.latest = updated.clone();
+        Ok(updated)
+    }
+
+    async fn fresh(
+        &self,
+        crr: &ContainerRecreateRequest,
+    ) -> Result<Option<ContainerRecreateRequest>, WriteError> {
+        let namespace = crr.namespace().unwrap_or_default();
+        let api: Api<ContainerRecreateRequest> = Api::namespaced(self.client.clone(), &namespace);
+        api.get_opt(&crr.name_any()).await.map_err(write_error)
+    }
+
+    async fn pod_address(&self, namespace: &str, pod: &str) -> Option<String> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let status = pods.get_opt(pod).await.ok()??.status?;
+        status.pod_ip.filter(|ip| !ip.is_empty()).or(status.host_ip)
+    }
+
+    async fn event(
+        &self,
+        crr: &ContainerRecreateRequest,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note.to_owned()),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &crr.object_ref(&())).await {
+            tracing::debug!(%error, reason, "could not publish an Event");
+        }
+    }
+}
