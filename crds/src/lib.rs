@@ -6,6 +6,7 @@
 
 pub mod conversion;
 pub mod keys;
+pub mod rules;
 pub mod v1alpha1;
 pub mod v1beta1;
 

@@ -24,6 +24,12 @@ pub enum Error {
     DuplicateContainer { name: String },
     #[error("cannot recreate containers of pod {pod}: {reason}")]
     PodNotRecreatable { pod: String, reason: String },
+    /// The request would break an admission rule (`crr_crds::rules`); the webhook's message.
+    #[error("cannot recreate containers of pod {pod}: {rule}")]
+    RuleBroken {
+        pod: String,
+        rule: crr_crds::rules::Violation,
+    },
     #[error("invalid {flag}: {message}")]
     InvalidFlag { flag: &'static str, message: String },
     #[error("containerrecreaterequest {name:?} not found in namespace {namespace:?}")]

@@ -2,13 +2,16 @@
 //! write (`podName`, `containers[].name`, `strategy`, deadline, TTL). Labels, `statusContext`,
 //! `preStop` and defaults are the admission webhook's job, so this module never sets them.
 //!
-//! It checks what the plugin can check from the pod it read (the container exists, no name
-//! twice, the pod is still running) so that the user gets a precise message before anything is
-//! sent; the server still has the last word.
+//! It checks what the plugin can check from the pod it read (the pod is running and scheduled,
+//! each container is one the kubelet would restart, no name twice, the spec's limits) so that
+//! the user gets a precise message before anything is sent. Those decisions are
+//! `crr_crds::rules`, the admission webhook's own rules: the plugin never offers what the webhook
+//! refuses. Only the wording is the plugin's (flags, the pod's containers). The server still has
+//! the last word, on what needs live data (whether each container has started by then).
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crr_crds::rules::{self, MIN_ACTIVE_DEADLINE_SECONDS, Violation};
 use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainer, ContainerRecreateRequestSpec,
     ContainerRecreateRequestStrategy,
@@ -50,26 +53,14 @@ impl From<&RecreateArgs> for RecreateOptions {
     }
 }
 
-/// The smallest `activeDeadlineSeconds` the API accepts.
-pub const MIN_DEADLINE_SECONDS: u64 = 3;
-
 impl RecreateOptions {
     /// Checks the values that do not depend on a pod.
     pub fn validate(&self) -> Result<(), Error> {
-        let mut seen = BTreeSet::new();
-        for name in &self.containers {
-            if !seen.insert(name.as_str()) {
-                return Err(Error::DuplicateContainer { name: name.clone() });
-            }
-        }
-        if let Some(deadline) = self.deadline
-            && deadline.as_secs() < MIN_DEADLINE_SECONDS
-        {
-            return Err(Error::InvalidFlag {
-                flag: "--deadline",
-                message: format!("must be at least {MIN_DEADLINE_SECONDS}s"),
-            });
-        }
+        // Both rules are about flags, so no pod name is needed to word them.
+        rules::check_unique_container_names(self.containers.iter().map(String::as_str))
+            .map_err(|violation| rule_error("", violation))?;
+        rules::check_active_deadline(seconds_i64(self.deadline))
+            .map_err(|violation| rule_error("", violation))?;
         seconds_i32("--min-started", self.min_started)?;
         seconds_i32("--ttl", self.ttl)?;
         Ok(())
@@ -88,6 +79,30 @@ impl RecreateOptions {
     }
 }
 
+/// A broken rule in the plugin's words: the flag it is about, or the rule's own message for the
+/// request to `pod`.
+fn rule_error(pod: &str, violation: Violation) -> Error {
+    let invalid = |flag, message: String| Error::InvalidFlag { flag, message };
+    let must_not_be_negative = || "must not be negative".to_owned();
+    match violation {
+        Violation::DuplicateContainer { name } => Error::DuplicateContainer { name },
+        Violation::ActiveDeadlineTooShort { .. } => invalid(
+            "--deadline",
+            format!("must be at least {MIN_ACTIVE_DEADLINE_SECONDS}s"),
+        ),
+        Violation::NegativeGracePeriod { .. } => invalid("--grace-period", must_not_be_negative()),
+        Violation::NegativeUnreadyGracePeriod { .. } => {
+            invalid("--unready-grace", must_not_be_negative())
+        }
+        Violation::NegativeMinStarted { .. } => invalid("--min-started", must_not_be_negative()),
+        Violation::NegativeTtl { .. } => invalid("--ttl", must_not_be_negative()),
+        rule => Error::RuleBroken {
+            pod: pod.to_owned(),
+            rule,
+        },
+    }
+}
+
 fn seconds_i64(duration: Option<Duration>) -> Option<i64> {
     duration.map(|duration| i64::try_from(duration.as_secs()).unwrap_or(i64::MAX))
 }
@@ -103,39 +118,41 @@ fn seconds_i32(flag: &'static str, duration: Option<Duration>) -> Result<Option<
         .transpose()
 }
 
-/// Names of the containers a request may name: regular containers and native sidecars (init
-/// containers with `restartPolicy: Always`), in pod order.
+/// Names of the containers a request may name, in the order the kubelet starts them: native
+/// sidecars (init containers with `restartPolicy: Always`), then regular containers, each only if
+/// the kubelet would start it again once stopped (not in a `restartPolicy: Never` pod).
 pub fn recreatable_containers(pod: &Pod) -> Vec<String> {
-    let Some(spec) = pod.spec.as_ref() else {
-        return Vec::new();
-    };
-    let sidecars = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .filter(|container| container.restart_policy.as_deref() == Some("Always"));
-    sidecars
-        .chain(spec.containers.iter())
-        .map(|container| container.name.clone())
+    rules::recreatable_containers(pod)
+        .into_iter()
+        .map(|container| container.spec.name.clone())
         .collect()
 }
 
-/// Why a pod cannot have its containers recreated, if it cannot (finished or being deleted).
+/// Why a pod cannot have its containers recreated, if it cannot (finished, being deleted, or not
+/// scheduled yet), in the plugin's words.
 pub fn pod_not_recreatable(pod: &Pod) -> Option<String> {
-    if pod.metadata.deletion_timestamp.is_some() {
-        return Some("it is being deleted".to_owned());
-    }
-    match pod
-        .status
-        .as_ref()
-        .and_then(|status| status.phase.as_deref())
-    {
-        Some(phase @ ("Succeeded" | "Failed")) => Some(format!("it has finished ({phase})")),
-        _ => None,
+    match rules::check_pod(pod) {
+        Ok(_) => None,
+        Err(Violation::PodInactive) if pod.metadata.deletion_timestamp.is_some() => {
+            Some("it is being deleted".to_owned())
+        }
+        Err(Violation::PodInactive) => {
+            let phase = pod
+                .status
+                .as_ref()
+                .and_then(|status| status.phase.as_deref());
+            Some(format!(
+                "it has finished ({})",
+                phase.unwrap_or("unknown phase")
+            ))
+        }
+        Err(Violation::PodPending) => Some("it is not scheduled to a node yet".to_owned()),
+        Err(other) => Some(other.to_string()),
     }
 }
 
-/// The request for `pod`: `generateName` `<pod>-`, the named containers (all when none is named).
+/// The request for `pod`: `generateName` `<pod>-`, the named containers (all recreatable ones
+/// when none is named).
 pub fn build(pod: &Pod, options: &RecreateOptions) -> Result<ContainerRecreateRequest, Error> {
     options.validate()?;
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
@@ -148,52 +165,69 @@ pub fn build(pod: &Pod, options: &RecreateOptions) -> Result<ContainerRecreateRe
     }
     let available = recreatable_containers(pod);
     let names = if options.containers.is_empty() {
-        available.clone()
+        if available.is_empty() {
+            return Err(Error::PodNotRecreatable {
+                reason: no_recreatable_container(pod),
+                pod: pod_name,
+            });
+        }
+        available
     } else {
         for name in &options.containers {
-            if !available.contains(name) {
-                return Err(Error::ContainerNotInPod {
-                    pod: pod_name,
-                    container: name.clone(),
-                    available,
-                });
+            match rules::recreatable_container(pod, name) {
+                Ok(_) => {}
+                Err(Violation::ContainerNotFound { .. }) => {
+                    return Err(Error::ContainerNotInPod {
+                        pod: pod_name,
+                        container: name.clone(),
+                        available,
+                    });
+                }
+                Err(violation) => return Err(rule_error(&pod_name, violation)),
             }
         }
         options.containers.clone()
     };
-    if names.is_empty() {
-        return Err(Error::PodNotRecreatable {
-            pod: pod_name,
-            reason: "it has no containers".to_owned(),
-        });
-    }
+    let spec = ContainerRecreateRequestSpec {
+        pod_name,
+        containers: names
+            .into_iter()
+            .map(|name| ContainerRecreateRequestContainer {
+                name,
+                ..Default::default()
+            })
+            .collect(),
+        strategy: options.strategy()?,
+        active_deadline_seconds: seconds_i64(options.deadline),
+        ttl_seconds_after_finished: seconds_i32("--ttl", options.ttl)?,
+    };
+    rules::check_spec(&spec).map_err(|violation| rule_error(&spec.pod_name, violation))?;
     Ok(ContainerRecreateRequest {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{pod_name}-")),
+            generate_name: Some(format!("{}-", spec.pod_name)),
             namespace,
             ..Default::default()
         },
-        spec: ContainerRecreateRequestSpec {
-            pod_name,
-            containers: names
-                .into_iter()
-                .map(|name| ContainerRecreateRequestContainer {
-                    name,
-                    ..Default::default()
-                })
-                .collect(),
-            strategy: options.strategy()?,
-            active_deadline_seconds: seconds_i64(options.deadline),
-            ttl_seconds_after_finished: seconds_i32("--ttl", options.ttl)?,
-        },
+        spec,
         status: None,
     })
+}
+
+/// Why a pod offers no container: the rule its first container breaks.
+fn no_recreatable_container(pod: &Pod) -> String {
+    let first = pod.spec.iter().flat_map(|spec| &spec.containers).next();
+    first
+        .and_then(|container| rules::recreatable_container(pod, &container.name).err())
+        .map_or_else(
+            || "it has no containers".to_owned(),
+            |rule| rule.to_string(),
+        )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
+    use k8s_openapi::api::core::v1::{Container, PodCondition, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 
@@ -220,6 +254,7 @@ mod tests {
                     },
                 ]),
                 containers: vec![container("app"), container("sidecar")],
+                node_name: Some("node-a".to_owned()),
                 ..Default::default()
             }),
             status: Some(PodStatus {
@@ -316,10 +351,104 @@ mod tests {
             containers: vec!["migrate".to_owned()],
             ..Default::default()
         };
+        assert_eq!(
+            build(&pod(), &options).unwrap_err().to_string(),
+            "cannot recreate containers of pod web-0: container migrate is an init container that \
+             runs once; only native sidecars (restartPolicy: Always) can be recreated"
+        );
+    }
+
+    fn with_restart_policy(policy: &str) -> Pod {
+        let mut pod = pod();
+        pod.spec.as_mut().unwrap().restart_policy = Some(policy.to_owned());
+        pod
+    }
+
+    #[test]
+    fn containers_of_a_restart_policy_never_pod_are_not_offered() {
+        // The kubelet never starts them again; only the native sidecar comes back.
+        for policy in ["Never", "OnFailure"] {
+            let pod = with_restart_policy(policy);
+            assert_eq!(recreatable_containers(&pod), ["proxy"], "{policy}");
+            let crr = build(&pod, &RecreateOptions::default()).unwrap();
+            let names: Vec<_> = crr.spec.containers.iter().map(|c| &c.name).collect();
+            assert_eq!(names, ["proxy"], "{policy}");
+        }
+        assert_eq!(
+            recreatable_containers(&with_restart_policy("Always")),
+            ["proxy", "app", "sidecar"]
+        );
+    }
+
+    #[test]
+    fn naming_a_container_of_a_restart_policy_never_pod_is_refused_as_the_webhook_does() {
+        let options = RecreateOptions {
+            containers: vec!["app".to_owned()],
+            ..Default::default()
+        };
+        let error = build(&with_restart_policy("Never"), &options).unwrap_err();
         assert!(matches!(
-            build(&pod(), &options),
-            Err(Error::ContainerNotInPod { .. })
+            &error,
+            Error::RuleBroken {
+                rule: Violation::ContainerNotRestartable { .. },
+                ..
+            }
         ));
+        assert_eq!(
+            error.to_string(),
+            "cannot recreate containers of pod web-0: container app would not be started again \
+             after it is stopped (restartPolicy Never); only containers the kubelet restarts can \
+             be recreated"
+        );
+    }
+
+    #[test]
+    fn pod_without_a_restartable_container_says_why() {
+        let mut pod = with_restart_policy("Never");
+        pod.spec.as_mut().unwrap().init_containers = None;
+        assert_eq!(
+            build(&pod, &RecreateOptions::default())
+                .unwrap_err()
+                .to_string(),
+            "cannot recreate containers of pod web-0: container app would not be started again \
+             after it is stopped (restartPolicy Never); only containers the kubelet restarts can \
+             be recreated"
+        );
+    }
+
+    #[test]
+    fn unscheduled_pod_is_refused() {
+        let mut pending = pod();
+        pending.spec.as_mut().unwrap().node_name = None;
+        pending.status.as_mut().unwrap().phase = Some("Pending".to_owned());
+        assert_eq!(
+            pod_not_recreatable(&pending).as_deref(),
+            Some("it is not scheduled to a node yet")
+        );
+        assert_eq!(
+            build(&pending, &RecreateOptions::default())
+                .unwrap_err()
+                .to_string(),
+            "cannot recreate containers of pod web-0: it is not scheduled to a node yet"
+        );
+    }
+
+    #[test]
+    fn finished_pod_with_terminated_sidecars_is_accepted_as_the_webhook_does() {
+        let mut finished = pod();
+        let status = finished.status.as_mut().unwrap();
+        status.phase = Some("Succeeded".to_owned());
+        status.conditions = Some(vec![PodCondition {
+            type_: rules::SIDECAR_TERMINATED_CONDITION.to_owned(),
+            status: "True".to_owned(),
+            ..Default::default()
+        }]);
+        assert_eq!(pod_not_recreatable(&finished), None);
+        let options = RecreateOptions {
+            containers: vec!["proxy".to_owned()],
+            ..Default::default()
+        };
+        assert!(build(&finished, &options).is_ok());
     }
 
     #[test]

@@ -2,25 +2,26 @@
 //! object(s) in the hub model, plus the pod and node the I/O layer looked up. One set of rules
 //! serves both API versions (upstream keeps a copy per version).
 //!
+//! The rules that need no live API data (spec checks, pod state, which containers) are
+//! `crr_crds::rules`, shared with `kubectl crr`; this module applies them in upstream's order,
+//! adds the lookups' outcomes, defaults and injection, and the UPDATE rules.
+//!
 //! This module decides; it does not fetch, encode patches or speak HTTP (see `review`).
 
 use std::collections::BTreeMap;
 
 use crr_crds::keys::{CONDITION_PRE_RECREATE_GRACE, LABEL_ACTIVE, LABEL_NODE_NAME, LABEL_POD_UID};
+use crr_crds::rules::{self, ContainerNames, Violation};
 use crr_crds::v1beta1::{
-    ContainerRecreateRequest, ContainerRecreateRequestContainerContext, FailurePolicy, ProbeHandler,
+    ContainerRecreateRequest, ContainerRecreateRequestContainerContext, ProbeHandler,
 };
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// Smallest accepted `activeDeadlineSeconds`.
-pub const MIN_ACTIVE_DEADLINE_SECONDS: i64 = 3;
 /// Node label that marks virtual-kubelet nodes (no node daemon runs there), copied to the CRR.
 pub const VIRTUAL_KUBELET_LABEL_KEY: &str = "type";
 /// Value of [`VIRTUAL_KUBELET_LABEL_KEY`] on virtual-kubelet nodes.
 pub const VIRTUAL_KUBELET_LABEL_VALUE: &str = "virtual-kubelet";
-/// Pod condition that lets an inactive pod with terminated sidecars still be recreated (upstream).
-const SIDECAR_TERMINATED_CONDITION: &str = "SidecarTerminated";
 
 /// Why a request is refused, with the HTTP-style code the API server passes on to the client.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -60,6 +61,13 @@ impl Rejection {
     }
 }
 
+/// Every broken rule is invalid input, named by the rule's own reason.
+impl From<Violation> for Rejection {
+    fn from(violation: Violation) -> Self {
+        Self::bad_request(violation.reason(), violation.to_string())
+    }
+}
+
 /// The outcome of looking an object up.
 #[derive(Clone, Debug)]
 pub enum Lookup<T> {
@@ -91,68 +99,11 @@ pub fn admit_create(
     node: Lookup<&ObjectMeta>,
 ) -> Result<ContainerRecreateRequest, Rejection> {
     let pod_name = crr.spec.pod_name.clone();
-    if pod_name.is_empty() {
-        return Err(Rejection::bad_request(
-            "PodNameEmpty",
-            "podName can not be empty",
-        ));
-    }
-    let strategy = crr.spec.strategy.get_or_insert_with(Default::default);
+    rules::check_spec(&crr.spec)?;
     labels(&mut crr.metadata.labels).insert(LABEL_ACTIVE.to_owned(), "true".to_owned());
-    if crr.spec.containers.is_empty() {
-        return Err(Rejection::bad_request(
-            "ContainersEmpty",
-            "containers list can not be null",
-        ));
-    }
-    if crr
-        .spec
-        .active_deadline_seconds
-        .is_some_and(|seconds| seconds < MIN_ACTIVE_DEADLINE_SECONDS)
-    {
-        return Err(Rejection::bad_request(
-            "ActiveDeadlineTooShort",
-            format!("activeDeadlineSeconds can not be less than {MIN_ACTIVE_DEADLINE_SECONDS}s"),
-        ));
-    }
-    if strategy
-        .termination_grace_period_seconds
-        .is_some_and(|seconds| seconds < 0)
-    {
-        return Err(Rejection::bad_request(
-            "NegativeGracePeriod",
-            "terminationGracePeriodSeconds must be non-negative integer",
-        ));
-    }
-    if strategy
-        .unready_grace_period_seconds
-        .is_some_and(|seconds| seconds < 0)
-    {
-        return Err(Rejection::bad_request(
-            "NegativeUnreadyGracePeriod",
-            "unreadyGracePeriodSeconds must be non-negative integer",
-        ));
-    }
-    if strategy.min_started_seconds < 0 {
-        return Err(Rejection::bad_request(
-            "NegativeMinStarted",
-            "minStartedSeconds must be non-negative integer",
-        ));
-    }
-    if crr
-        .spec
-        .ttl_seconds_after_finished
-        .is_some_and(|seconds| seconds < 0)
-    {
-        return Err(Rejection::bad_request(
-            "NegativeTtl",
-            "ttlSecondsAfterFinished must be non-negative integer",
-        ));
-    }
-    let failure_policy =
-        FailurePolicy::parse(strategy.failure_policy.as_deref().unwrap_or_default())
-            .map_err(|error| Rejection::bad_request("UnknownFailurePolicy", error.to_string()))?;
-    strategy.failure_policy = Some(failure_policy.as_str().to_owned());
+    let strategy = crr.spec.strategy.get_or_insert_with(Default::default);
+    // check_spec accepted the value, so this only spells out the default.
+    strategy.failure_policy = Some(strategy.failure_policy().as_str().to_owned());
 
     let pod = match pod {
         Lookup::Found(pod) => pod,
@@ -169,22 +120,8 @@ pub fn admit_create(
             ));
         }
     };
-    if !is_pod_active(pod) && !has_condition(pod, SIDECAR_TERMINATED_CONDITION) {
-        return Err(Rejection::bad_request(
-            "PodInactive",
-            "not allowed to recreate containers in an inactive Pod",
-        ));
-    }
+    let node_name = rules::check_pod(pod)?.to_owned();
     let pod_spec = pod.spec.as_ref();
-    let node_name = pod_spec
-        .and_then(|spec| spec.node_name.clone())
-        .unwrap_or_default();
-    if node_name.is_empty() {
-        return Err(Rejection::bad_request(
-            "PodPending",
-            "not allowed to recreate containers in a pending Pod",
-        ));
-    }
     let node = match node {
         Lookup::Found(node) => node,
         Lookup::NotFound => {
@@ -224,14 +161,9 @@ pub fn admit_create(
             pod_spec.and_then(|spec| spec.termination_grace_period_seconds);
     }
 
-    let mut seen = std::collections::BTreeSet::new();
+    let mut names = ContainerNames::default();
     for container in &mut crr.spec.containers {
-        if !seen.insert(container.name.clone()) {
-            return Err(Rejection::bad_request(
-                "DuplicateContainer",
-                format!("can not recreate {} multi times", container.name),
-            ));
-        }
+        names.add(&container.name)?;
         // Read-only fields: a request may carry them only when they already hold exactly what
         // this webhook derives (its own output admitted a second time: reinvocation, or two
         // webhook configurations during an upgrade). Anything else is a user setting them.
@@ -250,7 +182,7 @@ pub fn admit_create(
         let derived = match derive_container_fields(pod, &container.name) {
             Ok(derived) => derived,
             Err(_) if user_supplied => return Err(read_only()),
-            Err(rejection) => return Err(rejection),
+            Err(violation) => return Err(violation.into()),
         };
         if user_supplied && supplied != derived {
             return Err(read_only());
@@ -272,23 +204,9 @@ type DerivedFields = (
     Option<ContainerRecreateRequestContainerContext>,
 );
 
-fn derive_container_fields(pod: &Pod, name: &str) -> Result<DerivedFields, Rejection> {
-    let target = find_recreatable_container(pod, name)?;
-    let status = target.status.ok_or_else(|| {
-        Rejection::bad_request(
-            "ContainerStatusMissing",
-            format!("not found {name} containerStatus in Pod Status"),
-        )
-    })?;
-    let container_id = status.container_id.clone().unwrap_or_default();
-    if container_id.is_empty() {
-        return Err(Rejection::bad_request(
-            "ContainerNotStarted",
-            format!(
-                "no containerID in {name} containerStatus, maybe the container has not been initialized"
-            ),
-        ));
-    }
+fn derive_container_fields(pod: &Pod, name: &str) -> Result<DerivedFields, Violation> {
+    let target = rules::recreatable_container(pod, name)?;
+    let status_context = target.status_context()?;
     let pre_stop = target
         .spec
         .lifecycle
@@ -310,14 +228,7 @@ fn derive_container_fields(pod: &Pod, name: &str) -> Result<DerivedFields, Rejec
     } else {
         None
     };
-    Ok((
-        pre_stop,
-        ports,
-        Some(ContainerRecreateRequestContainerContext {
-            container_id,
-            restart_count: status.restart_count,
-        }),
-    ))
+    Ok((pre_stop, ports, Some(status_context)))
 }
 
 /// UPDATE: the spec and the identity labels are frozen; so is the time the pod was made
@@ -366,83 +277,6 @@ pub fn admit_update(
         }
     }
     Ok(())
-}
-
-/// A container of the pod that a CRR may name, with its current status.
-struct RecreatableContainer<'a> {
-    spec: &'a Container,
-    status: Option<&'a ContainerStatus>,
-}
-
-/// Finds a regular container or a native sidecar (an init container with `restartPolicy:
-/// Always`) by name, refusing containers the kubelet would not start again once stopped.
-fn find_recreatable_container<'a>(
-    pod: &'a Pod,
-    name: &str,
-) -> Result<RecreatableContainer<'a>, Rejection> {
-    let spec = pod.spec.as_ref();
-    let status = pod.status.as_ref();
-    let by_name = |statuses: Option<&'a Vec<ContainerStatus>>| {
-        statuses.into_iter().flatten().find(|s| s.name == name)
-    };
-
-    if let Some(container) = spec
-        .into_iter()
-        .flat_map(|s| &s.containers)
-        .find(|c| c.name == name)
-    {
-        let pod_policy = spec
-            .and_then(|s| s.restart_policy.as_deref())
-            .unwrap_or("Always");
-        let policy = container.restart_policy.as_deref().unwrap_or(pod_policy);
-        if policy != "Always" {
-            return Err(Rejection::bad_request(
-                "ContainerNotRestartable",
-                format!(
-                    "container {name} would not be started again after it is stopped (restartPolicy {policy}); only containers the kubelet restarts can be recreated"
-                ),
-            ));
-        }
-        return Ok(RecreatableContainer {
-            spec: container,
-            status: by_name(status.and_then(|s| s.container_statuses.as_ref())),
-        });
-    }
-    if let Some(container) = spec
-        .into_iter()
-        .flat_map(|s| s.init_containers.iter().flatten())
-        .find(|c| c.name == name)
-    {
-        if container.restart_policy.as_deref() != Some("Always") {
-            return Err(Rejection::bad_request(
-                "InitContainer",
-                format!(
-                    "container {name} is an init container that runs once; only native sidecars (restartPolicy: Always) can be recreated"
-                ),
-            ));
-        }
-        return Ok(RecreatableContainer {
-            spec: container,
-            status: by_name(status.and_then(|s| s.init_container_statuses.as_ref())),
-        });
-    }
-    Err(Rejection::bad_request(
-        "ContainerNotFound",
-        format!("container {name} not found in Pod"),
-    ))
-}
-
-/// A pod is active while it has not finished and is not being deleted.
-fn is_pod_active(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    !matches!(phase, Some("Succeeded" | "Failed")) && pod.metadata.deletion_timestamp.is_none()
-}
-
-fn has_condition(pod: &Pod, condition_type: &str) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == condition_type))
 }
 
 fn labels(labels: &mut Option<BTreeMap<String, String>>) -> &mut BTreeMap<String, String> {
