@@ -15,16 +15,20 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crr_crds::keys::{LABEL_ACTIVE, LABEL_NODE_NAME};
 use crr_crds::v1beta1::ContainerRecreateRequest;
+use crr_runtime::events::EventPublisher;
 use futures::Stream;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::api::{Api, Patch};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 use serde_json::json;
 
 use crate::round::{Requests, WriteError};
+
+/// Field manager of the daemon's writes, so `managedFields` shows what the daemon wrote.
+pub const FIELD_MANAGER: &str = "crr-node-daemon";
 
 /// Where the daemon looks for requests.
 pub struct Watch {
@@ -61,7 +65,7 @@ pub fn request_key(crr: &ContainerRecreateRequest) -> String {
 /// The API server side of rounds, with the memory of the daemon's own writes.
 pub struct ApiRequests {
     client: Client,
-    recorder: Recorder,
+    events: EventPublisher,
     written: Mutex<HashMap<String, Written>>,
 }
 
@@ -72,10 +76,10 @@ struct Written {
 }
 
 impl ApiRequests {
-    pub fn new(client: Client, recorder: Recorder) -> Self {
+    pub fn new(client: Client, events: EventPublisher) -> Self {
         Self {
             client,
-            recorder,
+            events,
             written: Mutex::default(),
         }
     }
@@ -133,7 +137,7 @@ impl Requests for ApiRequests {
         let updated = api
             .patch_status(
                 &crr.name_any(),
-                &PatchParams::default(),
+                &crr_runtime::client::patch_params(FIELD_MANAGER),
                 &Patch::Merge(&patch),
             )
             .await
@@ -170,15 +174,8 @@ impl Requests for ApiRequests {
         reason: &str,
         note: &str,
     ) {
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note.to_owned()),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &crr.object_ref(&())).await {
-            tracing::debug!(%error, reason, "could not publish an Event");
-        }
+        self.events
+            .publish(&crr.object_ref(&()), type_, reason, note)
+            .await;
     }
 }

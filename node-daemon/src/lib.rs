@@ -5,11 +5,13 @@
 //! that announces a kill). Time: `timers` (one delayed wake-up per key) under `queue` (the work
 //! queue of pods). I/O: `cri` talks to the runtime, `pre_stop` runs hooks, `api_server` watches
 //! and writes requests. `round` carries out one request's next step; `worker` wires the watch,
-//! the queue and rounds together.
+//! the queue and rounds together; `run` wires the process with the shared runtime
+//! (`crr-runtime`), and `main.rs` only parses flags (`args`).
 
 #![forbid(unsafe_code)]
 
 pub mod api_server;
+pub mod args;
 pub mod cri;
 #[cfg(test)]
 mod fake_runtime;
@@ -19,6 +21,7 @@ pub mod pre_stop;
 pub mod queue;
 pub mod recreate;
 pub mod round;
+pub mod run;
 pub mod schedule;
 pub mod timers;
 pub mod worker;

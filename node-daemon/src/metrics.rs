@@ -87,9 +87,3 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 }
-
-pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, registry)?;
-    Ok(out)
-}

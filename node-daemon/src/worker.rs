@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use crr_runtime::events::EventPublisher;
 use futures::StreamExt as _;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
 pub use crate::api_server::Watch;
@@ -49,13 +49,13 @@ impl Daemon {
         client: Client,
         runtime: Runtime,
         watch: Watch,
-        recorder: Recorder,
+        events: EventPublisher,
         metrics: Metrics,
         on_synced: impl Fn() + Send + 'static,
     ) -> (Arc<Self>, impl std::future::Future<Output = ()>) {
         let (store, writer) = reflector::store();
         let daemon = Arc::new(Self {
-            requests: ApiRequests::new(client.clone(), recorder),
+            requests: ApiRequests::new(client.clone(), events),
             runtime,
             metrics,
             store,
@@ -93,21 +93,26 @@ impl Daemon {
         (daemon, feeder)
     }
 
-    /// Runs pods' rounds, at most `parallel` at once, until `stop` is notified; then waits for
-    /// the running ones (a kill under way is finished, never abandoned halfway; a request not
-    /// yet at its kill is picked up by the next daemon from its recorded states).
-    pub async fn run(self: Arc<Self>, parallel: usize, stop: Arc<Notify>) {
+    /// Runs pods' rounds, at most `parallel` at once, until `stop` resolves; then waits for the
+    /// running ones (a kill under way is finished, never abandoned halfway; a request not yet
+    /// at its kill is picked up by the next daemon from its recorded states).
+    pub async fn run(
+        self: Arc<Self>,
+        parallel: usize,
+        stop: impl std::future::Future<Output = ()> + Send,
+    ) {
+        let mut stop = std::pin::pin!(stop);
         let parallel = parallel.clamp(1, Semaphore::MAX_PERMITS);
         let slots = Arc::new(Semaphore::new(parallel));
         'outer: loop {
             tokio::select! {
                 () = self.queue.added() => {}
-                () = stop.notified() => break,
+                () = &mut stop => break,
             }
             for key in self.queue.take() {
                 let permit = tokio::select! {
                     permit = slots.clone().acquire_owned() => permit,
-                    () = stop.notified() => break 'outer,
+                    () = &mut stop => break 'outer,
                 };
                 let Ok(permit) = permit else {
                     break 'outer;

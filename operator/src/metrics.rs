@@ -163,13 +163,6 @@ impl Collector for PhaseCollector {
     }
 }
 
-/// Encodes the registry as OpenMetrics text.
-pub fn encode(registry: &Registry) -> Result<String, fmt::Error> {
-    let mut body = String::new();
-    prometheus_client::encoding::text::encode(&mut body, registry)?;
-    Ok(body)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,7 +216,7 @@ mod tests {
         registry.register_collector(Box::new(PhaseCollector::new(|| {
             vec![Arc::new(crr(Some(Phase::Pending), false))]
         })));
-        let text = encode(&registry).unwrap();
+        let text = crr_runtime::metrics::encode(&registry).unwrap();
         assert!(text.contains("crr_operator_reconciles_total{outcome=\"applied\"} 1"));
         assert!(text.contains("crr_operator_requests{phase=\"Pending\"} 1"));
         assert!(text.contains("crr_operator_time_to_completion_seconds_count 1"));

@@ -60,7 +60,7 @@ async fn validating_endpoint_never_patches_and_feature_gate_denies() {
         assert_eq!(answer["status"]["code"], 403, "{path}");
         assert!(answer.get("patch").is_none(), "{path}");
     }
-    let metrics = crr_webhook::metrics::encode(&served.registry).expect("metrics");
+    let metrics = crr_runtime::metrics::encode(&served.registry).expect("metrics");
     assert!(
         metrics.contains("crr_webhook_rejections_total{reason=\"FeatureGateDisabled\"} 2"),
         "{metrics}"

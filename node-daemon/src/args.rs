@@ -1,0 +1,41 @@
+//! The node daemon's command line: every flag with an environment fallback.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use crr_runtime::logging::LogFormat;
+
+/// Per-node agent that recreates ContainerRecreateRequest containers through CRI.
+#[derive(Parser, Debug)]
+#[command(version)]
+pub struct Args {
+    /// This node's name (the DaemonSet passes it from the downward API).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+
+    /// Watch requests of this namespace only (for tests; the DaemonSet watches all).
+    #[arg(long, env = "CRR_NODE_DAEMON_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
+    /// The runtime's CRI socket; when unset, the usual containerd, CRI-O and cri-dockerd paths
+    /// are tried.
+    #[arg(long, env = "CRR_NODE_DAEMON_CRI_SOCKET")]
+    pub cri_socket: Option<PathBuf>,
+
+    /// Pods whose requests are worked on at once.
+    #[arg(long, env = "CRR_NODE_DAEMON_MAX_PARALLEL_PODS", default_value_t = 16)]
+    pub max_parallel_pods: usize,
+
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(
+        long,
+        env = "CRR_NODE_DAEMON_ADMIN_LISTEN",
+        default_value = "0.0.0.0:10221"
+    )]
+    pub admin_listen: SocketAddr,
+
+    /// Log format.
+    #[arg(long, env = "CRR_NODE_DAEMON_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}

@@ -1,0 +1,64 @@
+//! The node daemon process, wired: the CRI runtime, the API client, the request watch and its
+//! workers, the admin server and the signals. `main.rs` only parses flags ([`Args`]).
+//!
+//! Shutdown (SIGTERM or Ctrl+C): `/readyz` turns unready and the kills under way finish; a
+//! second signal exits at once.
+
+use anyhow::Context as _;
+use crr_runtime::admin::{self, Readiness};
+use crr_runtime::client::ApiClient;
+use crr_runtime::events::EventPublisher;
+use crr_runtime::shutdown::Shutdown;
+use prometheus_client::registry::Registry;
+
+use crate::api_server::FIELD_MANAGER;
+use crate::args::Args;
+use crate::cri::{self, Runtime};
+use crate::metrics::Metrics;
+use crate::worker::{Daemon, Watch};
+
+/// Runs the daemon until SIGTERM (kills under way finished) or a second signal.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    crr_runtime::tls::install_crypto_provider();
+    let socket = cri::find_socket(args.cri_socket.as_deref())?;
+    let runtime = Runtime::connect(&socket)
+        .await
+        .context("checking the container runtime")?;
+    tracing::info!(socket = %socket.display(), runtime = %runtime.name, version = %runtime.version, node = %args.node_name, "connected to the runtime");
+    let runtime_name = format!("runtime {} {}", runtime.name, runtime.version);
+
+    let api = ApiClient::infer(FIELD_MANAGER)
+        .await
+        .context("connecting to the API server")?;
+    let shutdown = Shutdown::on_signals();
+    let readiness = Readiness::default();
+    readiness.follow(&shutdown);
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let synced = readiness.gate("request watch");
+    let (daemon, feeder) = Daemon::new(
+        api.client(),
+        runtime,
+        Watch {
+            node: args.node_name.clone(),
+            namespace: args.watch_namespace.clone(),
+        },
+        EventPublisher::new(api.client(), FIELD_MANAGER, args.node_name.clone()),
+        metrics,
+        move || synced.open(),
+    );
+    tokio::spawn(feeder);
+
+    let admin_listen = args.admin_listen;
+    tokio::spawn(async move {
+        let router = admin::router(readiness, registry, runtime_name);
+        if let Err(error) = admin::serve(admin_listen, router, std::future::pending()).await {
+            tracing::error!(%error, address = %admin_listen, "admin server failed");
+        }
+    });
+
+    daemon
+        .run(args.max_parallel_pods, shutdown.requested())
+        .await;
+    Ok(())
+}
