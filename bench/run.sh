@@ -18,7 +18,7 @@ KUBECONFIG="$KUBECONFIG_ADMIN" CRR_BENCH_OUT="$root/bench/results" \
   cargo run -q --release -p crr-e2e --bin crr-bench
 {
   echo
-  echo '**webhook admission over TLS (loopback, cached pod)**:'
+  echo '**webhook admission over TLS (loopback, the pod given as a value)**:'
   echo '```'
   echo "$webhook_figures"
   echo '```'
