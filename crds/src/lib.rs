@@ -2,11 +2,14 @@
 //! the well-known keys, and the CustomResourceDefinition built from the types.
 //!
 //! Every component converts incoming objects to the hub version ([`v1beta1`]) at its edge and
-//! decides on that one model.
+//! decides on that one model. [`status`] is the one status model over it: when a request is
+//! finished, what completing one writes, how conditions are set, and the typed, preconditioned
+//! status patch both the operator and the node daemon write with.
 
 pub mod conversion;
 pub mod keys;
 pub mod rules;
+pub mod status;
 pub mod v1alpha1;
 pub mod v1beta1;
 
