@@ -12,6 +12,13 @@
 //!   memory (no pod store), at the price of one GET per reconcile and events for pods without
 //!   requests, which the mapper drops after a lookup in the request cache.
 //!
+//! # Writes
+//! Status writes are [`StatusPatch`]es: JSON merge patches of the status subresource, each built
+//! from the request as it is when the action runs and preconditioned on that request's
+//! resourceVersion. After every write of a reconcile the executor continues from the object the
+//! API server returned, so a later action never sends a body computed from a stale copy, and
+//! a request changed by someone else meanwhile fails the write with a conflict (retried soon).
+//!
 //! # Leadership
 //! Every replica runs the watches (caches stay warm), but only the Lease holder reconciles and
 //! writes: followers return at once, and the holder checks leadership again before each write.
@@ -21,12 +28,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crr_crds::keys;
+use crr_crds::status::{NoResourceVersion, StatusPatch};
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_runtime::events::EventPublisher;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
@@ -116,6 +123,9 @@ pub enum Error {
     /// The Lease was lost within the reconcile; nothing more was written.
     #[error("lost the leader Lease during the reconcile")]
     NotLeader,
+    /// The request has no resourceVersion to precondition a status write on.
+    #[error(transparent)]
+    Unversioned(#[from] NoResourceVersion),
 }
 
 impl Error {
@@ -128,6 +138,7 @@ impl Error {
             Self::Write { .. } => "write",
             Self::UnreadableHolders { .. } => "unreadable_holders",
             Self::NotLeader => "not_leader",
+            Self::Unversioned(_) => "unversioned",
         }
     }
 }
@@ -240,10 +251,6 @@ fn params() -> PatchParams {
     crr_runtime::client::patch_params(FIELD_MANAGER)
 }
 
-fn time_value(time: Timestamp) -> Value {
-    serde_json::to_value(Time(time)).unwrap_or(Value::Null)
-}
-
 impl Executor<'_> {
     fn crr_key(&self) -> String {
         format!(
@@ -328,22 +335,16 @@ impl Executor<'_> {
             Action::Complete(completion) => self.complete(completion).await,
             Action::AcquirePodReadiness => self.acquire_pod_readiness().await,
             Action::MarkPreRecreateGrace {
-                conditions,
-                message,
+                time,
                 missing_readiness_gate,
             } => {
-                let mut status = json!({ "conditions": conditions });
-                if let Some(message) = &message {
-                    status["message"] = json!(message);
-                }
+                let patch = reconcile::pre_recreate_grace_patch(
+                    &self.current,
+                    time,
+                    missing_readiness_gate,
+                )?;
                 let step = self
-                    .patch_crr_status(
-                        "starting the unready grace period",
-                        json!({
-                            "metadata": { "resourceVersion": self.current.resource_version() },
-                            "status": status,
-                        }),
-                    )
+                    .patch_crr_status("starting the unready grace period", &patch)
                     .await?;
                 if missing_readiness_gate {
                     let note = reconcile::MESSAGE_NO_READINESS_GATE;
@@ -363,44 +364,43 @@ impl Executor<'_> {
                 Ok(step)
             }
             Action::PatchSnapshot(snapshot) => {
-                self.patch_crr_status(
-                    "writing the container status snapshot",
-                    json!({
-                        "status": { "containerStatusSnapshot": snapshot }
-                    }),
-                )
-                .await
+                let patch = reconcile::snapshot_patch(&self.current, snapshot)?;
+                self.patch_crr_status("writing the container status snapshot", &patch)
+                    .await
             }
         }
     }
 
+    /// Merge-patches the CRR's metadata (finalizers, labels).
     async fn patch_crr(&mut self, action: &'static str, patch: Value) -> Result<Step, Error> {
-        self.merge_patch_crr(action, patch, false).await
+        let name = self.current.name_any();
+        let result = self
+            .crrs
+            .patch(&name, &params(), &Patch::Merge(&patch))
+            .await;
+        self.keep_answer(action, result)
     }
 
+    /// Merge-patches the CRR's status subresource with a patch built from `self.current`.
     async fn patch_crr_status(
         &mut self,
         action: &'static str,
-        patch: Value,
+        patch: &StatusPatch,
     ) -> Result<Step, Error> {
-        self.merge_patch_crr(action, patch, true).await
+        let result = self
+            .crrs
+            .patch_status(patch.name(), &params(), &Patch::Merge(patch))
+            .await;
+        self.keep_answer(action, result)
     }
 
-    /// Merge-patches the CRR (its status subresource when `status`), keeping the answer as the
-    /// current object; a CRR deleted meanwhile stops the reconcile.
-    async fn merge_patch_crr(
+    /// Keeps the API server's answer to a write as the current object, which the next action
+    /// builds on; a CRR deleted meanwhile stops the reconcile.
+    fn keep_answer(
         &mut self,
         action: &'static str,
-        patch: Value,
-        status: bool,
+        result: Result<ContainerRecreateRequest, kube::Error>,
     ) -> Result<Step, Error> {
-        let name = self.current.name_any();
-        let patch = Patch::Merge(&patch);
-        let result = if status {
-            self.crrs.patch_status(&name, &params(), &patch).await
-        } else {
-            self.crrs.patch(&name, &params(), &patch).await
-        };
         match result {
             Ok(updated) => {
                 self.current = updated;
@@ -413,25 +413,11 @@ impl Executor<'_> {
 
     async fn complete(&mut self, completion: Completion) -> Result<Step, Error> {
         let message = completion.reason.message();
-        let mut status = json!({
-            "phase": crr_crds::v1beta1::Phase::Completed.as_str(),
-            "completionTime": time_value(completion.time),
-            "message": message,
-            "conditions": completion.conditions,
-        });
-        if let Some(states) = &completion.container_recreate_states {
-            status["containerRecreateStates"] = json!(states);
-        }
         // The resourceVersion precondition keeps a stale cache from overwriting a completion
         // the daemon has just written.
+        let patch = reconcile::completion_patch(&self.current, &completion)?;
         let step = self
-            .patch_crr_status(
-                "completing the request",
-                json!({
-                    "metadata": { "resourceVersion": self.current.resource_version() },
-                    "status": status,
-                }),
-            )
+            .patch_crr_status("completing the request", &patch)
             .await?;
         if step == Step::Continue {
             info!(reason = completion.reason.reason(), "completed: {message}");

@@ -98,10 +98,10 @@ impl Metrics {
     }
 }
 
-/// The phase label of a request: its phase, `Completed` once it has a completion time, `Unset`
-/// while nobody picked it up.
+/// The phase label of a request: `Completed` once it is finished (`crr_crds::status::is_finished`:
+/// a completionTime wins over a stale phase), else its phase, `Unset` while nobody picked it up.
 pub fn phase_label(crr: &ContainerRecreateRequest) -> &'static str {
-    if crr.is_completed() {
+    if crr_crds::status::is_finished(crr) {
         return Phase::Completed.as_str();
     }
     crr.phase().map(Phase::as_str).unwrap_or("Unset")

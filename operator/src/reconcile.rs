@@ -10,10 +10,17 @@
 //! then lose the `active` label and expire by TTL; live requests complete when their pod is gone
 //! or a deadline passes; a recreating request gets its status snapshot and, before any container
 //! is killed, takes the pod out of endpoints for `unreadyGracePeriodSeconds`.
+//!
+//! Status actions carry what was decided from the pod and the time, not the status body: the
+//! executor builds each body with [`completion_patch`], [`pre_recreate_grace_patch`] or
+//! [`snapshot_patch`] from the request as it is when the action runs (after the reconcile's
+//! earlier writes, the object the API server returned), so a body and its resourceVersion
+//! precondition always come from the same object.
 
 use std::time::Duration;
 
 use crr_crds::keys;
+use crr_crds::status::{self, NoResourceVersion, Outcome, StatusPatch};
 use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState,
     ContainerRecreateRequestSyncContainerStatus, Phase,
@@ -48,16 +55,16 @@ pub enum Action {
     /// Add this request's entry to the pod's `KruisePodReady` holder list (condition False).
     AcquirePodReadiness,
     /// Record that the unready grace period started: the `PreRecreateGrace` condition, and a
-    /// status message when the pod could not be made not-ready.
+    /// status message when the pod could not be made not-ready ([`pre_recreate_grace_patch`]).
     MarkPreRecreateGrace {
-        /// The whole conditions list to write.
-        conditions: Vec<Condition>,
-        /// Status message to write, if any.
-        message: Option<String>,
-        /// Whether the pod lacks the readiness gate (the caller warns with Events).
+        /// When the grace period started (the condition's transition time).
+        time: Timestamp,
+        /// Whether the pod lacks the readiness gate (a status message; the caller also warns
+        /// with Events).
         missing_readiness_gate: bool,
     },
-    /// Write `status.containerStatusSnapshot`.
+    /// Write `status.containerStatusSnapshot` ([`snapshot_patch`]). Always the first write of a
+    /// plan, so the request it was computed from is the one it is written against.
     PatchSnapshot(Vec<ContainerRecreateRequestSyncContainerStatus>),
 }
 
@@ -92,18 +99,14 @@ impl CompletionReason {
     }
 }
 
-/// The status written when the operator finishes a request.
-#[derive(Clone, Debug, PartialEq)]
+/// Why and when the operator finishes a request; [`completion_patch`] turns it into the status
+/// write against the request as it is then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
     /// Why.
     pub reason: CompletionReason,
     /// The completion time.
     pub time: Timestamp,
-    /// Per-container states to write (deadlines mark unfinished containers Failed), or `None`
-    /// to leave them as the daemon wrote them.
-    pub container_recreate_states: Option<Vec<ContainerRecreateRequestContainerRecreateState>>,
-    /// The whole conditions list to write (with `Succeeded=False`).
-    pub conditions: Vec<Condition>,
 }
 
 /// What to do now and when to look again.
@@ -129,7 +132,7 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
         .and_then(|status| status.completion_time.as_ref())
         .map(|time| time.0);
 
-    if deleting || completion_time.is_some() {
+    if deleting || status::is_finished(crr) {
         if holds_finalizer {
             actions.push(Action::ReleasePodReadiness);
             actions.push(Action::RemoveFinalizer);
@@ -159,11 +162,10 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
     }
 
     let Some(pod) = pod.filter(|pod| !pod_has_gone(crr, pod)) else {
-        actions.push(Action::Complete(complete(
-            crr,
-            CompletionReason::PodGone,
-            now,
-        )));
+        actions.push(Action::Complete(Completion {
+            reason: CompletionReason::PodGone,
+            time: now,
+        }));
         return Plan {
             actions,
             requeue_after: None,
@@ -190,7 +192,7 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
     for (reason, at) in deadlines {
         let Some(at) = at else { continue };
         if deadline::has_passed(at, now) {
-            actions.push(Action::Complete(complete(crr, reason, now)));
+            actions.push(Action::Complete(Completion { reason, time: now }));
             return Plan {
                 actions,
                 requeue_after: None,
@@ -213,34 +215,17 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
         }
         if crr.strategy().unready_grace_period_seconds.is_some() && !pre_recreate_grace_started(crr)
         {
-            let conditions = with_condition(
-                current_conditions(crr),
-                Condition {
-                    type_: keys::CONDITION_PRE_RECREATE_GRACE.to_owned(),
-                    status: "True".to_owned(),
-                    reason: keys::REASON_PRE_RECREATE_GRACE.to_owned(),
-                    message: keys::MESSAGE_PRE_RECREATE_GRACE.to_owned(),
-                    last_transition_time: Time(now),
-                    observed_generation: crr.metadata.generation,
-                },
-            );
-            if readiness::has_readiness_gate(pod) {
+            let missing_readiness_gate = !readiness::has_readiness_gate(pod);
+            if !missing_readiness_gate {
                 if !holds_finalizer {
                     actions.push(Action::AddFinalizer);
                 }
                 actions.push(Action::AcquirePodReadiness);
-                actions.push(Action::MarkPreRecreateGrace {
-                    conditions,
-                    message: None,
-                    missing_readiness_gate: false,
-                });
-            } else {
-                actions.push(Action::MarkPreRecreateGrace {
-                    conditions,
-                    message: Some(MESSAGE_NO_READINESS_GATE.to_owned()),
-                    missing_readiness_gate: true,
-                });
             }
+            actions.push(Action::MarkPreRecreateGrace {
+                time: now,
+                missing_readiness_gate,
+            });
         }
     }
 
@@ -261,60 +246,61 @@ fn pre_recreate_grace_started(crr: &ContainerRecreateRequest) -> bool {
         .is_some_and(|condition| condition.status == "True")
 }
 
-fn current_conditions(crr: &ContainerRecreateRequest) -> Vec<Condition> {
-    crr.status
-        .as_ref()
-        .map(|status| status.conditions.clone())
-        .unwrap_or_default()
-}
-
-/// Sets a condition the way `meta.SetStatusCondition` does: replaces the one of the same type,
-/// but keeps its lastTransitionTime when the status does not change, so a repeated write never
-/// moves a transition time forward.
-pub fn with_condition(mut conditions: Vec<Condition>, mut condition: Condition) -> Vec<Condition> {
-    match conditions
-        .iter_mut()
-        .find(|existing| existing.type_ == condition.type_)
-    {
-        Some(existing) => {
-            if existing.status == condition.status {
-                condition.last_transition_time = existing.last_transition_time.clone();
-            }
-            *existing = condition;
-        }
-        None => conditions.push(condition),
-    }
-    conditions
-}
-
-fn complete(
+/// The status write that completes `crr` (phase Completed, completionTime, message,
+/// `Succeeded=False` with the reason), preconditioned on `crr`. Deadlines also mark every
+/// unfinished container Failed; a gone pod leaves the states as the daemon wrote them.
+pub fn completion_patch(
     crr: &ContainerRecreateRequest,
-    reason: CompletionReason,
-    now: Timestamp,
-) -> Completion {
+    completion: &Completion,
+) -> Result<StatusPatch, NoResourceVersion> {
+    let reason = completion.reason;
     let container_recreate_states = match reason {
         CompletionReason::PodGone => None,
         CompletionReason::DaemonNotResponding | CompletionReason::ActiveDeadlineExceeded => {
             Some(fail_unfinished(crr, reason.message()))
         }
     };
-    let conditions = with_condition(
-        current_conditions(crr),
-        Condition {
-            type_: keys::CONDITION_SUCCEEDED.to_owned(),
-            status: "False".to_owned(),
+    StatusPatch::completion(
+        crr,
+        &status::Completion {
+            outcome: Outcome::Failed,
             reason: reason.reason().to_owned(),
             message: reason.message().to_owned(),
-            last_transition_time: Time(now),
-            observed_generation: crr.metadata.generation,
+            container_recreate_states,
+            time: completion.time,
         },
-    );
-    Completion {
-        reason,
-        time: now,
-        container_recreate_states,
-        conditions,
-    }
+    )
+}
+
+/// The status write that records the start of the unready grace period: `PreRecreateGrace=True`
+/// at `time` (an existing True condition keeps its time), and a status message when the pod has
+/// no readiness gate; preconditioned on `crr`.
+pub fn pre_recreate_grace_patch(
+    crr: &ContainerRecreateRequest,
+    time: Timestamp,
+    missing_readiness_gate: bool,
+) -> Result<StatusPatch, NoResourceVersion> {
+    let patch = StatusPatch::of(crr)?.condition(Condition {
+        type_: keys::CONDITION_PRE_RECREATE_GRACE.to_owned(),
+        status: "True".to_owned(),
+        reason: keys::REASON_PRE_RECREATE_GRACE.to_owned(),
+        message: keys::MESSAGE_PRE_RECREATE_GRACE.to_owned(),
+        last_transition_time: Time(time),
+        observed_generation: crr.metadata.generation,
+    });
+    Ok(if missing_readiness_gate {
+        patch.message(MESSAGE_NO_READINESS_GATE)
+    } else {
+        patch
+    })
+}
+
+/// The status write of a new container status snapshot, preconditioned on `crr`.
+pub fn snapshot_patch(
+    crr: &ContainerRecreateRequest,
+    snapshot: Vec<ContainerRecreateRequestSyncContainerStatus>,
+) -> Result<StatusPatch, NoResourceVersion> {
+    Ok(StatusPatch::of(crr)?.container_status_snapshot(snapshot))
 }
 
 /// Every requested container that has not finished is marked Failed with `message`, so users see
@@ -391,6 +377,7 @@ mod tests {
             metadata: ObjectMeta {
                 name: Some("crr-a".to_owned()),
                 namespace: Some("ns".to_owned()),
+                resource_version: Some("7".to_owned()),
                 creation_timestamp: Some(Time(at(0))),
                 labels: Some(BTreeMap::from([
                     (keys::LABEL_ACTIVE.to_owned(), "true".to_owned()),
@@ -531,7 +518,15 @@ mod tests {
             completion.reason.message(),
             "recreating has exceeded the activeDeadlineSeconds"
         );
-        let states = completion.container_recreate_states.as_ref().unwrap();
+        let patch = completion_patch(&request, completion).unwrap();
+        let fields = patch.fields();
+        assert_eq!(fields.phase, Some(Phase::Completed));
+        assert_eq!(fields.completion_time, Some(Time(at(3))));
+        assert_eq!(
+            fields.message.as_deref(),
+            Some("recreating has exceeded the activeDeadlineSeconds")
+        );
+        let states = fields.container_recreate_states.as_ref().unwrap();
         assert_eq!(states[0].phase, Phase::Succeeded);
         assert_eq!(states[1].phase, Phase::Failed);
         assert!(states[1].is_killed);
@@ -539,10 +534,11 @@ mod tests {
             states[1].message.as_deref(),
             Some("recreating has exceeded the activeDeadlineSeconds")
         );
-        let succeeded = &completion.conditions[0];
+        let succeeded = &fields.conditions.as_ref().unwrap()[0];
         assert_eq!(succeeded.type_, keys::CONDITION_SUCCEEDED);
         assert_eq!(succeeded.status, "False");
         assert_eq!(succeeded.reason, "ActiveDeadlineExceeded");
+        assert_eq!(patch.resource_version(), "7");
     }
 
     #[test]
@@ -550,7 +546,8 @@ mod tests {
         let mut request = with_phase(crr(), Phase::Pending);
         request.spec.active_deadline_seconds = Some(5);
         let plan = plan(&request, Some(&pod()), at(9));
-        let states = completion(&plan).container_recreate_states.clone().unwrap();
+        let patch = completion_patch(&request, completion(&plan)).unwrap();
+        let states = patch.fields().container_recreate_states.clone().unwrap();
         assert_eq!(
             states.iter().map(|state| state.phase).collect::<Vec<_>>(),
             vec![Phase::Failed, Phase::Failed]
@@ -560,11 +557,14 @@ mod tests {
 
     #[test]
     fn missing_pod_completes_with_pod_has_gone() {
-        let plan = plan(&with_phase(crr(), Phase::Recreating), None, at(5));
+        let request = with_phase(crr(), Phase::Recreating);
+        let plan = plan(&request, None, at(5));
         let completion = completion(&plan);
         assert_eq!(completion.reason, CompletionReason::PodGone);
         assert_eq!(completion.reason.message(), "pod has gone");
-        assert_eq!(completion.container_recreate_states, None);
+        let patch = completion_patch(&request, completion).unwrap();
+        assert_eq!(patch.fields().container_recreate_states, None);
+        assert_eq!(patch.fields().message.as_deref(), Some("pod has gone"));
     }
 
     #[test]
@@ -620,20 +620,20 @@ mod tests {
         assert_eq!(plan.actions.len(), 3);
         assert_eq!(plan.actions[0], Action::AddFinalizer);
         assert_eq!(plan.actions[1], Action::AcquirePodReadiness);
-        let Action::MarkPreRecreateGrace {
-            conditions,
-            message,
-            missing_readiness_gate,
-        } = &plan.actions[2]
-        else {
-            panic!("expected MarkPreRecreateGrace, got {:?}", plan.actions[2]);
-        };
+        assert_eq!(
+            plan.actions[2],
+            Action::MarkPreRecreateGrace {
+                time: at(7),
+                missing_readiness_gate: false,
+            }
+        );
+        let patch = pre_recreate_grace_patch(&request, at(7), false).unwrap();
+        let conditions = patch.fields().conditions.as_ref().unwrap();
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].type_, keys::CONDITION_PRE_RECREATE_GRACE);
         assert_eq!(conditions[0].status, "True");
         assert_eq!(conditions[0].last_transition_time, Time(at(7)));
-        assert_eq!(*message, None);
-        assert!(!missing_readiness_gate);
+        assert_eq!(patch.fields().message, None);
     }
 
     #[test]
@@ -673,46 +673,84 @@ mod tests {
     fn pod_without_readiness_gate_gets_a_message_but_the_grace_still_starts() {
         let request = with_unready_grace(with_phase(crr(), Phase::Recreating));
         let plan = plan(&request, Some(&pod()), at(7));
-        let [
-            Action::MarkPreRecreateGrace {
-                conditions,
-                message,
-                missing_readiness_gate,
-            },
-        ] = plan.actions.as_slice()
-        else {
-            panic!("expected only MarkPreRecreateGrace, got {:?}", plan.actions);
-        };
-        assert_eq!(conditions[0].status, "True");
-        assert_eq!(message.as_deref(), Some(MESSAGE_NO_READINESS_GATE));
-        assert!(missing_readiness_gate);
+        assert_eq!(
+            plan.actions,
+            vec![Action::MarkPreRecreateGrace {
+                time: at(7),
+                missing_readiness_gate: true,
+            }]
+        );
+        let patch = pre_recreate_grace_patch(&request, at(7), true).unwrap();
+        assert_eq!(
+            patch.fields().conditions.as_ref().unwrap()[0].status,
+            "True"
+        );
+        assert_eq!(
+            patch.fields().message.as_deref(),
+            Some(MESSAGE_NO_READINESS_GATE)
+        );
     }
 
     #[test]
-    fn existing_condition_transition_time_is_never_moved_forward() {
-        let old = Condition {
-            type_: "PreRecreateGrace".to_owned(),
-            status: "True".to_owned(),
-            reason: "PreRecreateGrace".to_owned(),
+    fn existing_grace_transition_time_is_never_moved_forward() {
+        let grace = |status: &str| Condition {
+            type_: keys::CONDITION_PRE_RECREATE_GRACE.to_owned(),
+            status: status.to_owned(),
+            reason: keys::REASON_PRE_RECREATE_GRACE.to_owned(),
             message: String::new(),
             last_transition_time: Time(at(1)),
             observed_generation: None,
         };
-        let newer = Condition {
-            last_transition_time: Time(at(9)),
-            message: "again".to_owned(),
-            ..old.clone()
-        };
-        let conditions = with_condition(vec![old.clone()], newer.clone());
+        let mut request = with_unready_grace(with_phase(crr(), Phase::Recreating));
+        request.status.get_or_insert_default().conditions = vec![grace("True")];
+        let patch = pre_recreate_grace_patch(&request, at(9), false).unwrap();
+        let conditions = patch.fields().conditions.as_ref().unwrap();
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].last_transition_time, Time(at(1)));
-        assert_eq!(conditions[0].message, "again");
-        let flipped = Condition {
-            status: "False".to_owned(),
-            ..newer
-        };
-        let conditions = with_condition(vec![old], flipped);
+        assert_eq!(conditions[0].message, keys::MESSAGE_PRE_RECREATE_GRACE);
+        request.status.get_or_insert_default().conditions = vec![grace("False")];
+        let patch = pre_recreate_grace_patch(&request, at(9), false).unwrap();
+        let conditions = patch.fields().conditions.as_ref().unwrap();
         assert_eq!(conditions[0].last_transition_time, Time(at(9)));
+    }
+
+    #[test]
+    fn status_patches_are_preconditioned_on_the_request_they_are_built_from() {
+        let mut request = with_unready_grace(with_phase(crr(), Phase::Recreating));
+        request.metadata.resource_version = Some("8".to_owned());
+        let completion = Completion {
+            reason: CompletionReason::PodGone,
+            time: at(3),
+        };
+        assert_eq!(
+            completion_patch(&request, &completion)
+                .unwrap()
+                .resource_version(),
+            "8"
+        );
+        assert_eq!(
+            pre_recreate_grace_patch(&request, at(3), false)
+                .unwrap()
+                .resource_version(),
+            "8"
+        );
+        assert_eq!(
+            snapshot_patch(&request, vec![]).unwrap().resource_version(),
+            "8"
+        );
+        request.metadata.resource_version = None;
+        assert!(completion_patch(&request, &completion).is_err());
+    }
+
+    #[test]
+    fn a_phase_completed_request_counts_as_finished() {
+        let mut request = with_finalizer(with_phase(crr(), Phase::Completed));
+        request.metadata.labels = None;
+        let plan = plan(&request, None, at(5));
+        assert_eq!(
+            plan.actions,
+            vec![Action::ReleasePodReadiness, Action::RemoveFinalizer]
+        );
     }
 
     #[test]
@@ -796,8 +834,12 @@ mod tests {
             observed_generation: None,
         }];
         let plan = plan(&request, Some(&pod()), at(4));
-        let types: Vec<_> = completion(&plan)
+        let patch = completion_patch(&request, completion(&plan)).unwrap();
+        let types: Vec<_> = patch
+            .fields()
             .conditions
+            .as_ref()
+            .unwrap()
             .iter()
             .map(|condition| condition.type_.as_str())
             .collect();

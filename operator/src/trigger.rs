@@ -25,7 +25,9 @@ pub fn requests_for_pod(
     requests
         .iter()
         .filter(|crr| crr.namespace().as_deref() == Some(namespace))
-        .filter(|crr| crr.metadata.deletion_timestamp.is_none() && !crr.is_completed())
+        .filter(|crr| {
+            crr.metadata.deletion_timestamp.is_none() && !crr_crds::status::is_finished(crr)
+        })
         .filter(|crr| {
             let labelled_uid = crr.labels().get(keys::LABEL_POD_UID).map(String::as_str);
             (uid.is_some() && labelled_uid == uid) || crr.spec.pod_name == name

@@ -13,8 +13,11 @@ use crr_crds::v1beta1::{
 use crr_runtime::events::EventPublisher;
 use http::{Method, Request, Response, StatusCode};
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodReadinessGate,
+    PodSpec, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::Client;
 use kube::client::Body;
 use prometheus_client::registry::Registry;
@@ -334,5 +337,114 @@ async fn expired_ttl_deletes_with_a_uid_precondition() {
     });
     let action = reconcile(Arc::new(request), ctx).await.expect("reconcile");
     assert_eq!(action, kube::runtime::controller::Action::await_change());
+    server.await.expect("scripted API server");
+}
+
+/// `pod` with container `app` running as a new container (restarted once).
+fn with_new_app_container(mut pod: Pod) -> Pod {
+    pod.status.get_or_insert_default().container_statuses = Some(vec![ContainerStatus {
+        name: "app".to_owned(),
+        container_id: Some("containerd://app-1".to_owned()),
+        restart_count: 1,
+        ready: true,
+        state: Some(ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }]);
+    pod
+}
+
+#[tokio::test]
+async fn snapshot_write_is_preconditioned_on_the_request_read() {
+    let (ctx, mut handle, _leader) = context(true);
+    let request = crr(Some(Phase::Recreating));
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        send.send_response(respond(
+            StatusCode::OK,
+            &with_new_app_container(pod(false, vec![])),
+        ));
+        let (body, send) = expect(&mut handle, Method::PATCH, &format!("{CRR_PATH}/status")).await;
+        assert_eq!(
+            body,
+            json!({
+                "metadata": {"resourceVersion": "7"},
+                "status": {"containerStatusSnapshot": [{
+                    "name": "app", "ready": true, "restartCount": 1,
+                    "containerID": "containerd://app-1",
+                }]},
+            })
+        );
+        send.send_response(respond(StatusCode::CONFLICT, &api_status(409, "Conflict")));
+    });
+    let error = reconcile(Arc::new(request), ctx)
+        .await
+        .expect_err("a request changed since it was read conflicts");
+    assert_eq!(error.kind(), "conflict");
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn each_write_builds_on_the_object_the_previous_write_returned() {
+    let (ctx, mut handle, _leader) = context(true);
+    let mut request = crr(Some(Phase::Recreating));
+    request.spec.strategy = Some(ContainerRecreateRequestStrategy {
+        unready_grace_period_seconds: Some(5),
+        ..Default::default()
+    });
+    let answered = |version: &str, conditions: Vec<Condition>| {
+        let mut answer = request.clone();
+        answer.metadata.resource_version = Some(version.to_owned());
+        answer.status.get_or_insert_default().conditions = conditions;
+        answer
+    };
+    // Someone else's condition shows up in the first answer: the grace write must keep it.
+    let other = Condition {
+        type_: "Other".to_owned(),
+        status: "True".to_owned(),
+        reason: "Other".to_owned(),
+        message: String::new(),
+        last_transition_time: ago(100),
+        observed_generation: None,
+    };
+    let after_snapshot = answered("8", vec![other.clone()]);
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        // No readiness gate: snapshot, then the grace condition with a status message.
+        send.send_response(respond(
+            StatusCode::OK,
+            &with_new_app_container(pod(false, vec![])),
+        ));
+
+        let (body, send) = expect(&mut handle, Method::PATCH, &format!("{CRR_PATH}/status")).await;
+        assert_eq!(body["metadata"]["resourceVersion"], "7");
+        assert!(body["status"]["containerStatusSnapshot"].is_array());
+        send.send_response(respond(StatusCode::OK, &after_snapshot));
+
+        let (body, send) = expect(&mut handle, Method::PATCH, &format!("{CRR_PATH}/status")).await;
+        assert_eq!(body["metadata"]["resourceVersion"], "8");
+        let conditions = body["status"]["conditions"].as_array().expect("conditions");
+        let types: Vec<_> = conditions.iter().map(|c| c["type"].clone()).collect();
+        assert_eq!(types, vec![json!("Other"), json!("PreRecreateGrace")]);
+        assert_eq!(
+            body["status"]["message"],
+            crate::reconcile::MESSAGE_NO_READINESS_GATE
+        );
+        let mut body_keys: Vec<_> = body["status"].as_object().unwrap().keys().collect();
+        body_keys.sort();
+        assert_eq!(body_keys, vec!["conditions", "message"]);
+        send.send_response(respond(StatusCode::OK, &after_snapshot));
+        expect_event(&mut handle, "NoReadinessGate", keys::KIND).await;
+        expect_event(&mut handle, "NoReadinessGate", "Pod").await;
+    });
+    let action = reconcile(Arc::new(request.clone()), ctx)
+        .await
+        .expect("reconcile");
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(3))
+    );
     server.await.expect("scripted API server");
 }
