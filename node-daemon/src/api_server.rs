@@ -1,6 +1,7 @@
 //! The daemon's I/O against the API server: the label-selected watch of this node's active
-//! requests, and [`Requests`] for rounds (status merge patches with a resourceVersion
-//! precondition, fresh reads, the pod's address, Events).
+//! requests, and [`Requests`] for rounds (sending the rounds' [`StatusPatch`]es, merge patches
+//! of the status subresource preconditioned on the resourceVersion they were built from; fresh
+//! reads, the pod's address, Events).
 //!
 //! The watch cache lags the daemon's own writes. Rather than re-reading every round, the daemon
 //! remembers what it wrote and which versions that write superseded: while the cache still
@@ -14,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crr_crds::keys::{LABEL_ACTIVE, LABEL_NODE_NAME};
+use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_runtime::events::EventPublisher;
 use futures::Stream;
@@ -23,7 +25,6 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
-use serde_json::json;
 
 use crate::round::{Requests, WriteError};
 
@@ -124,30 +125,25 @@ fn write_error(error: kube::Error) -> WriteError {
 impl Requests for ApiRequests {
     async fn write_status(
         &self,
-        crr: &ContainerRecreateRequest,
-        status: serde_json::Value,
+        patch: &StatusPatch,
     ) -> Result<ContainerRecreateRequest, WriteError> {
-        let namespace = crr.namespace().unwrap_or_default();
-        let api: Api<ContainerRecreateRequest> = Api::namespaced(self.client.clone(), &namespace);
-        let sent = crr.resource_version();
-        let patch = json!({
-            "metadata": {"resourceVersion": sent},
-            "status": status,
-        });
+        let api: Api<ContainerRecreateRequest> =
+            Api::namespaced(self.client.clone(), patch.namespace());
         let updated = api
             .patch_status(
-                &crr.name_any(),
+                patch.name(),
                 &crr_runtime::client::patch_params(FIELD_MANAGER),
-                &Patch::Merge(&patch),
+                &Patch::Merge(patch),
             )
             .await
             .map_err(write_error)?;
         let mut written = self.written();
-        let entry = written.entry(request_key(crr)).or_insert_with(|| Written {
+        let key = format!("{}/{}", patch.namespace(), patch.name());
+        let entry = written.entry(key).or_insert_with(|| Written {
             superseded: HashSet::new(),
             latest: updated.clone(),
         });
-        entry.superseded.extend(sent);
+        entry.superseded.insert(patch.resource_version().to_owned());
         entry.latest = updated.clone();
         Ok(updated)
     }

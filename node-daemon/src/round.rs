@@ -3,7 +3,8 @@
 //! [`Requests`], so the round runs the same against the real one (`api_server`) and against
 //! an in-memory request in tests; the runtime is always real CRI (a fake server in tests).
 //!
-//! Every status write carries the resourceVersion the round decided on: a request changed
+//! Every status write is a [`StatusPatch`] built from the request the round decided on, so it
+//! carries that request's resourceVersion as precondition: a request changed
 //! meanwhile (completed by the operator: deadline, pod gone) fails the write with a conflict
 //! and the next round decides again. Before a kill the request is read afresh: a request
 //! completed while its preStop ran is left alone, its container not killed.
@@ -11,14 +12,15 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crr_crds::keys::{CONDITION_SUCCEEDED, LABEL_POD_UID};
+use crr_crds::keys::LABEL_POD_UID;
+use crr_crds::status::{
+    self, Completion, NoResourceVersion, Outcome as RequestOutcome, StatusPatch,
+};
 use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState as State, Phase,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt as _;
 use kube::runtime::events::EventType;
-use serde_json::json;
 
 use crate::cri::{CriError, Runtime};
 use crate::kill_marker::KillMarker;
@@ -36,6 +38,9 @@ pub enum WriteError {
     Gone,
     #[error("API server: {0}")]
     Api(String),
+    /// The request has no resourceVersion to precondition the write on.
+    #[error(transparent)]
+    Unversioned(#[from] NoResourceVersion),
 }
 
 /// What went wrong in a round; the round is retried.
@@ -49,12 +54,11 @@ pub enum RoundError {
 
 /// What a round needs from the API server.
 pub trait Requests: Send + Sync {
-    /// Merge-patches status fields, with the request's resourceVersion as precondition; returns
-    /// the updated request.
+    /// Sends `patch` (a merge patch of the status subresource, preconditioned on the
+    /// resourceVersion of the request it was built from); returns the updated request.
     fn write_status(
         &self,
-        crr: &ContainerRecreateRequest,
-        status: serde_json::Value,
+        patch: &StatusPatch,
     ) -> impl Future<Output = Result<ContainerRecreateRequest, WriteError>> + Send;
 
     /// The request as the API server has it now (`None`: deleted).
@@ -80,11 +84,15 @@ pub trait Requests: Send + Sync {
     ) -> impl Future<Output = ()> + Send;
 }
 
-/// Whether the daemon must leave the request alone.
-pub fn is_finished(crr: &ContainerRecreateRequest) -> bool {
-    crr.is_completed()
-        || crr.phase() == Some(Phase::Completed)
-        || crr.metadata.deletion_timestamp.is_some()
+/// Whether the daemon must leave the request alone: it is finished
+/// ([`crr_crds::status::is_finished`]) or being deleted.
+pub fn must_leave_alone(crr: &ContainerRecreateRequest) -> bool {
+    status::is_finished(crr) || crr.metadata.deletion_timestamp.is_some()
+}
+
+/// An empty status patch of `crr`, preconditioned on its resourceVersion.
+fn patch_of(crr: &ContainerRecreateRequest) -> Result<StatusPatch, WriteError> {
+    Ok(StatusPatch::of(crr)?)
 }
 
 /// What one round did, for the caller's requeue decision.
@@ -112,7 +120,7 @@ impl<R: Requests> Round<'_, R> {
         if crr.phase() != Some(Phase::Recreating) {
             crr = self
                 .requests
-                .write_status(&crr, json!({"phase": Phase::Recreating.as_str()}))
+                .write_status(&patch_of(&crr)?.phase(Phase::Recreating))
                 .await?;
             self.requests
                 .event(
@@ -170,7 +178,7 @@ impl<R: Requests> Round<'_, R> {
         if states != recorded {
             crr = self
                 .requests
-                .write_status(&crr, json!({"containerRecreateStates": states}))
+                .write_status(&patch_of(&crr)?.container_recreate_states(states.clone()))
                 .await?;
         }
         match recreate::next_step(&crr, &states) {
@@ -203,7 +211,7 @@ impl<R: Requests> Round<'_, R> {
         states[index].message = Some(KillMarker::new(container_id).format());
         let crr = self
             .requests
-            .write_status(&crr, json!({"containerRecreateStates": states}))
+            .write_status(&patch_of(&crr)?.container_recreate_states(states.to_vec()))
             .await?;
 
         let started = Instant::now();
@@ -241,7 +249,7 @@ impl<R: Requests> Round<'_, R> {
         let pre_stop_took = started.elapsed();
         // The operator may have completed the request while the hook ran: then no kill.
         let crr = match self.requests.fresh(&crr).await? {
-            Some(fresh) if !is_finished(&fresh) => fresh,
+            Some(fresh) if !must_leave_alone(&fresh) => fresh,
             _ => {
                 tracing::info!(container = %container.name, "request finished before the kill; container left running");
                 return Ok(Outcome::OnChange);
@@ -301,7 +309,7 @@ impl<R: Requests> Round<'_, R> {
             )
             .await;
         self.requests
-            .write_status(&crr, json!({"containerRecreateStates": states}))
+            .write_status(&patch_of(&crr)?.container_recreate_states(states.to_vec()))
             .await?;
         Ok(Outcome::After(IN_FLIGHT_POLL))
     }
@@ -313,38 +321,26 @@ impl<R: Requests> Round<'_, R> {
         succeeded: bool,
         message: &str,
     ) -> Result<(), WriteError> {
-        let now = Time(jiff::Timestamp::now());
-        let mut conditions: Vec<Condition> = crr
-            .status
-            .as_ref()
-            .map(|status| status.conditions.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|condition| condition.type_ != CONDITION_SUCCEEDED)
-            .collect();
         let reason = if succeeded {
             "Recreated"
         } else {
             "RecreateFailed"
         };
-        conditions.push(Condition {
-            type_: CONDITION_SUCCEEDED.to_owned(),
-            status: if succeeded { "True" } else { "False" }.to_owned(),
+        let completion = Completion {
+            outcome: if succeeded {
+                RequestOutcome::Succeeded
+            } else {
+                RequestOutcome::Failed
+            },
             reason: reason.to_owned(),
             message: message.to_owned(),
-            last_transition_time: now.clone(),
-            observed_generation: crr.metadata.generation,
-        });
-        let mut status = json!({
-            "phase": Phase::Completed.as_str(),
-            "completionTime": now,
-            "message": message,
-            "conditions": conditions,
-        });
-        if !states.is_empty() {
-            status["containerRecreateStates"] = json!(states);
-        }
-        self.requests.write_status(crr, status).await?;
+            // No states (no pod-uid label, foreign runtime): leave them as they are.
+            container_recreate_states: (!states.is_empty()).then_some(states),
+            time: jiff::Timestamp::now(),
+        };
+        self.requests
+            .write_status(&StatusPatch::completion(crr, &completion)?)
+            .await?;
         if let Some(created) = crr.metadata.creation_timestamp.as_ref() {
             // Creation time is the API server's clock: approximate across machines, which a
             // metric may be and a decision may not.
@@ -371,12 +367,14 @@ mod tests {
 
     use std::sync::Mutex;
 
-    use crr_crds::keys::{LABEL_NODE_NAME, LABEL_POD_UID};
+    use crr_crds::keys::{CONDITION_SUCCEEDED, LABEL_NODE_NAME, LABEL_POD_UID};
     use crr_crds::v1beta1::{
         ContainerRecreateRequestStrategy, ContainerRecreateRequestSyncContainerStatus, ProbeHandler,
     };
     use k8s_openapi::api::core::v1::{ContainerPort, ExecAction, HTTPGetAction};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use serde_json::json;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     use super::*;
@@ -390,6 +388,8 @@ mod tests {
         pod_ip: Option<String>,
         /// The operator completes the request when the daemon re-reads it (before a kill).
         complete_on_fresh: bool,
+        /// Every status patch written, as JSON.
+        writes: Mutex<Vec<serde_json::Value>>,
     }
 
     fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
@@ -454,16 +454,19 @@ mod tests {
     impl Requests for Memory {
         async fn write_status(
             &self,
-            crr: &ContainerRecreateRequest,
-            status: serde_json::Value,
+            patch: &StatusPatch,
         ) -> Result<ContainerRecreateRequest, WriteError> {
             let mut guard = self.crr.lock().unwrap();
             let current = guard.as_mut().ok_or(WriteError::Gone)?;
-            if current.resource_version() != crr.resource_version() {
+            if current.resource_version().as_deref() != Some(patch.resource_version()) {
                 return Err(WriteError::Conflict);
             }
+            self.writes
+                .lock()
+                .unwrap()
+                .push(serde_json::to_value(patch).unwrap());
             let mut object = serde_json::to_value(&*current).unwrap();
-            merge(&mut object, &json!({ "status": status }));
+            merge(&mut object, &serde_json::to_value(patch).unwrap());
             let mut updated: ContainerRecreateRequest = serde_json::from_value(object).unwrap();
             let version: u64 = current.resource_version().unwrap().parse().unwrap();
             updated.metadata.resource_version = Some((version + 1).to_string());
@@ -587,7 +590,7 @@ mod tests {
         let mut outcomes = vec![];
         for _ in 0..rounds {
             let crr = memory.get();
-            if is_finished(&crr) {
+            if must_leave_alone(&crr) {
                 break;
             }
             outcomes.push(round.run(crr).await.expect("a round"));
@@ -601,6 +604,102 @@ mod tests {
             .get()
             .condition(CONDITION_SUCCEEDED)
             .map(|condition| condition.status.clone())
+    }
+
+    #[tokio::test]
+    async fn status_writes_are_patches_preconditioned_on_the_version_they_were_built_from() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app"], grace(3)));
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert!(must_leave_alone(&memory.get()));
+        let writes = memory.writes.lock().unwrap().clone();
+        assert_eq!(
+            writes[0],
+            json!({"metadata": {"resourceVersion": "1"}, "status": {"phase": "Recreating"}})
+        );
+        let shapes: Vec<Vec<String>> = writes
+            .iter()
+            .map(|write| {
+                let mut keys: Vec<String> = write.as_object().unwrap().keys().cloned().collect();
+                let mut status: Vec<String> = write["status"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .cloned()
+                    .collect();
+                keys.sort();
+                status.sort();
+                keys.extend(status);
+                keys
+            })
+            .collect();
+        for shape in &shapes[1..shapes.len() - 1] {
+            assert_eq!(
+                shape,
+                &["metadata", "status", "containerRecreateStates"],
+                "{writes:#?}"
+            );
+        }
+        let completion = writes.last().unwrap();
+        assert_eq!(
+            shapes.last().unwrap(),
+            &[
+                "metadata",
+                "status",
+                "completionTime",
+                "conditions",
+                "containerRecreateStates",
+                "message",
+                "phase"
+            ]
+        );
+        assert_eq!(completion["status"]["phase"], "Completed");
+        let message = "recreated 1 container(s)";
+        assert_eq!(completion["status"]["message"], message);
+        assert_eq!(
+            completion["status"]["conditions"],
+            json!([{
+                "type": "Succeeded", "status": "True", "reason": "Recreated", "message": message,
+                "lastTransitionTime": completion["status"]["completionTime"],
+            }])
+        );
+        assert_eq!(
+            completion["status"]["containerRecreateStates"],
+            json!([{"name": "app", "phase": "Succeeded", "isKilled": true}])
+        );
+    }
+
+    #[tokio::test]
+    async fn request_without_runtime_completes_without_touching_states() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let mut crr = request(&["app"], grace(3));
+        crr.metadata.labels.as_mut().unwrap().remove(LABEL_POD_UID);
+        crr.status.get_or_insert_default().phase = Some(Phase::Recreating);
+        let memory = Memory::new(crr);
+        drive(&memory, &fake, &runtime, 1, &[]).await;
+        let writes = memory.writes.lock().unwrap().clone();
+        let [completion] = writes.as_slice() else {
+            panic!("expected one write, got {writes:#?}");
+        };
+        let message = "the request has no pod-uid label (was it admitted by the crr webhook?)";
+        assert_eq!(
+            *completion,
+            json!({
+                "metadata": {"resourceVersion": "1"},
+                "status": {
+                    "phase": "Completed",
+                    "completionTime": completion["status"]["completionTime"],
+                    "message": message,
+                    "conditions": [{
+                        "type": "Succeeded", "status": "False", "reason": "RecreateFailed",
+                        "message": message,
+                        "lastTransitionTime": completion["status"]["completionTime"],
+                    }],
+                },
+            })
+        );
     }
 
     #[tokio::test]
@@ -618,7 +717,7 @@ mod tests {
         );
         drive(&memory, &fake, &runtime, 10, &[]).await;
         let crr = memory.get();
-        assert!(is_finished(&crr), "{crr:?}");
+        assert!(must_leave_alone(&crr), "{crr:?}");
         assert_eq!(succeeded(&memory).as_deref(), Some("True"));
         assert_eq!(
             memory.states(),
@@ -757,7 +856,7 @@ mod tests {
         let memory = Memory::new(request(&["app"], strategy));
         let outcomes = drive(&memory, &fake, &runtime, 6, &[]).await;
         assert!(
-            !is_finished(&memory.get()),
+            !must_leave_alone(&memory.get()),
             "the new container started just now"
         );
         assert_eq!(outcomes.last(), Some(&Outcome::After(IN_FLIGHT_POLL)));
@@ -889,7 +988,7 @@ mod tests {
         drive(&memory, &fake, &runtime, 10, &[]).await;
         assert_eq!(fake.lock().execs.len(), 1);
         assert!(fake.lock().stops.is_empty(), "no kill after completion");
-        assert!(is_finished(&memory.get()));
+        assert!(must_leave_alone(&memory.get()));
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 
-use crate::round::is_finished;
+use crate::round::must_leave_alone;
 
 /// What a pod's next round works on.
 #[derive(Debug, PartialEq)]
@@ -34,7 +34,7 @@ pub fn order(requests: &mut [ContainerRecreateRequest]) {
 pub fn next_turn(requests: impl IntoIterator<Item = ContainerRecreateRequest>) -> Option<PodTurn> {
     let mut candidates: Vec<ContainerRecreateRequest> = requests
         .into_iter()
-        .filter(|crr| !is_finished(crr))
+        .filter(|crr| !must_leave_alone(crr))
         .collect();
     order(&mut candidates);
     let mut candidates = candidates.into_iter();

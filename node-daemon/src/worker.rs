@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use crr_runtime::events::EventPublisher;
 use futures::StreamExt as _;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
-use serde_json::json;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
@@ -154,8 +154,15 @@ impl Daemon {
             to_mark_pending,
         } = schedule::next_turn(of_pod)?;
         for waiting in to_mark_pending {
-            let pending = json!({"phase": Phase::Pending.as_str()});
-            if let Err(error) = self.requests.write_status(&waiting, pending).await {
+            let written = match StatusPatch::of(&waiting) {
+                Ok(patch) => {
+                    self.requests
+                        .write_status(&patch.phase(Phase::Pending))
+                        .await
+                }
+                Err(error) => Err(error.into()),
+            };
+            if let Err(error) = written {
                 tracing::debug!(%error, crr = %request_key(&waiting), "marking Pending");
             }
         }
