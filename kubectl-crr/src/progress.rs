@@ -12,7 +12,7 @@ use kube::ResourceExt as _;
 /// The outcome of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// Not completed yet.
+    /// Not finished yet (`crr_crds::status::is_finished`).
     Running,
     /// Completed and every container was recreated.
     Succeeded,
@@ -92,8 +92,7 @@ pub fn progress(crr: &ContainerRecreateRequest) -> RequestProgress {
             }
         })
         .collect();
-    let completed = status.phase == Some(Phase::Completed) || status.completion_time.is_some();
-    let outcome = if !completed {
+    let outcome = if !crr_crds::status::is_finished(crr) {
         Outcome::Running
     } else {
         outcome_of_completed(crr, &containers, status.message.as_deref())
@@ -193,6 +192,21 @@ mod tests {
             "from statusContext"
         );
         assert_eq!(progress.containers[1].restarts, None);
+    }
+
+    #[test]
+    fn either_completion_marker_finishes_the_request_as_the_daemon_and_operator_see_it() {
+        for status in [
+            json!({"phase": "Recreating", "completionTime": "2026-01-01T00:00:00Z"}),
+            json!({"phase": "Completed"}),
+        ] {
+            let progress = progress(&crr(status.clone()));
+            assert_ne!(progress.outcome, Outcome::Running, "{status}");
+        }
+        assert_eq!(
+            progress(&crr(json!({"phase": "Recreating"}))).outcome,
+            Outcome::Running
+        );
     }
 
     #[test]
