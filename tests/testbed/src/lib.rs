@@ -1,10 +1,33 @@
 //! What the cluster tests of every crate share (`tests/cluster.rs` of crds' neighbours): reaching
-//! the local test bed (hack/README.md), the CRD, waiting by watch, a fresh namespace per test, and
-//! keeping an installed crr out of that namespace.
+//! the local test bed (hack/README.md) and only it, the CRD, waiting by watch, a fresh namespace per
+//! test, and keeping an installed crr out of that namespace. It decides two things, as pure
+//! functions with their own tests: whether a cluster may be written to ([`admit_cluster`]) and
+//! what a harness-less suite was asked to run ([`SuiteArgs`]).
 //!
-//! Without a reachable cluster the tests print why and pass; with `CRR_CLUSTER_TESTS=1` (what
-//! `make test` sets) a missing cluster is a failure. `CRR_KEEP_NAMESPACES=1` keeps each test's
-//! namespace (and what the test registered for it) for a look afterwards.
+//! **A cluster test never passes without a cluster.** Each one is
+//! `#[ignore = "needs the local test bed (hack/README.md); hack/cluster-test.sh runs it"]`, so a
+//! plain `cargo test --workspace` reports it *ignored*, not passed. Run with `--include-ignored`
+//! (or `--ignored`), as hack/cluster-test.sh does, it fails with the reason when there is no usable
+//! cluster: [`cluster`] panics, it never skips. (`CRR_CLUSTER_TESTS`, which used to turn skipping
+//! into failing, is gone: there is no skipping left to turn off.)
+//!
+//! **The end-to-end suite** (tests/e2e, `harness = false`, its own `main`) keeps the same contract
+//! by hand, reading libtest's own flags through [`SuiteArgs`]: without `--ignored` or
+//! `--include-ignored` it runs nothing and says so in libtest's words (`test simple ... ignored`,
+//! `test result: ok. 0 passed; 0 failed; 16 ignored`), exit 0; with either, a missing cluster or a
+//! crr that is not installed ends it with the reason and exit 1. Making the target opt-in with
+//! `test = false` instead would also take it out of `--all-targets` and `--tests`, so clippy and
+//! the build would stop checking its code.
+//!
+//! **Only the local test bed is written to.** These tests create namespaces, cluster-wide
+//! admission policies and webhook configurations, and the CRD. Before its first request,
+//! [`cluster`] reads the inferred client configuration and refuses any API server but the test
+//! bed's ([`TESTBED_APISERVER`], from hack/cluster-env.sh) unless `CRR_TESTBED_ANY_CLUSTER=1`
+//! ([`ANY_CLUSTER_ENV`]): a developer's `cargo test` with another cluster current fails, touching
+//! nothing.
+//!
+//! `CRR_KEEP_NAMESPACES=1` keeps each test's namespace (and what the test registered for it) for
+//! a look afterwards.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -30,39 +53,168 @@ use serde_json::json;
 /// The label every test namespace carries, valued with the crate that made it.
 pub const TEST_LABEL: &str = "crr.apps.kruise.io/test";
 
-/// The cluster client, or `None` (after saying why) when the tests should be skipped.
-pub async fn cluster() -> Option<Client> {
+/// The local test bed's API server (`APISERVER` in hack/cluster-env.sh).
+pub const TESTBED_APISERVER: &str = "https://10.213.0.2:6443";
+
+/// The test bed's admin kubeconfig (`KUBECONFIG_ADMIN` in hack/cluster-env.sh).
+pub const TESTBED_KUBECONFIG: &str = "/var/lib/crr-cluster/admin.kubeconfig";
+
+/// Set to `1`, lets the tests write to a cluster other than the local test bed.
+pub const ANY_CLUSTER_ENV: &str = "CRR_TESTBED_ANY_CLUSTER";
+
+/// A cluster the tests may write to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admitted {
+    /// The local test bed.
+    TestBed,
+    /// Another cluster, allowed by [`ANY_CLUSTER_ENV`].
+    Elsewhere,
+}
+
+/// Whether the tests may write to the API server at `url`: the local test bed's always, any other
+/// only when `any_cluster` ([`ANY_CLUSTER_ENV`] is `1`). The refusal names the URL found and both
+/// ways out.
+pub fn admit_cluster(url: &http::Uri, any_cluster: bool) -> Result<Admitted, String> {
+    let port = url.port_u16().or(match url.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    });
+    let test_bed = url.scheme_str() == Some("https")
+        && url.host() == Some("10.213.0.2")
+        && port == Some(6443)
+        && matches!(url.path(), "" | "/");
+    match (test_bed, any_cluster) {
+        (true, _) => Ok(Admitted::TestBed),
+        (false, true) => Ok(Admitted::Elsewhere),
+        (false, false) => Err(format!(
+            "refusing to run cluster tests against {url}: they create namespaces, admission \
+             policies, webhook configurations and the CRD, and only the local test bed \
+             ({TESTBED_APISERVER}) is known to be disposable. Point KUBECONFIG at \
+             {TESTBED_KUBECONFIG} (hack/README.md), or set {ANY_CLUSTER_ENV}=1 to use this \
+             cluster anyway"
+        )),
+    }
+}
+
+/// The client configuration the tests use (kube's inference: `KUBECONFIG`, `~/.kube/config`, or
+/// in-cluster), once [`admit_cluster`] allows writing to its API server.
+pub async fn test_bed_config() -> Result<kube::Config, String> {
+    let config = kube::Config::infer().await.map_err(|error| {
+        format!(
+            "no client configuration ({error}): start the local test bed (hack/README.md) \
+             and export KUBECONFIG={TESTBED_KUBECONFIG}"
+        )
+    })?;
+    let any_cluster = std::env::var(ANY_CLUSTER_ENV).as_deref() == Ok("1");
+    if admit_cluster(&config.cluster_url, any_cluster)? == Admitted::Elsewhere {
+        // Written to the stderr handle, not with eprintln!, so the test harness does not swallow it.
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: {ANY_CLUSTER_ENV}=1: running cluster tests against {}, not the local test bed",
+            config.cluster_url
+        );
+    }
+    Ok(config)
+}
+
+/// The client of the local test bed, or why there is none: see [`connect_where`].
+pub async fn connect() -> Result<Client, String> {
+    connect_where(|| Ok(())).await
+}
+
+/// A client whose API server [`admit_cluster`] allows and answers within 15 s, on a machine that
+/// `usable` accepts (say, it has the test bed's network namespace); or why not. Nothing is sent to
+/// a refused API server.
+pub async fn connect_where(usable: impl FnOnce() -> Result<(), String>) -> Result<Client, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = test_bed_config().await?;
+    let url = config.cluster_url.clone();
+    let connect = async {
+        let client = Client::try_from(config).map_err(|e| e.to_string())?;
+        client.apiserver_version().await.map_err(|e| {
+            format!("{url} does not answer ({e}): is the local test bed up (hack/README.md)?")
+        })?;
+        usable()?;
+        Ok::<_, String>(client)
+    };
+    match tokio::time::timeout(Duration::from_secs(15), connect).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(format!(
+            "{url} did not answer within 15 s: is the local test bed up (hack/README.md)?"
+        )),
+    }
+}
+
+/// The cluster client; panics (failing the test) with the reason when there is no usable one.
+pub async fn cluster() -> Client {
     cluster_where(|| Ok(())).await
 }
 
 /// [`cluster`], also requiring `usable` of the machine (say, the test bed's network namespace).
-pub async fn cluster_where(usable: impl FnOnce() -> Result<(), String>) -> Option<Client> {
-    let required = std::env::var("CRR_CLUSTER_TESTS").as_deref() == Ok("1");
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let connect = async {
-        let client = Client::try_default().await.map_err(|e| e.to_string())?;
-        client
-            .apiserver_version()
-            .await
-            .map_err(|e| e.to_string())?;
-        usable()?;
-        Ok::<_, String>(client)
-    };
-    let reason = match tokio::time::timeout(Duration::from_secs(15), connect).await {
-        Ok(Ok(client)) => return Some(client),
-        Ok(Err(error)) => error,
-        Err(_) => "the API server did not answer within 15 s".to_owned(),
-    };
-    if required {
-        panic!("CRR_CLUSTER_TESTS=1 but no usable cluster: {reason}");
+pub async fn cluster_where(usable: impl FnOnce() -> Result<(), String>) -> Client {
+    match connect_where(usable).await {
+        Ok(client) => client,
+        Err(reason) => panic!("this cluster test cannot run: {reason}"),
     }
-    // Written to the stderr handle, not with eprintln!, so the test harness does not swallow it.
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: no usable Kubernetes cluster ({reason}). Start the local cluster \
-         (hack/README.md), export its KUBECONFIG and set CRR_CLUSTER_TESTS=1 to run these tests."
-    );
-    None
+}
+
+/// What libtest's flags ask of a test target with its own `main` (`harness = false`), whose tests
+/// all need the cluster and so count as ignored (module docs): the flags it does not know, such as
+/// `--nocapture`, change nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SuiteArgs {
+    /// `--ignored` or `--include-ignored`: run the tests.
+    pub run_ignored: bool,
+    /// `--list`: name the tests, run none.
+    pub list: bool,
+    /// Names to run (any of them as a substring); none: all.
+    pub filters: Vec<String>,
+    /// `--skip NAME`: names not to run (as a substring).
+    pub skips: Vec<String>,
+}
+
+impl SuiteArgs {
+    /// Reads the arguments after the program's name, as libtest would.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Self {
+        /// libtest's flags that take their value as the next argument.
+        const WITH_VALUE: [&str; 6] = [
+            "--test-threads",
+            "--color",
+            "--format",
+            "--logfile",
+            "--shuffle-seed",
+            "-Z",
+        ];
+        let mut parsed = Self::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--ignored" | "--include-ignored" => parsed.run_ignored = true,
+                "--list" => parsed.list = true,
+                "--skip" => parsed.skips.extend(args.next()),
+                flag if WITH_VALUE.contains(&flag) => {
+                    args.next();
+                }
+                flag if flag.starts_with("--skip=") => {
+                    parsed.skips.push(flag["--skip=".len()..].to_owned());
+                }
+                flag if flag.starts_with('-') => {}
+                filter => parsed.filters.push(filter.to_owned()),
+            }
+        }
+        parsed
+    }
+
+    /// Whether the test `name` is among those asked for.
+    pub fn selects(&self, name: &str) -> bool {
+        (self.filters.is_empty()
+            || self
+                .filters
+                .iter()
+                .any(|filter| name.contains(filter.as_str())))
+            && !self.skips.iter().any(|skip| name.contains(skip.as_str()))
+    }
 }
 
 /// Waits (by watch) until `condition` holds for the named object (`None`: it holds for no
@@ -149,9 +301,7 @@ pub async fn with_namespace<F, Fut>(
     F: FnOnce(Client, String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let Some(client) = cluster().await else {
-        return;
-    };
+    let client = cluster().await;
     ensure_crd(&client, within).await;
     let name = format!("{prefix}-{test}-{}", unique_suffix());
     let labels = BTreeMap::from([(TEST_LABEL.to_owned(), component.to_owned())]);
@@ -275,7 +425,9 @@ pub async fn deny_writes(
         .await
         .expect("creating the isolation policy binding");
     // Probe as an installed component with every right, so only the policy can refuse.
-    let mut config = kube::Config::infer().await.expect("a kubeconfig");
+    let mut config = test_bed_config()
+        .await
+        .unwrap_or_else(|reason| panic!("{reason}"));
     config.auth_info.impersonate = components.first().map(|first| installed_account(first));
     config.auth_info.impersonate_groups = Some(vec!["system:masters".to_owned()]);
     let impersonated = Client::try_from(config).expect("an impersonating client");
@@ -302,4 +454,100 @@ pub async fn deny_writes(
     tokio::time::timeout(within, enforced)
         .await
         .expect("the isolation policy is never enforced");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admit(url: &str, any_cluster: bool) -> Result<Admitted, String> {
+        admit_cluster(&url.parse().expect("a URL"), any_cluster)
+    }
+
+    #[test]
+    fn admits_the_test_bed_api_server() {
+        for url in [
+            TESTBED_APISERVER,
+            "https://10.213.0.2:6443/",
+            "HTTPS://10.213.0.2:6443",
+        ] {
+            assert_eq!(admit(url, false), Ok(Admitted::TestBed), "{url}");
+        }
+    }
+
+    #[test]
+    fn refuses_other_api_servers_naming_the_url_and_the_ways_out() {
+        for url in [
+            "https://10.213.0.2",
+            "https://10.213.0.2:443",
+            "http://10.213.0.2:6443",
+            "https://10.213.0.3:6443",
+            "https://127.0.0.1:6443",
+            "https://kubernetes.default.svc",
+            "https://prod.example.com:6443",
+            "https://10.213.0.2:6443/some/proxy",
+        ] {
+            let refusal = admit(url, false).expect_err(url);
+            let shown = url.parse::<http::Uri>().expect("a URL").to_string();
+            assert!(refusal.contains(&shown), "{url}: {refusal}");
+            assert!(refusal.contains(TESTBED_APISERVER), "{url}: {refusal}");
+            assert!(refusal.contains(TESTBED_KUBECONFIG), "{url}: {refusal}");
+            assert!(
+                refusal.contains(&format!("{ANY_CLUSTER_ENV}=1")),
+                "{url}: {refusal}"
+            );
+        }
+    }
+
+    #[test]
+    fn any_cluster_switch_admits_other_api_servers_as_elsewhere() {
+        assert_eq!(
+            admit("https://prod.example.com:6443", true),
+            Ok(Admitted::Elsewhere)
+        );
+        assert_eq!(admit(TESTBED_APISERVER, true), Ok(Admitted::TestBed));
+    }
+
+    fn suite(args: &[&str]) -> SuiteArgs {
+        SuiteArgs::parse(args.iter().map(|arg| (*arg).to_owned()))
+    }
+
+    #[test]
+    fn suite_runs_nothing_without_an_ignored_flag() {
+        for args in [
+            &[][..],
+            &["--nocapture"],
+            &["simple"],
+            &["--test-threads", "1"],
+        ] {
+            assert!(!suite(args).run_ignored, "{args:?}");
+        }
+        assert!(suite(&["--include-ignored"]).run_ignored);
+        assert!(suite(&["--ignored"]).run_ignored);
+    }
+
+    #[test]
+    fn suite_reads_filters_skips_and_list_as_libtest_does() {
+        let args = suite(&[
+            "--test-threads",
+            "1",
+            "--include-ignored",
+            "plugin",
+            "--skip",
+            "batch",
+            "--skip=wait2",
+            "--color=never",
+            "--format",
+            "pretty",
+            "--exact",
+        ]);
+        assert_eq!(args.filters, ["plugin"]);
+        assert_eq!(args.skips, ["batch", "wait2"]);
+        assert!(args.run_ignored && !args.list);
+        assert!(args.selects("plugin-wait"));
+        assert!(!args.selects("plugin-batch"), "skipped");
+        assert!(!args.selects("simple"), "filtered out");
+        assert!(suite(&["--list"]).list);
+        assert!(suite(&[]).selects("anything"));
+    }
 }
