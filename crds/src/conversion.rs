@@ -66,6 +66,14 @@ impl Version {
         }
     }
 
+    /// The bare version name (`v1alpha1`, `v1beta1`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::V1alpha1 => V1ALPHA1,
+            Self::V1beta1 => V1BETA1,
+        }
+    }
+
     /// Parses a bare version name (`v1alpha1`, `v1beta1`), as admission requests carry it.
     pub fn from_version(version: &str) -> Result<Self, ConversionError> {
         match version {
@@ -116,6 +124,58 @@ pub fn convert_json(object: Value, desired_api_version: &str) -> Result<Value, C
     let current = Version::from_api_version(&current_api_version)?;
     let hub = decode_to_hub(object, current)?;
     Ok(encode_from_hub(hub, desired))
+}
+
+/// Converts one object given as raw JSON to `desired`, straight through the typed models: no
+/// `serde_json::Value` tree of the object is built. The webhook converts whole LISTs this way
+/// (one ConversionReview can carry thousands of objects), appending each to its answer.
+pub fn convert_raw_into(
+    object: &serde_json::value::RawValue,
+    desired: Version,
+    out: &mut Vec<u8>,
+) -> Result<(), ConversionError> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(rename = "apiVersion", borrow, default)]
+        api_version: std::borrow::Cow<'a, str>,
+    }
+    let invalid = |source, version: &str| ConversionError::InvalidObject {
+        api_version: format!("{GROUP}/{version}"),
+        source,
+    };
+    let head: Head<'_> =
+        serde_json::from_str(object.get()).map_err(|source| ConversionError::InvalidObject {
+            api_version: "(unknown)".to_owned(),
+            source,
+        })?;
+    let current = Version::from_api_version(&head.api_version)?;
+    let hub = match current {
+        Version::V1beta1 => serde_json::from_str(object.get()),
+        Version::V1alpha1 => serde_json::from_str(object.get()).map(to_v1beta1),
+    }
+    .map_err(|source| invalid(source, current.name()))?;
+    // Serializing these plain data types cannot fail: all map keys are strings.
+    match desired {
+        Version::V1beta1 => serde_json::to_writer(out, &hub),
+        Version::V1alpha1 => serde_json::to_writer(out, &to_v1alpha1(hub)),
+    }
+    .map_err(|source| invalid(source, desired.name()))
+}
+
+/// [`convert_raw_into`], as a raw value of its own.
+pub fn convert_raw(
+    object: &serde_json::value::RawValue,
+    desired: Version,
+) -> Result<Box<serde_json::value::RawValue>, ConversionError> {
+    let mut out = Vec::new();
+    convert_raw_into(object, desired, &mut out)?;
+    let text = String::from_utf8(out).unwrap_or_default();
+    serde_json::value::RawValue::from_string(text).map_err(|source| {
+        ConversionError::InvalidObject {
+            api_version: format!("{GROUP}/{}", desired.name()),
+            source,
+        }
+    })
 }
 
 /// v1alpha1 → v1beta1.

@@ -407,9 +407,27 @@ proptest! {
     }
 
     #[test]
+    fn raw_conversion_gives_what_the_value_path_gives(beta in beta_object()) {
+        let json = serde_json::to_value(&beta).unwrap();
+        let raw = serde_json::value::RawValue::from_string(json.to_string()).unwrap();
+        for (desired, api_version) in [
+            (conversion::Version::V1alpha1, "apps.kruise.io/v1alpha1"),
+            (conversion::Version::V1beta1, "apps.kruise.io/v1beta1"),
+        ] {
+            let by_value = conversion::convert_json(json.clone(), api_version).unwrap();
+            let by_raw = conversion::convert_raw(&raw, desired).unwrap();
+            let by_raw: serde_json::Value = serde_json::from_str(by_raw.get()).unwrap();
+            prop_assert_eq!(by_raw, by_value);
+        }
+    }
+
+    #[test]
     fn decoding_arbitrary_json_never_panics(text in "\\PC{0,200}") {
         if let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) {
             let _ = conversion::convert_json(value, "apps.kruise.io/v1beta1");
+        }
+        if let Ok(raw) = serde_json::from_str::<Box<serde_json::value::RawValue>>(&text) {
+            let _ = conversion::convert_raw(&raw, conversion::Version::V1alpha1);
         }
     }
 }

@@ -10,6 +10,10 @@
 //!   cargo bench -p crr-webhook --bench admission
 //!   CRR_BENCH_SECONDS=10 CRR_BENCH_CONNECTIONS=1,8,32 cargo bench -p crr-webhook --bench admission
 //!
+//! Last, the abuse row: 16 connections (`CRR_BENCH_ABUSE_CONNECTIONS`) send the largest body
+//! each endpoint takes (CRR and pod reviews, a ConversionReview of a LIST), back to back, and
+//! the server's peak RSS (VmHWM, reset first) is printed against the chart's 128 MiB limit.
+//!
 //! Prints figures; asserts nothing about them.
 
 #[path = "../tests/support/mod.rs"]
@@ -22,7 +26,8 @@ use crr_runtime::server::Limits;
 use crr_webhook::routes;
 use support::{Served, create_review};
 
-/// Set in the client process: `ADDRESS CONNECTIONS SECONDS`; the CA comes in `CA_ENV`.
+/// Set in the client process: `ADDRESS CONNECTIONS SECONDS [largest]`; the CA comes in
+/// `CA_ENV`. With `largest`, connection `i` sends the `i % 3`-th of the largest bodies.
 const CLIENT_ENV: &str = "CRR_ADMISSION_BENCH_CLIENT";
 const CA_ENV: &str = "CRR_ADMISSION_BENCH_CA";
 
@@ -57,6 +62,7 @@ fn client(spec: &str) -> Result<(), String> {
         .parse()
         .map_err(|e| format!("connections: {e}"))?;
     let duration = Duration::from_secs_f64(seconds.parse().map_err(|e| format!("seconds: {e}"))?);
+    let largest = fields.next() == Some("largest");
     let ca = std::env::var(CA_ENV).map_err(|_| format!("{CA_ENV} is not set"))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -64,13 +70,17 @@ fn client(spec: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let (mut latencies, elapsed, errors) = runtime.block_on(async move {
         let config = support::client_config(&ca, &[&rustls::version::TLS13]);
-        let body = create_review("bench");
+        let bodies = if largest {
+            support::largest_bodies()
+        } else {
+            vec![(routes::MUTATE_CRR, create_review("bench"))]
+        };
         let start = Instant::now();
         let deadline = start + duration;
         let mut tasks = Vec::new();
-        for _ in 0..connections {
+        for index in 0..connections {
             let config = config.clone();
-            let body = body.clone();
+            let (path, body) = bodies[index % bodies.len()].clone();
             tasks.push(tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 let mut connection = match support::connect(address, config).await {
@@ -79,7 +89,7 @@ fn client(spec: &str) -> Result<(), String> {
                 };
                 while Instant::now() < deadline {
                     let sent = Instant::now();
-                    match connection.post(routes::MUTATE_CRR, &body).await {
+                    match connection.post(path, &body).await {
                         Ok((200, answer)) if !answer.is_empty() => latencies.push(sent.elapsed()),
                         Ok((status, _)) => return (latencies, Some(format!("answer {status}"))),
                         Err(error) => return (latencies, Some(format!("request: {error}"))),
@@ -126,12 +136,17 @@ struct Row {
     errors: u64,
 }
 
-async fn load(served: &Served, connections: usize, seconds: f64) -> Result<Row, String> {
+async fn load(
+    served: &Served,
+    connections: usize,
+    seconds: f64,
+    mode: &str,
+) -> Result<Row, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let output = tokio::process::Command::new(exe)
         .env(
             CLIENT_ENV,
-            format!("{} {connections} {seconds}", served.address),
+            format!("{} {connections} {seconds} {mode}", served.address),
         )
         .env(CA_ENV, &served.bundle.ca_pem)
         .stderr(std::process::Stdio::inherit())
@@ -197,7 +212,7 @@ fn main() {
             .collect();
         let served = Served::start(true, Limits::default()).await;
         // Warm-up: handshakes, allocator, caches.
-        if let Err(error) = load(&served, 2, 0.5).await {
+        if let Err(error) = load(&served, 2, 0.5, "small").await {
             eprintln!("admission bench: warm-up failed: {error}");
             std::process::exit(1);
         }
@@ -211,7 +226,7 @@ fn main() {
         );
         for connections in connection_counts {
             let cpu_before = own_cpu();
-            let row = match load(&served, connections, seconds).await {
+            let row = match load(&served, connections, seconds, "small").await {
                 Ok(row) => row,
                 Err(error) => {
                     println!("{connections:>11} failed: {error}");
@@ -230,6 +245,43 @@ fn main() {
                 if row.errors > 0 { format!("  ({} connection errors)", row.errors) } else { String::new() },
             );
         }
+        let abuse_connections: usize = setting("CRR_BENCH_ABUSE_CONNECTIONS", 16);
+        // Reset this process's peak RSS (VmHWM) so the figure is the abuse row's alone.
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        match load(&served, abuse_connections, seconds, "largest").await {
+            Ok(row) => println!(
+                "largest bodies ({} KiB CRR review, {} KiB pod review, {} MiB ConversionReview), {abuse_connections} connections: {} answered in {:.1?}, p99 {:.0?}; server peak RSS {:.1} MiB (chart limit 128 MiB){}",
+                routes::CRR_BODY_LIMIT / 1024,
+                routes::POD_BODY_LIMIT / 1024,
+                routes::CONVERT_BODY_LIMIT / (1024 * 1024),
+                row.requests,
+                row.elapsed,
+                row.p99,
+                peak_rss_mib(),
+                if row.errors > 0 { format!("  ({} connection errors)", row.errors) } else { String::new() },
+            ),
+            Err(error) => println!("largest bodies: failed: {error}"),
+        }
         let _ = served.stop().await;
     });
+}
+
+/// This process's peak resident set (VmHWM) in MiB, from /proc (Linux only; zero elsewhere).
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|value| {
+                    value
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<f64>()
+                        .ok()
+                })
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
 }

@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 
-use crr_runtime::admin::ReadyGate;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
@@ -49,9 +48,9 @@ fn keep_labels_only(node: &mut PartialObjectMeta<Node>) {
 }
 
 impl ApiLookup {
-    /// Starts the node metadata watch on the current runtime; opens `synced` once it has
-    /// listed the nodes.
-    pub fn start(client: Client, synced: ReadyGate) -> Self {
+    /// Starts the node metadata watch on the current runtime. Readiness does not wait for it:
+    /// until it has listed the nodes, a lookup misses and reads the node with a GET.
+    pub fn start(client: Client) -> Self {
         let (nodes, node_writer) = reflector::store();
         let node_stream = reflector::reflector(
             node_writer,
@@ -72,7 +71,6 @@ impl ApiLookup {
         tokio::spawn(async move {
             if crr_runtime::store::wait_until_ready(&store).await.is_ok() {
                 tracing::info!(nodes = store.len(), "node label cache synced");
-                synced.open();
             }
         });
         Self { client, nodes }

@@ -10,11 +10,11 @@ use crr_crds::keys::{GROUP, KIND};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use kube::core::{DynamicObject, Status};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::admission::{self, Lookup, Rejection};
+use crate::readiness_gate::GatedPod;
 
 /// Where the review layer gets pods and nodes from (the API server in production, plain values
 /// in tests).
@@ -198,20 +198,33 @@ fn bad_request(message: String) -> Rejection {
 
 /// Answers one pod AdmissionReview body: on CREATE, pods that opt in with `opt_in_label:
 /// "true"` get the `KruisePodReady` readiness gate. A pod is never refused over the gate: when
-/// the patch cannot be built it is admitted unchanged.
+/// the patch cannot be built it is admitted unchanged. The pod is read as a [`GatedPod`]
+/// (metadata and readiness gates), whatever its size.
 pub fn review_pod(body: &[u8], opt_in_label: &str) -> (AdmissionReview<DynamicObject>, Verdict) {
-    let request = match read_request(body) {
-        Ok(request) => request,
-        Err(error) => return invalid(&error),
-    };
+    let request: AdmissionRequest<GatedPod> =
+        match serde_json::from_slice::<AdmissionReview<GatedPod>>(body)
+            .map_err(|error| error.to_string())
+            .and_then(|review| {
+                review
+                    .try_into()
+                    .map_err(|_| "the AdmissionReview has no request".to_owned())
+            }) {
+            Ok(request) => request,
+            Err(error) => {
+                return (
+                    AdmissionResponse::invalid(format!("cannot read AdmissionReview: {error}"))
+                        .into_review(),
+                    Verdict::Invalid,
+                );
+            }
+        };
     let response = AdmissionResponse::from(&request);
     let is_pod = request.kind.group.is_empty() && request.kind.kind == "Pod";
     let patch = request
         .object
         .as_ref()
         .filter(|_| is_pod && request.operation == Operation::Create)
-        .and_then(|pod| serde_json::to_value(pod).ok())
-        .and_then(|pod| crate::readiness_gate::patch_for(&pod, opt_in_label));
+        .and_then(|pod| crate::readiness_gate::patch_for(pod, opt_in_label));
     match patch {
         None => (response.into_review(), Verdict::Allowed),
         Some(patch) => match response.clone().with_patch(patch) {
@@ -221,34 +234,95 @@ pub fn review_pod(body: &[u8], opt_in_label: &str) -> (AdmissionReview<DynamicOb
     }
 }
 
-/// Answers one ConversionReview body; `None` when the body is not a ConversionReview at all.
-pub fn review_conversion(body: &[u8]) -> ConversionReview {
-    let request = match serde_json::from_slice::<ConversionReview>(body)
-        .map_err(|error| error.to_string())
-        .and_then(|review| {
-            ConversionRequest::from_review(review)
-                .map_err(|_| "the ConversionReview has no request".to_owned())
-        }) {
-        Ok(request) => request,
+/// The ConversionReview as the API server sends it, objects kept as raw JSON: a LIST of
+/// thousands of objects is converted one object at a time, never held as a `Value` tree.
+#[derive(serde::Deserialize)]
+struct ConversionReviewIn<'a> {
+    #[serde(rename = "apiVersion", default)]
+    api_version: Option<String>,
+    #[serde(borrow)]
+    request: Option<ConversionRequestIn<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ConversionRequestIn<'a> {
+    uid: String,
+    #[serde(rename = "desiredAPIVersion")]
+    desired_api_version: String,
+    #[serde(borrow, default)]
+    objects: Vec<&'a RawValue>,
+}
+
+/// The apiVersion of ConversionReviews (the only one the API server sends).
+const CONVERSION_REVIEW_API_VERSION: &str = "apiextensions.k8s.io/v1";
+
+/// The start of a ConversionReview answer, up to where its converted objects go: the objects
+/// are then appended one by one and [`answer_end`] closes it, so a LIST costs its request body
+/// plus its answer, never a tree or a second copy of either.
+fn answer_start(out: &mut Vec<u8>, api_version: Option<&str>, uid: &str, result: &Status) {
+    let api_version = api_version.unwrap_or(CONVERSION_REVIEW_API_VERSION);
+    // Strings and a Status: serializing them cannot fail.
+    let _ = serde_json::to_writer(
+        &mut *out,
+        &serde_json::json!({"apiVersion": api_version, "kind": "ConversionReview"}),
+    );
+    out.pop(); // the closing brace: the response follows
+    out.extend_from_slice(b",\"response\":{\"uid\":");
+    let _ = serde_json::to_writer(&mut *out, uid);
+    out.extend_from_slice(b",\"result\":");
+    let _ = serde_json::to_writer(&mut *out, result);
+    out.extend_from_slice(b",\"convertedObjects\":[");
+}
+
+fn answer_end(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"]}}");
+}
+
+/// A ConversionReview answer that failed with `message`.
+fn failed_answer(api_version: Option<&str>, uid: &str, message: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    answer_start(
+        &mut out,
+        api_version,
+        uid,
+        &Status::failure(message, "BadRequest"),
+    );
+    answer_end(&mut out);
+    out
+}
+
+/// Answers one ConversionReview body (a failed review for a body that is not one), as JSON.
+pub fn review_conversion(body: &[u8]) -> Vec<u8> {
+    let review = match serde_json::from_slice::<ConversionReviewIn<'_>>(body) {
+        Ok(review) => review,
         Err(error) => {
-            return ConversionResponse::invalid(Status::failure(
-                &format!("cannot read ConversionReview: {error}"),
-                "BadRequest",
-            ))
-            .into_review();
+            return failed_answer(None, "", &format!("cannot read ConversionReview: {error}"));
         }
     };
-    let desired = request.desired_api_version.clone();
-    let objects = request.objects.clone();
-    let response = ConversionResponse::for_request(request);
-    let converted: Result<Vec<Value>, _> = objects
-        .into_iter()
-        .map(|object| conversion::convert_json(object, &desired))
-        .collect();
-    match converted {
-        Ok(objects) => response.success(objects).into_review(),
-        Err(error) => response
-            .failure(Status::failure(&error.to_string(), "BadRequest"))
-            .into_review(),
+    let api_version = review.api_version.as_deref();
+    let Some(request) = review.request else {
+        return failed_answer(
+            api_version,
+            "",
+            "cannot read ConversionReview: it has no request",
+        );
+    };
+    let desired = match Version::from_api_version(&request.desired_api_version) {
+        Ok(desired) => desired,
+        Err(error) => return failed_answer(api_version, &request.uid, &error.to_string()),
+    };
+    // The answer is about as large as the request (v1beta1 a little larger): reserve it once.
+    let mut out = Vec::with_capacity(body.len() + body.len() / 4 + 512);
+    answer_start(&mut out, api_version, &request.uid, &Status::success());
+    for (index, object) in request.objects.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        if let Err(error) = conversion::convert_raw_into(object, desired, &mut out) {
+            drop(out);
+            return failed_answer(api_version, &request.uid, &error.to_string());
+        }
     }
+    answer_end(&mut out);
+    out
 }

@@ -3,8 +3,13 @@
 //! JSON. The TLS listener that serves them is `crr_runtime::server`.
 //!
 //! Admission never fails at the HTTP level: whatever the body, the answer is a review the API
-//! server can read (an invalid one for unreadable input), except for bodies over the size cap,
-//! which get 413 before they are read.
+//! server can read (an invalid one for unreadable input), except for bodies over their
+//! endpoint's size cap, which get 413 before they are read.
+//!
+//! Memory is bounded per endpoint: each has its own body limit and its own number of requests
+//! handled at once, taken before the body is read (a request over the count waits its turn).
+//! CRR reviews are small; a pod review carries the whole pod; a ConversionReview carries a whole
+//! LIST, converted one raw object at a time (`review::review_conversion`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,14 +18,27 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{MethodRouter, post};
+use futures::StreamExt as _;
+use tokio::sync::Semaphore;
 
 use crate::metrics::{Metrics, ReasonLabels};
 use crate::review::{self, ClusterLookup, Hook, Verdict};
 
-/// Largest body read; CRRs are small, pods rarely pass 1 MiB (etcd's own limit is 1.5 MiB).
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Largest CRR AdmissionReview read: a CRR (and its old version, on UPDATE) is a few KiB even
+/// with dozens of containers.
+pub const CRR_BODY_LIMIT: usize = 256 * 1024;
+/// Largest pod AdmissionReview read: one pod, which etcd caps at 1.5 MiB.
+pub const POD_BODY_LIMIT: usize = 2 * 1024 * 1024;
+/// Largest ConversionReview read: a LIST of about 10,000 v1alpha1 CRRs with status.
+pub const CONVERT_BODY_LIMIT: usize = 16 * 1024 * 1024;
+/// Admission reviews (CRR and pod) handled at once.
+pub const ADMISSION_CONCURRENCY: usize = 8;
+/// ConversionReviews handled at once: each holds its body and its answer, both up to
+/// [`CONVERT_BODY_LIMIT`].
+pub const CONVERT_CONCURRENCY: usize = 1;
 
 /// Paths registered in the webhook configurations (manifests/helm/crr/templates/webhook.yaml).
 pub const MUTATE_CRR: &str = "/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest";
@@ -36,15 +54,105 @@ pub struct AppState<L> {
     pub metrics: Metrics,
 }
 
+/// What one endpoint may take: a body size and a number of requests at once.
+#[derive(Clone)]
+struct EndpointLimits {
+    body: usize,
+    slots: Arc<Semaphore>,
+}
+
 /// The webhook routes.
 pub fn router<L: ClusterLookup + 'static>(state: Arc<AppState<L>>) -> Router {
+    let admission = Arc::new(Semaphore::new(ADMISSION_CONCURRENCY));
+    let conversion = Arc::new(Semaphore::new(CONVERT_CONCURRENCY));
+    let limited = |route: MethodRouter<Arc<AppState<L>>>, body: usize, slots: &Arc<Semaphore>| {
+        let limits = EndpointLimits {
+            body,
+            slots: slots.clone(),
+        };
+        // `within_limits` enforces the limit; axum's own 2 MB default must not.
+        route
+            .layer(DefaultBodyLimit::disable())
+            .layer(middleware::from_fn_with_state(limits, within_limits))
+    };
     Router::new()
-        .route(MUTATE_CRR, post(mutate_crr::<L>))
-        .route(VALIDATE_CRR, post(validate_crr::<L>))
-        .route(MUTATE_POD, post(mutate_pod::<L>))
-        .route(crr_crds::CONVERSION_PATH, post(convert::<L>))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .route(
+            MUTATE_CRR,
+            limited(post(mutate_crr::<L>), CRR_BODY_LIMIT, &admission),
+        )
+        .route(
+            VALIDATE_CRR,
+            limited(post(validate_crr::<L>), CRR_BODY_LIMIT, &admission),
+        )
+        .route(
+            MUTATE_POD,
+            limited(post(mutate_pod::<L>), POD_BODY_LIMIT, &admission),
+        )
+        .route(
+            crr_crds::CONVERSION_PATH,
+            limited(post(convert::<L>), CONVERT_BODY_LIMIT, &conversion),
+        )
         .with_state(state)
+}
+
+/// Holds one of the endpoint's slots while the request is handled, and reads its body into
+/// one buffer of the announced size (413 when it is over the endpoint's limit, refused before a
+/// byte is read when `Content-Length` says so). The handler then gets that buffer uncopied.
+async fn within_limits(
+    State(limits): State<EndpointLimits>,
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
+    let too_large = || (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<usize>().ok());
+    if announced.is_some_and(|length| length > limits.body) {
+        return too_large();
+    }
+    let Ok(_slot) = limits.slots.acquire().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let (parts, body) = request.into_parts();
+    let mut buffer = Vec::with_capacity(announced.unwrap_or(0));
+    let mut frames = body.into_data_stream();
+    while let Some(frame) = frames.next().await {
+        let Ok(chunk) = frame else {
+            return (
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            )
+                .into_response();
+        };
+        if buffer.len() + chunk.len() > limits.body {
+            return too_large();
+        }
+        buffer.extend_from_slice(&chunk);
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(buffer),
+    ))
+    .await
+}
+
+/// A large answer as a stream of slices of its one buffer. hyper copies a body into its own
+/// write buffer when the connection cannot take vectored writes (TLS cannot); given one 24 MiB
+/// chunk it would copy all of it at once, given slices it copies about one at a time.
+fn in_slices(answer: Vec<u8>) -> axum::body::Body {
+    const SLICE: usize = 64 * 1024;
+    let answer = Bytes::from(answer);
+    let slices = (0..answer.len())
+        .step_by(SLICE)
+        .map(move |start| {
+            Ok::<_, std::convert::Infallible>(
+                answer.slice(start..(start + SLICE).min(answer.len())),
+            )
+        })
+        .collect::<Vec<_>>();
+    axum::body::Body::from_stream(futures::stream::iter(slices))
 }
 
 fn json_response(value: &impl serde::Serialize) -> Response {
@@ -116,9 +224,18 @@ async fn mutate_pod<L: ClusterLookup>(
 
 async fn convert<L: ClusterLookup>(State(state): State<Arc<AppState<L>>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let review = review::review_conversion(&body);
+    let answer = review::review_conversion(&body);
+    drop(body);
     state
         .metrics
         .observe("convert", "converted", started.elapsed());
-    json_response(&review)
+    let length = answer.len();
+    (
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (header::CONTENT_LENGTH, length.to_string()),
+        ],
+        in_slices(answer),
+    )
+        .into_response()
 }

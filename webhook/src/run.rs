@@ -72,7 +72,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     readiness.follow(&shutdown);
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
-    let lookup = ApiLookup::start(client, readiness.gate("node label cache"));
+    // Readiness waits for no cache: conversion needs none, and admission reads what the node
+    // label cache does not hold yet with a GET.
+    let lookup = ApiLookup::start(client);
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await

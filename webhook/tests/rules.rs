@@ -522,7 +522,7 @@ fn conversion_review_converts_every_object_and_reports_failures() {
     )]);
     let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
         "request": {"uid": "c-1", "desiredAPIVersion": "apps.kruise.io/v1beta1", "objects": objects}});
-    let review = serde_json::to_value(review::review_conversion(
+    let review: Value = serde_json::from_slice(&review::review_conversion(
         &serde_json::to_vec(&body).unwrap(),
     ))
     .unwrap();
@@ -535,13 +535,13 @@ fn conversion_review_converts_every_object_and_reports_failures() {
 
     let mut bad = body.clone();
     bad["request"]["desiredAPIVersion"] = "apps.kruise.io/v2".into();
-    let review = serde_json::to_value(review::review_conversion(
+    let review: Value = serde_json::from_slice(&review::review_conversion(
         &serde_json::to_vec(&bad).unwrap(),
     ))
     .unwrap();
     assert_eq!(review["response"]["result"]["status"], "Failure");
 
-    let review = serde_json::to_value(review::review_conversion(b"not json")).unwrap();
+    let review: Value = serde_json::from_slice(&review::review_conversion(b"not json")).unwrap();
     assert_eq!(review["response"]["result"]["status"], "Failure");
 }
 

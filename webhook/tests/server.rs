@@ -107,7 +107,7 @@ async fn oversize_bodies_are_refused_before_they_are_read() {
         .connect(served.client_config(&[&rustls::version::TLS13]))
         .await
         .expect("TLS handshake");
-    let huge = vec![b' '; routes::MAX_BODY_BYTES + 1];
+    let huge = vec![b' '; routes::CRR_BODY_LIMIT + 1];
     let (status, _) = tokio::time::timeout(HANG, connection.post(routes::MUTATE_CRR, &huge))
         .await
         .expect("no hang")
@@ -245,4 +245,104 @@ async fn shutdown_lets_an_open_connection_finish_and_stops_accepting() {
         tokio::net::TcpStream::connect(address).await.is_err(),
         "the listener is closed after shutdown"
     );
+}
+
+#[tokio::test]
+async fn a_list_of_5000_retained_v1alpha1_requests_converts_in_one_review() {
+    let served = Served::start(true, Limits::default()).await;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    let objects: Vec<_> = (0..5000).map(support::retained_v1alpha1).collect();
+    let review = serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "list", "desiredAPIVersion": "apps.kruise.io/v1beta1", "objects": objects}
+    }))
+    .expect("JSON");
+    assert!(
+        review.len() < routes::CONVERT_BODY_LIMIT,
+        "{} bytes",
+        review.len()
+    );
+    let (status, body) =
+        tokio::time::timeout(HANG, connection.post(crr_crds::CONVERSION_PATH, &review))
+            .await
+            .expect("no hang")
+            .expect("an answer");
+    assert_eq!(status, 200);
+    let answer: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(
+        answer["response"]["result"]["status"], "Success",
+        "{}",
+        answer["response"]["result"]
+    );
+    let converted = answer["response"]["convertedObjects"]
+        .as_array()
+        .expect("converted objects");
+    assert_eq!(converted.len(), 5000);
+    for (index, object) in converted.iter().enumerate() {
+        assert_eq!(object["apiVersion"], "apps.kruise.io/v1beta1");
+        assert_eq!(object["metadata"]["name"], format!("web-{index}-recreate"));
+    }
+    // The legacy annotation became the typed snapshot.
+    assert_eq!(
+        converted[4999]["status"]["containerStatusSnapshot"][0]["containerID"],
+        "containerd://aaaa"
+    );
+}
+
+#[tokio::test]
+async fn each_endpoint_has_its_own_body_limit() {
+    let served = Served::start(true, Limits::default()).await;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    // A 1 MiB pod (a big annotation) is a pod the API server stores; its review is admitted.
+    let big_pod = serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "big", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "default", "operation": "CREATE", "userInfo": {},
+            "object": {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "p", "labels": {crr_crds::keys::LABEL_READINESS_GATE: "true"},
+                                    "annotations": {"big": "x".repeat(1024 * 1024)}},
+                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        }
+    }))
+    .expect("JSON");
+    let (status, body) = connection
+        .post(routes::MUTATE_POD, &big_pod)
+        .await
+        .expect("an answer");
+    assert_eq!(status, 200);
+    assert_eq!(response(&body)["patchType"], "JSONPatch");
+    // The same size is far beyond any CRR: refused before it is read.
+    let (status, _) = connection
+        .post(routes::MUTATE_CRR, &big_pod)
+        .await
+        .expect("an answer");
+    assert_eq!(status, 413);
+}
+
+#[tokio::test]
+async fn the_largest_body_of_each_endpoint_is_answered() {
+    let served = Served::start(true, Limits::default()).await;
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    for (path, body) in support::largest_bodies() {
+        let (status, answer) = tokio::time::timeout(HANG, connection.post(path, &body))
+            .await
+            .expect("no hang")
+            .unwrap_or_else(|error| panic!("{path}, {} bytes: {error}", body.len()));
+        assert_eq!(status, 200, "{path}: {} bytes", body.len());
+        let answer: serde_json::Value = serde_json::from_slice(&answer).expect("JSON");
+        let allowed_or_converted = answer["response"]["allowed"] == true
+            || answer["response"]["result"]["status"] == "Success";
+        assert!(allowed_or_converted, "{path}: {}", answer["response"]);
+    }
 }

@@ -79,6 +79,90 @@ pub fn create_review(uid: &str) -> Vec<u8> {
     .expect("a review")
 }
 
+/// A retained v1alpha1 CRR as the API server stores it after a recreate: labels, the legacy
+/// status annotations, two containers with their injected fields, a finished status.
+pub fn retained_v1alpha1(index: usize) -> serde_json::Value {
+    json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "ContainerRecreateRequest",
+        "metadata": {
+            "name": format!("web-{index}-recreate"), "namespace": "default",
+            "uid": format!("00000000-0000-0000-0000-{index:012}"),
+            "resourceVersion": format!("{}", 100_000 + index),
+            "creationTimestamp": "2026-11-24T06:00:00Z",
+            "labels": {
+                "crr.apps.kruise.io/pod-name": format!("web-{index}"),
+                "crr.apps.kruise.io/pod-uid": format!("11111111-0000-0000-0000-{index:012}"),
+                "crr.apps.kruise.io/node-name": "node-a",
+                "crr.apps.kruise.io/active": "true"
+            },
+            "annotations": {
+                "crr.apps.kruise.io/unready-acquired": "2026-11-24T06:00:01Z",
+                "crr.apps.kruise.io/sync-container-statuses":
+                    "[{\"name\":\"app\",\"containerID\":\"containerd://aaaa\",\"restartCount\":1,\"ready\":true}]"
+            }
+        },
+        "spec": {
+            "podName": format!("web-{index}"),
+            "containers": [
+                {"name": "app", "preStop": {"exec": {"command": ["sh", "-c", "sleep 1"]}},
+                 "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                 "statusContext": {"containerID": "containerd://aaaa", "restartCount": 0}},
+                {"name": "sidecar", "statusContext": {"containerID": "containerd://bbbb", "restartCount": 0}}
+            ],
+            "strategy": {"failurePolicy": "Fail", "orderedRecreate": false, "terminationGracePeriodSeconds": 30,
+                         "unreadyGracePeriodSeconds": 1, "minStartedSeconds": 0},
+            "activeDeadlineSeconds": 300, "ttlSecondsAfterFinished": 86400
+        },
+        "status": {
+            "phase": "Completed", "completionTime": "2026-11-24T06:00:05Z",
+            "message": "",
+            "containerRecreateStates": [{"name": "app", "phase": "Succeeded"}, {"name": "sidecar", "phase": "Succeeded"}]
+        }
+    })
+}
+
+/// Request bodies of the largest size each endpoint takes (a few KiB under its limit), with
+/// their paths: a CRR CREATE review padded with an annotation, a pod CREATE review of an
+/// opted-in pod padded likewise, and a ConversionReview of as many retained v1alpha1 CRRs as fit.
+pub fn largest_bodies() -> Vec<(&'static str, Vec<u8>)> {
+    use crr_webhook::routes;
+    let margin = 16 * 1024;
+    let mut crr: Value = serde_json::from_slice(&create_review("largest")).expect("a review");
+    crr["request"]["object"]["metadata"]["annotations"] =
+        json!({"padding": "x".repeat(routes::CRR_BODY_LIMIT - margin)});
+    let pod = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "largest", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "default", "operation": "CREATE", "userInfo": {},
+            "object": {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "p", "labels": {crr_crds::keys::LABEL_READINESS_GATE: "true"},
+                                    "annotations": {"padding": "x".repeat(routes::POD_BODY_LIMIT - margin)}},
+                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        }
+    });
+    let one = serde_json::to_vec(&retained_v1alpha1(99_999))
+        .expect("JSON")
+        .len()
+        + 1;
+    let count = (routes::CONVERT_BODY_LIMIT - margin) / one;
+    let objects: Vec<_> = (0..count).map(retained_v1alpha1).collect();
+    let convert = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "largest", "desiredAPIVersion": "apps.kruise.io/v1beta1", "objects": objects}
+    });
+    let bodies = vec![
+        (routes::MUTATE_CRR, serde_json::to_vec(&crr).expect("JSON")),
+        (routes::MUTATE_POD, serde_json::to_vec(&pod).expect("JSON")),
+        (
+            crr_crds::CONVERSION_PATH,
+            serde_json::to_vec(&convert).expect("JSON"),
+        ),
+    ];
+    bodies
+}
+
 /// A webhook serving on `127.0.0.1:<any>` until dropped.
 pub struct Served {
     pub address: SocketAddr,
