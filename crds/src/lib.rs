@@ -6,6 +6,8 @@
 //! finished, what completing one writes, how conditions are set, and the typed, preconditioned
 //! status patch both the operator and the node daemon write with.
 
+#![forbid(unsafe_code)]
+
 pub mod conversion;
 pub mod keys;
 pub mod rules;

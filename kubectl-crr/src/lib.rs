@@ -5,6 +5,8 @@
 //! decide (argument parsing, building a request, reading progress, batch pacing, rendering);
 //! [`commands`], [`follow`] and [`kubeconfig`] talk to the API server.
 
+#![forbid(unsafe_code)]
+
 pub mod batch;
 pub mod cli;
 pub mod commands;

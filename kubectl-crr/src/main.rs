@@ -1,5 +1,7 @@
 //! `kubectl crr`: recreate containers in place from the command line.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::Parser as _;
@@ -10,7 +12,7 @@ use kubectl_crr::commands::{self, Exit};
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     // Exactly one TLS crypto provider for the whole process (the API client uses rustls).
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crr_runtime::tls::install_crypto_provider();
     let exit = match commands::execute(cli).await {
         Ok(exit) => exit,
         Err(error @ kubectl_crr::Error::Server(_)) => {

@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn generated_bundle_loads_and_names_the_service() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crr_runtime::tls::install_crypto_provider();
         let names = service_dns_names("crr-system", "crr-webhook");
         assert!(names.contains(&"crr-webhook.crr-system.svc".to_owned()));
         let bundle = generate(&names).expect("generate");
@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn resolver_swaps_only_on_change() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crr_runtime::tls::install_crypto_provider();
         let first = generate(&["a".to_owned()]).expect("generate");
         let second = generate(&["b".to_owned()]).expect("generate");
         let resolver = CertResolver::new(first.clone()).expect("resolver");

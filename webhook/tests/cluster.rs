@@ -582,7 +582,7 @@ async fn crr_admission_through_the_api_server() {
 
         // Rotation: a new key pair written to the Secret is served and published, no restart.
         let names = crr_webhook::certs::service_dns_names(&env.namespace, "crr-webhook");
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crr_runtime::tls::install_crypto_provider();
         let rotated = crr_webhook::certs::generate(&names).expect("generating a certificate");
         assert_ne!(rotated.ca_pem.as_bytes(), first_ca.as_slice());
         let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.namespace);

@@ -1,6 +1,8 @@
 //! Writes the ContainerRecreateRequest CRD as YAML to stdout, or to the file given as the only
 //! argument. `crds/crr.yaml` is produced this way and checked by a test.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -5,6 +5,8 @@
 //! This crate decides nothing about CRRs: it creates objects, waits on watches with timeouts and
 //! reads what the components did.
 
+#![forbid(unsafe_code)]
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;

@@ -29,6 +29,8 @@
 //! `CRR_KEEP_NAMESPACES=1` keeps each test's namespace (and what the test registered for it) for
 //! a look afterwards.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::Write as _;
@@ -127,7 +129,7 @@ pub async fn connect() -> Result<Client, String> {
 /// `usable` accepts (say, it has the test bed's network namespace); or why not. Nothing is sent to
 /// a refused API server.
 pub async fn connect_where(usable: impl FnOnce() -> Result<(), String>) -> Result<Client, String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crr_runtime::tls::install_crypto_provider();
     let config = test_bed_config().await?;
     let url = config.cluster_url.clone();
     let connect = async {

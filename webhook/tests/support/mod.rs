@@ -174,7 +174,7 @@ pub struct Served {
 
 impl Served {
     pub async fn start(node_daemon_enabled: bool, limits: Limits) -> Self {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crr_runtime::tls::install_crypto_provider();
         let bundle = certs::generate(&certs::service_dns_names("crr-system", "crr-webhook"))
             .expect("a certificate");
         let resolver = CertResolver::new(bundle.clone()).expect("a resolver");
@@ -236,7 +236,7 @@ pub fn client_config(
     ca_pem: &str,
     versions: &[&'static rustls::SupportedProtocolVersion],
 ) -> rustls::ClientConfig {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crr_runtime::tls::install_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.expect("CA PEM")).expect("CA cert");

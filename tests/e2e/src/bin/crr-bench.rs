@@ -7,6 +7,8 @@
 //!
 //! Writes `bench/results/<date>.json` and `.md` and prints the table.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
