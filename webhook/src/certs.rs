@@ -13,7 +13,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PostParams};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -230,7 +230,11 @@ pub async fn ensure_secret(
         ),
         ..Default::default()
     };
-    match secrets.create(&PostParams::default(), &secret).await {
+    let params = PostParams {
+        field_manager: Some(crate::run::FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match secrets.create(&params, &secret).await {
         Ok(_) => {
             tracing::info!(secret = %format!("{namespace}/{name}"), "generated a new serving certificate");
             Ok(bundle)
@@ -304,7 +308,7 @@ pub async fn publish_ca(
 ) -> Result<usize, CertError> {
     let bundle = serde_json::to_value(ByteString(ca_pem.as_bytes().to_vec())).unwrap_or_default();
     let mut patched = 0;
-    let params = PatchParams::default();
+    let params = crr_runtime::client::patch_params(crate::run::FIELD_MANAGER);
     if let Some(name) = &targets.mutating {
         let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
         if let Some(config) = mutating.get_opt(name).await? {
