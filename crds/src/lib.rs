@@ -10,6 +10,7 @@
 
 pub mod conversion;
 pub mod keys;
+pub mod limits;
 pub mod rules;
 pub mod status;
 pub mod v1alpha1;

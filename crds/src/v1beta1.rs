@@ -56,13 +56,15 @@ pub struct ContainerRecreateRequestSpec {
     /// Strategy defines strategies for containers recreation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<ContainerRecreateRequestStrategy>,
-    /// ActiveDeadlineSeconds is the deadline duration of this ContainerRecreateRequest.
+    /// ActiveDeadlineSeconds is the deadline duration of this ContainerRecreateRequest (at most
+    /// 365 days).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = crate::limits::MAX_ACTIVE_DEADLINE_SECONDS))]
     pub active_deadline_seconds: Option<i64>,
-    /// TTLSecondsAfterFinished is the TTL duration after this ContainerRecreateRequest has completed.
+    /// TTLSecondsAfterFinished is the TTL duration after this ContainerRecreateRequest has
+    /// completed (at most 365 days).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = crate::limits::MAX_TTL_SECONDS_AFTER_FINISHED))]
     pub ttl_seconds_after_finished: Option<i32>,
 }
 
@@ -134,20 +136,21 @@ pub struct ContainerRecreateRequestStrategy {
     /// TerminationGracePeriodSeconds is the optional duration in seconds to wait the container
     /// terminating gracefully. Value must be non-negative integer. The value zero indicates delete
     /// immediately. If this value is nil, we will use pod.Spec.TerminationGracePeriodSeconds as
-    /// default value.
+    /// default value (at most 7 days).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = crate::limits::MAX_TERMINATION_GRACE_PERIOD_SECONDS))]
     pub termination_grace_period_seconds: Option<i64>,
     /// UnreadyGracePeriodSeconds is the optional duration in seconds to mark Pod as not ready over
-    /// this duration before executing preStop hook and stopping the container.
+    /// this duration before executing preStop hook and stopping the container (at most 1 day).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = crate::limits::MAX_UNREADY_GRACE_PERIOD_SECONDS))]
     pub unready_grace_period_seconds: Option<i64>,
     /// Minimum number of seconds for which a newly created container should be started and ready
     /// without any of its container crashing, for it to be considered Succeeded. Defaults to 0
-    /// (container will be considered Succeeded as soon as it is started and ready).
+    /// (container will be considered Succeeded as soon as it is started and ready; at most 1
+    /// day).
     #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = crate::limits::MAX_MIN_STARTED_SECONDS))]
     pub min_started_seconds: i32,
 }
 

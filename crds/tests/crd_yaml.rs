@@ -134,6 +134,43 @@ fn v1beta1_schema_has_upstream_enums_and_minimums() {
 }
 
 #[test]
+fn user_durations_have_sane_maximums_in_both_versions() {
+    use crr_crds::limits;
+    for version in ["v1alpha1", "v1beta1"] {
+        let schema = schema_of(version);
+        let strategy = &schema["properties"]["spec"]["properties"]["strategy"]["properties"];
+        for (field, maximum) in [
+            (
+                "terminationGracePeriodSeconds",
+                limits::MAX_TERMINATION_GRACE_PERIOD_SECONDS,
+            ),
+            (
+                "unreadyGracePeriodSeconds",
+                limits::MAX_UNREADY_GRACE_PERIOD_SECONDS,
+            ),
+            (
+                "minStartedSeconds",
+                i64::from(limits::MAX_MIN_STARTED_SECONDS),
+            ),
+        ] {
+            assert_eq!(
+                strategy[field]["maximum"], maximum as f64,
+                "{version} {field}"
+            );
+        }
+    }
+    let spec = &schema_of("v1beta1")["properties"]["spec"]["properties"];
+    assert_eq!(
+        spec["activeDeadlineSeconds"]["maximum"],
+        limits::MAX_ACTIVE_DEADLINE_SECONDS as f64
+    );
+    assert_eq!(
+        spec["ttlSecondsAfterFinished"]["maximum"],
+        f64::from(limits::MAX_TTL_SECONDS_AFTER_FINISHED)
+    );
+}
+
+#[test]
 fn v1alpha1_schema_keeps_legacy_status_and_no_deadline_minimums() {
     let schema = schema_of("v1alpha1");
     let status = &schema["properties"]["status"]["properties"];

@@ -562,6 +562,20 @@ async fn invalid_refused(ctx: Ctx) -> anyhow::Result<()> {
             || format!("{name}: {stderr}"),
         )?;
     }
+    // The schema's maximums, from the API server itself (crds/src/limits.rs).
+    let too_long = json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
+        "metadata": {"name": "too-long", "namespace": ctx.namespace},
+        "spec": {"podName": "target", "containers": [{"name": "app"}],
+                 "strategy": {"unreadyGracePeriodSeconds": 9_223_372_036_854_775_000_i64}},
+    });
+    let output = kubectl_with_stdin(&["apply", "-f", "-"], Some(&too_long.to_string())).await?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure!(!output.status.success(), "too-long: accepted");
+    check(
+        stderr.contains("unreadyGracePeriodSeconds") && stderr.contains("less than or equal to"),
+        || format!("too-long: {stderr}"),
+    )?;
     Ok(())
 }
 
