@@ -10,7 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use crr_crds::keys::{CONDITION_PRE_RECREATE_GRACE, LABEL_ACTIVE, LABEL_NODE_NAME, LABEL_POD_UID};
+use crr_crds::keys::{
+    ANNOTATION_STATUS_CONDITIONS, ANNOTATION_SYNC_CONTAINER_STATUSES, ANNOTATION_UNREADY_ACQUIRED,
+    CONDITION_PRE_RECREATE_GRACE, LABEL_ACTIVE, LABEL_NODE_NAME, LABEL_POD_UID,
+};
 use crr_crds::rules::{self, ContainerNames, Violation};
 use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainerContext, ProbeHandler,
@@ -259,19 +262,171 @@ pub fn admit_update(
             ));
         }
     }
-    if legacy_request {
-        let acquired = |crr: &ContainerRecreateRequest| {
-            crr.condition(CONDITION_PRE_RECREATE_GRACE)
-                .map(|c| c.last_transition_time.clone())
-        };
-        if let Some(before) = acquired(old)
-            && acquired(new) != Some(before)
+    if legacy_request && let Some(key) = changed_system_annotation(old, new) {
+        return Err(Rejection::forbidden(
+            "ImmutableAnnotation",
+            format!("not allowed to update immutable annotation {key}: it is written by crr"),
+        ));
+    }
+    Ok(())
+}
+
+/// The v1alpha1 annotations that carry status written by crr (the operator and the node
+/// daemon): on a v1alpha1 object they stand for the v1beta1 status fields.
+pub const SYSTEM_ANNOTATIONS: [&str; 3] = [
+    ANNOTATION_UNREADY_ACQUIRED,
+    ANNOTATION_STATUS_CONDITIONS,
+    ANNOTATION_SYNC_CONTAINER_STATUSES,
+];
+
+/// Which system annotation a v1alpha1 UPDATE of the main resource would change, if any. In the
+/// hub model a parsed annotation has become a status field (the PreRecreateGrace condition,
+/// other conditions, the container status snapshot); one that could not be parsed is still an
+/// annotation. Status is written through the status subresource only: through the main resource
+/// these annotations would let a user backdate PreRecreateGrace and skip the drain.
+fn changed_system_annotation(
+    old: &ContainerRecreateRequest,
+    new: &ContainerRecreateRequest,
+) -> Option<&'static str> {
+    let grace =
+        |crr: &ContainerRecreateRequest| crr.condition(CONDITION_PRE_RECREATE_GRACE).cloned();
+    let other_conditions = |crr: &ContainerRecreateRequest| {
+        crr.status
+            .as_ref()
+            .map(|status| {
+                status
+                    .conditions
+                    .iter()
+                    .filter(|condition| condition.type_ != CONDITION_PRE_RECREATE_GRACE)
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let snapshot = |crr: &ContainerRecreateRequest| {
+        crr.status
+            .as_ref()
+            .map(|status| status.container_status_snapshot.clone())
+            .unwrap_or_default()
+    };
+    let raw = |crr: &ContainerRecreateRequest, key: &str| {
+        crr.metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(key).cloned())
+    };
+    if grace(old) != grace(new)
+        || raw(old, ANNOTATION_UNREADY_ACQUIRED) != raw(new, ANNOTATION_UNREADY_ACQUIRED)
+    {
+        return Some(ANNOTATION_UNREADY_ACQUIRED);
+    }
+    if other_conditions(old) != other_conditions(new)
+        || raw(old, ANNOTATION_STATUS_CONDITIONS) != raw(new, ANNOTATION_STATUS_CONDITIONS)
+    {
+        return Some(ANNOTATION_STATUS_CONDITIONS);
+    }
+    if snapshot(old) != snapshot(new)
+        || raw(old, ANNOTATION_SYNC_CONTAINER_STATUSES)
+            != raw(new, ANNOTATION_SYNC_CONTAINER_STATUSES)
+    {
+        return Some(ANNOTATION_SYNC_CONTAINER_STATUSES);
+    }
+    None
+}
+
+/// CREATE: a new request carries no status. Removes what a client sent of it, in either form
+/// (v1beta1 status, or the v1alpha1 annotations that stand for it: a `kubectl get -o yaml`
+/// re-applied, say), and returns the warning that says so. Leaving them would let a new request
+/// start with PreRecreateGrace already acquired.
+pub fn strip_status(crr: &mut ContainerRecreateRequest) -> Option<String> {
+    let mut removed: Vec<&str> = Vec::new();
+    if let Some(annotations) = crr.metadata.annotations.as_mut() {
+        for key in SYSTEM_ANNOTATIONS {
+            if annotations.remove(key).is_some() {
+                removed.push(key);
+            }
+        }
+    }
+    if let Some(status) = crr.status.take() {
+        // Parsed legacy annotations arrive here as status fields.
+        if status
+            .conditions
+            .iter()
+            .any(|condition| condition.type_ == CONDITION_PRE_RECREATE_GRACE)
         {
+            removed.push(ANNOTATION_UNREADY_ACQUIRED);
+        }
+        if status
+            .conditions
+            .iter()
+            .any(|condition| condition.type_ != CONDITION_PRE_RECREATE_GRACE)
+        {
+            removed.push(ANNOTATION_STATUS_CONDITIONS);
+        }
+        if !status.container_status_snapshot.is_empty() {
+            removed.push(ANNOTATION_SYNC_CONTAINER_STATUSES);
+        }
+        if removed.is_empty() {
+            removed.push("status");
+        }
+    }
+    removed.sort_unstable();
+    removed.dedup();
+    (!removed.is_empty()).then(|| {
+        format!(
+            "{} of a new ContainerRecreateRequest are written by crr and were removed",
+            removed.join(", ")
+        )
+    })
+}
+
+/// Validating a CREATE: the creation rules again, on the object as it will be stored (after
+/// every mutating webhook). The fields this webhook injects must be there (the mutating call
+/// ran), the identity labels must name the pod the request is for, and no status may be set.
+/// The injected container fields themselves are not compared: a container may restart between
+/// the two calls, and the node daemon re-derives them from the live pod.
+pub fn validate_create(
+    crr: &ContainerRecreateRequest,
+    pod: Lookup<&Pod>,
+    node: Lookup<&ObjectMeta>,
+) -> Result<(), Rejection> {
+    let mut bare = crr.clone();
+    if strip_status(&mut bare).is_some() {
+        return Err(Rejection::forbidden(
+            "StatusOnCreate",
+            "a new ContainerRecreateRequest may not carry status: it is written by crr",
+        ));
+    }
+    if let Some(container) = crr
+        .spec
+        .containers
+        .iter()
+        .find(|container| container.status_context.is_none())
+    {
+        return Err(Rejection::bad_request(
+            "NotMutated",
+            format!(
+                "container {} has no statusContext: the request did not pass crr's mutating webhook",
+                container.name
+            ),
+        ));
+    }
+    for container in &mut bare.spec.containers {
+        container.pre_stop = None;
+        container.ports = None;
+        container.status_context = None;
+    }
+    let admitted = admit_create(bare, pod, node)?;
+    for key in [LABEL_POD_UID, LABEL_NODE_NAME] {
+        let stored = crr.metadata.labels.as_ref().and_then(|l| l.get(key));
+        let derived = admitted.metadata.labels.as_ref().and_then(|l| l.get(key));
+        if stored != derived {
             return Err(Rejection::forbidden(
-                "ImmutableAnnotation",
+                "ImmutableLabel",
                 format!(
-                    "not allowed to update immutable annotation {}",
-                    crr_crds::keys::ANNOTATION_UNREADY_ACQUIRED
+                    "label {key} must name the request's pod: {} (the pod's: {})",
+                    stored.map_or("<none>", String::as_str),
+                    derived.map_or("<none>", String::as_str)
                 ),
             ));
         }

@@ -76,27 +76,38 @@ pub async fn review_crr(
         Err(error) => return invalid(&error),
     };
     let response = AdmissionResponse::from(&request);
-    let decision = decide_crr(&request, cluster, node_daemon_enabled, hook).await;
-    // A validating webhook may not change the object.
-    let decision = match hook {
-        Hook::Mutate => decision,
-        Hook::Validate => decision.map(|_| None),
-    };
-    match decision {
-        Ok(None) => (response.into_review(), Verdict::Allowed),
-        Ok(Some(patch)) => match response.clone().with_patch(patch) {
-            Ok(patched) => (patched.into_review(), Verdict::Patched),
-            Err(error) => deny(
-                response,
-                Rejection {
-                    code: 500,
-                    message: error.to_string(),
-                    reason: "PatchEncoding",
+    match decide_crr(&request, cluster, node_daemon_enabled, hook).await {
+        Ok(Decision { patch, warnings }) => {
+            let mut response = response;
+            if !warnings.is_empty() {
+                response.warnings = Some(warnings);
+            }
+            match patch {
+                None => (response.into_review(), Verdict::Allowed),
+                Some(patch) => match response.clone().with_patch(patch) {
+                    Ok(patched) => (patched.into_review(), Verdict::Patched),
+                    Err(error) => deny(
+                        response,
+                        Rejection {
+                            code: 500,
+                            message: error.to_string(),
+                            reason: "PatchEncoding",
+                        },
+                    ),
                 },
-            ),
-        },
+            }
+        }
         Err(rejection) => deny(response, rejection),
     }
+}
+
+/// What admission answers when it allows a request.
+#[derive(Debug, Default)]
+struct Decision {
+    /// Changes to the object (the mutating hook only).
+    patch: Option<json_patch::Patch>,
+    /// Shown to the client by kubectl.
+    warnings: Vec<String>,
 }
 
 fn deny(
@@ -123,13 +134,8 @@ async fn decide_crr(
     cluster: &impl ClusterLookup,
     node_daemon_enabled: bool,
     hook: Hook,
-) -> Result<Option<json_patch::Patch>, Rejection> {
+) -> Result<Decision, Rejection> {
     admission::check_feature_gate(node_daemon_enabled)?;
-    // Validating a CREATE: the creation rules ran in the mutating call, which also filled in
-    // the fields a user may not set; re-running them here would refuse our own injection.
-    if hook == Hook::Validate && request.operation == Operation::Create {
-        return Ok(None);
-    }
     if request.kind.group != GROUP || request.kind.kind != KIND {
         return Err(bad_request(format!(
             "this webhook admits {GROUP} {KIND} objects, not {}/{} {}",
@@ -145,7 +151,7 @@ async fn decide_crr(
     };
     match request.operation {
         Operation::Create => {
-            let crr = decode(request.object.as_ref(), "object")?;
+            let mut crr = decode(request.object.as_ref(), "object")?;
             let original = conversion::encode_from_hub(crr.clone(), version);
             let namespace = request
                 .namespace
@@ -165,18 +171,32 @@ async fn decide_crr(
                 Some(name) => cluster.node(&name).await,
                 None => Lookup::NotFound,
             };
-            let admitted = admission::admit_create(crr, as_ref(&pod), as_ref(&node))?;
-            let patch =
-                json_patch::diff(&original, &conversion::encode_from_hub(admitted, version));
-            Ok((!patch.0.is_empty()).then_some(patch))
+            match hook {
+                Hook::Mutate => {
+                    let warnings = admission::strip_status(&mut crr).into_iter().collect();
+                    let admitted = admission::admit_create(crr, as_ref(&pod), as_ref(&node))?;
+                    let patch = json_patch::diff(
+                        &original,
+                        &conversion::encode_from_hub(admitted, version),
+                    );
+                    Ok(Decision {
+                        patch: (!patch.0.is_empty()).then_some(patch),
+                        warnings,
+                    })
+                }
+                Hook::Validate => {
+                    admission::validate_create(&crr, as_ref(&pod), as_ref(&node))?;
+                    Ok(Decision::default())
+                }
+            }
         }
         Operation::Update => {
             let old = decode(request.old_object.as_ref(), "oldObject")?;
             let new = decode(request.object.as_ref(), "object")?;
             admission::admit_update(&old, &new, version == Version::V1alpha1)?;
-            Ok(None)
+            Ok(Decision::default())
         }
-        Operation::Delete | Operation::Connect => Ok(None),
+        Operation::Delete | Operation::Connect => Ok(Decision::default()),
     }
 }
 

@@ -554,3 +554,177 @@ proptest::proptest! {
         let _ = review::review_conversion(&body);
     }
 }
+
+/// The review `hook` gives for `object` (and `old`), as a verdict and the response JSON.
+async fn review_as(
+    hook: Hook,
+    cluster: &Cluster,
+    operation: &str,
+    version: &str,
+    object: Value,
+    old: Option<Value>,
+) -> (Verdict, Value) {
+    let body = review_body(operation, version, object, old);
+    let (review, verdict) = review::review_crr(&body, cluster, true, hook).await;
+    (
+        verdict,
+        serde_json::to_value(&review).unwrap()["response"].clone(),
+    )
+}
+
+fn with_annotations(mut object: Value, annotations: Value) -> Value {
+    object["metadata"]["annotations"] = annotations;
+    object
+}
+
+#[tokio::test]
+async fn a_new_v1alpha1_request_cannot_bring_its_own_status_annotations() {
+    let cluster = cluster_with(pod());
+    let object = with_annotations(
+        crr(
+            "v1alpha1",
+            json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+        ),
+        json!({
+            "crr.apps.kruise.io/unready-acquired": "2020-01-01T00:00:00Z",
+            "crr.apps.kruise.io/sync-container-statuses": "[]",
+            "team": "web",
+        }),
+    );
+    let (verdict, response, patched) = run(&cluster, "CREATE", "v1alpha1", object, None).await;
+    assert_eq!(verdict, Verdict::Patched, "{response}");
+    let annotations = &patched.unwrap()["metadata"]["annotations"];
+    assert!(
+        annotations
+            .get("crr.apps.kruise.io/unready-acquired")
+            .is_none(),
+        "{annotations}"
+    );
+    assert_eq!(annotations["team"], "web", "other annotations stay");
+    let warnings = response["warnings"].to_string();
+    assert!(
+        warnings.contains("crr.apps.kruise.io/unready-acquired") && warnings.contains("removed"),
+        "{response}"
+    );
+}
+
+#[tokio::test]
+async fn v1alpha1_status_annotations_cannot_be_set_or_changed_through_the_main_resource() {
+    let cluster = cluster_with(pod());
+    let (_, _, admitted) = run(
+        &cluster,
+        "CREATE",
+        "v1alpha1",
+        crr(
+            "v1alpha1",
+            json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+        ),
+        None,
+    )
+    .await;
+    let stored = admitted.unwrap();
+    let snapshot =
+        r#"[{"name":"app","containerID":"containerd://app-1","restartCount":2,"ready":true}]"#;
+    for (key, value) in [
+        // Backdating the grace: the drain would be skipped.
+        (
+            "crr.apps.kruise.io/unready-acquired",
+            "2020-01-01T00:00:00Z",
+        ),
+        ("crr.apps.kruise.io/sync-container-statuses", snapshot),
+        ("crr.apps.kruise.io/status-conditions", "not json"),
+    ] {
+        let changed = with_annotations(stored.clone(), json!({key: value}));
+        for hook in [Hook::Mutate, Hook::Validate] {
+            let (verdict, response) = review_as(
+                hook,
+                &cluster,
+                "UPDATE",
+                "v1alpha1",
+                changed.clone(),
+                Some(stored.clone()),
+            )
+            .await;
+            assert_eq!(
+                verdict,
+                Verdict::Denied("ImmutableAnnotation"),
+                "{key}: {response}"
+            );
+            assert!(
+                response["status"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains(key),
+                "{response}"
+            );
+        }
+    }
+    // Other annotations are the user's.
+    let labelled = with_annotations(stored.clone(), json!({"team": "web"}));
+    let (verdict, _) = review_as(
+        Hook::Validate,
+        &cluster,
+        "UPDATE",
+        "v1alpha1",
+        labelled,
+        Some(stored),
+    )
+    .await;
+    assert_eq!(verdict, Verdict::Allowed);
+}
+
+#[tokio::test]
+async fn validating_a_create_reruns_the_creation_rules_on_the_final_object() {
+    let cluster = cluster_with(pod());
+    for version in ["v1alpha1", "v1beta1"] {
+        let object = crr(
+            version,
+            json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+        );
+        // What the mutating hook made of it passes.
+        let (_, _, mutated) = run(&cluster, "CREATE", version, object.clone(), None).await;
+        let mutated = mutated.unwrap();
+        let (verdict, response) = review_as(
+            Hook::Validate,
+            &cluster,
+            "CREATE",
+            version,
+            mutated.clone(),
+            None,
+        )
+        .await;
+        assert_eq!(verdict, Verdict::Allowed, "{version}: {response}");
+        // Something that skipped the mutating hook does not.
+        let (verdict, _) =
+            review_as(Hook::Validate, &cluster, "CREATE", version, object, None).await;
+        assert_eq!(verdict, Verdict::Denied("NotMutated"), "{version}");
+        // A request relabelled for another pod (after our mutating hook) does not either: the
+        // node daemon would act on that pod.
+        let mut relabelled = mutated.clone();
+        relabelled["metadata"]["labels"]["crr.apps.kruise.io/pod-uid"] = json!("someone-else");
+        let (verdict, response) = review_as(
+            Hook::Validate,
+            &cluster,
+            "CREATE",
+            version,
+            relabelled,
+            None,
+        )
+        .await;
+        assert_eq!(
+            verdict,
+            Verdict::Denied("ImmutableLabel"),
+            "{version}: {response}"
+        );
+        // And every creation rule applies again, e.g. a container named twice.
+        let mut doubled = mutated;
+        let app = doubled["spec"]["containers"][0].clone();
+        doubled["spec"]["containers"]
+            .as_array_mut()
+            .unwrap()
+            .push(app);
+        let (verdict, _) =
+            review_as(Hook::Validate, &cluster, "CREATE", version, doubled, None).await;
+        assert_eq!(verdict, Verdict::Denied("DuplicateContainer"), "{version}");
+    }
+}

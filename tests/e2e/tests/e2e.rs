@@ -24,7 +24,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, LogParams, PostParams};
+use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::{Value, json};
 
@@ -95,6 +95,14 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "leader-deleted",
             run: |ctx| Box::pin(leader_deleted(ctx)),
+        },
+        Scenario {
+            name: "webhook-down",
+            run: |ctx| Box::pin(webhook_down(ctx)),
+        },
+        Scenario {
+            name: "node-scope",
+            run: |ctx| Box::pin(node_scope(ctx)),
         },
     ]
 }
@@ -883,6 +891,196 @@ async fn leader_deleted(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs the test bed's kubectl and fails with its stderr when it fails.
+async fn kubectl_ok(args: &[&str]) -> anyhow::Result<String> {
+    let output = crr_e2e::kubectl(args).await?;
+    ensure!(
+        output.status.success(),
+        "kubectl {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+// The webhook scaled to 0: creating a request gives a clear error, and deleting one that holds
+// the pod's readiness still goes through (the operator's finalizer and label writes skip the
+// webhook: matchConditions in the chart). Then the webhook comes back and all is well.
+async fn webhook_down(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("held", gated).await?;
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "held"},
+                   "spec": {"podName": "held", "containers": [{"name": "app"}],
+                            "strategy": {"unreadyGracePeriodSeconds": 3600}}}),
+        )
+        .await?;
+    let held = |crr: Option<&ContainerRecreateRequest>| {
+        crr.and_then(|crr| crr.metadata.finalizers.as_ref())
+            .is_some_and(|finalizers| {
+                finalizers
+                    .iter()
+                    .any(|finalizer| finalizer == keys::FINALIZER_UNREADY_ACQUIRED)
+            })
+    };
+    crr_e2e::wait(ctx.crrs(), &name, Duration::from_secs(60), held)
+        .await
+        .context("waiting for the readiness hold")?;
+
+    let deployment = ["-n", crr_e2e::SYSTEM_NAMESPACE, "deployment/crr-webhook"];
+    let replicas = kubectl_ok(&[
+        "get",
+        deployment[0],
+        deployment[1],
+        deployment[2],
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ])
+    .await?;
+    kubectl_ok(&[
+        "scale",
+        deployment[0],
+        deployment[1],
+        deployment[2],
+        "--replicas=0",
+    ])
+    .await?;
+    let scenario = async {
+        kubectl_ok(&[
+            "wait",
+            "-n",
+            crr_e2e::SYSTEM_NAMESPACE,
+            "--for=delete",
+            "pod",
+            "-l",
+            "app.kubernetes.io/name=crr-webhook",
+            "--timeout=90s",
+        ])
+        .await?;
+        let refused = ctx
+            .create_crr(
+                Version::V1beta1,
+                json!({"metadata": {"name": "refused"},
+                       "spec": {"podName": "held", "containers": [{"name": "sidecar"}]}}),
+            )
+            .await
+            .expect_err("a request admitted without the webhook");
+        check(format!("{refused:#}").contains("crr-webhook"), || {
+            format!("the error does not say the webhook is away: {refused:#}")
+        })?;
+        ctx.crrs().delete(&name, &DeleteParams::default()).await?;
+        crr_e2e::wait(
+            ctx.crrs(),
+            &name,
+            Duration::from_secs(60),
+            |crr: Option<&ContainerRecreateRequest>| crr.is_none(),
+        )
+        .await
+        .context("waiting for the held request to go")?;
+        ctx.wait_pod("held", "Ready again", Duration::from_secs(60), pod_ready)
+            .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    // Whatever happened, bring the webhook back for the scenarios after this one.
+    let replicas = format!("--replicas={}", replicas.trim());
+    kubectl_ok(&[
+        "scale",
+        deployment[0],
+        deployment[1],
+        deployment[2],
+        &replicas,
+    ])
+    .await?;
+    kubectl_ok(&[
+        "rollout",
+        "status",
+        deployment[0],
+        deployment[1],
+        deployment[2],
+        "--timeout=120s",
+    ])
+    .await?;
+    scenario?;
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "after"},
+                   "spec": {"podName": "held", "containers": [{"name": "sidecar"}]}}),
+        )
+        .await?;
+    succeeded(
+        &ctx.wait_completed(&name, Duration::from_secs(120)).await?,
+        1,
+    )?;
+    Ok(())
+}
+
+// A node daemon's service account writes the status of its own node's requests only (the
+// chart's ValidatingAdmissionPolicy, keyed on the node name in the token's `extra`): tried as
+// that account, impersonated, with this node, another node and no node.
+async fn node_scope(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("scoped", plain).await?;
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "scoped"},
+                   "spec": {"podName": "scoped", "containers": [{"name": "app"}]}}),
+        )
+        .await?;
+    succeeded(
+        &ctx.wait_completed(&name, Duration::from_secs(120)).await?,
+        1,
+    )?;
+    let node = ctx
+        .crrs()
+        .get(&name)
+        .await?
+        .labels()
+        .get(keys::LABEL_NODE_NAME)
+        .cloned()
+        .ok_or_else(|| anyhow!("no node label"))?;
+    let daemon = format!(
+        "system:serviceaccount:{}:crr-node-daemon",
+        crr_e2e::SYSTEM_NAMESPACE
+    );
+    // kube-rs sends Impersonate-User and Impersonate-Extra-* (this kubectl has no flag for the
+    // latter); the admin kubeconfig may impersonate anyone.
+    let write_as = |extra: Option<String>| {
+        let (namespace, name, daemon) = (ctx.namespace.clone(), name.clone(), daemon.clone());
+        async move {
+            let mut config = kube::Config::infer().await?;
+            config.auth_info.impersonate = Some(daemon);
+            config.auth_info.impersonate_user_extra = extra.map(|node| {
+                std::collections::HashMap::from([(
+                    "authentication.kubernetes.io/node-name".to_owned(),
+                    vec![node],
+                )])
+            });
+            let client = kube::Client::try_from(config)?;
+            let patch = json!({"status": {"message": "written as the node daemon"}});
+            Api::<ContainerRecreateRequest>::namespaced(client, &namespace)
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(anyhow::Error::from)
+        }
+    };
+    write_as(Some(node.clone()))
+        .await
+        .with_context(|| format!("the daemon of {node} writing its own request"))?;
+    for extra in [Some("some-other-node".to_owned()), None] {
+        let refused = write_as(extra.clone()).await;
+        check(
+            refused.as_ref().is_err_and(|error| {
+                format!("{error:#}").contains("may not write the status of a request for node")
+            }),
+            || format!("token node {extra:?} writing a request of {node}: {refused:?}"),
+        )?;
+    }
+    Ok(())
+}
 /// The kubectl plugin, built by `cargo build -p kubectl-crr` (hack/cluster-test.sh does).
 async fn plugin(ctx: &Ctx, args: &[&str]) -> anyhow::Result<std::process::Output> {
     let binary = std::env::var_os("CRR_KUBECTL_CRR").map_or_else(
