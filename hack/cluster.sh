@@ -7,6 +7,8 @@
 #   hack/cluster.sh up       build what is missing, start everything, wait for a Ready node
 #   hack/cluster.sh down     stop everything and remove every trace (mounts, netns, cgroups)
 #   hack/cluster.sh status   what runs, and the node
+#   hack/cluster.sh restart NAME   stop one daemon and start it again, the rest left running
+#   hack/cluster.sh stop NAME | start NAME   the two halves of restart (a fault held open)
 #   hack/cluster.sh env      prints `export KUBECONFIG=...` for eval
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -256,7 +258,7 @@ start() {
   # The daemon gets its own session (no signal from our terminal) and keeps
   # the pid written here: bash execs nsenter, which execs the daemon.
   setsid bash -c 'echo $$ > "$0"; exec nsenter --net="$1" -- "${@:2}"' \
-    "$pidfile" "/run/netns/$CLUSTER_NETNS" "$@" >"$LOGS/$name.log" 2>&1 < /dev/null &
+    "$pidfile" "/run/netns/$CLUSTER_NETNS" "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null &
   local i
   for i in $(seq 1 50); do [[ -s "$pidfile" ]] && break; sleep 0.1; done
 }
@@ -293,6 +295,120 @@ node_ready() {
   [[ "$(kubectl get node "$CLUSTER_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" == True ]]
 }
 
+# ---------------------------------------------------------------- the daemons
+
+# daemon_command NAME: sets DAEMON_CMD to NAME's command line. The one definition `up` and
+# `restart` both use, so a restarted daemon runs exactly as it was first started.
+daemon_command() {
+  case "$1" in
+    etcd) DAEMON_CMD=("$KUBE_BIN/etcd" --name crr --data-dir "$CLUSTER_DIR/etcd"
+      --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379
+      --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380
+      --initial-cluster crr=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
+      --quota-backend-bytes 2147483648) ;;
+    containerd) DAEMON_CMD=(containerd --config "$CLUSTER_DIR/containerd/config.toml") ;;
+    kube-apiserver) DAEMON_CMD=("$KUBE_BIN/kube-apiserver"
+      --etcd-servers http://127.0.0.1:2379
+      --bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port 6443
+      --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key"
+      --client-ca-file "$PKI/ca.crt"
+      --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt"
+      --kubelet-client-key "$PKI/apiserver-kubelet-client.key"
+      --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key"
+      --service-account-issuer https://kubernetes.default.svc.cluster.local
+      --service-cluster-ip-range "$SERVICE_CIDR"
+      --authorization-mode Node,RBAC --allow-privileged=true
+      --enable-aggregator-routing=true
+      --kubelet-preferred-address-types InternalIP
+      --endpoint-reconciler-type lease) ;;
+    kube-controller-manager) DAEMON_CMD=("$KUBE_BIN/kube-controller-manager"
+      --kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig"
+      --authentication-kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig"
+      --authorization-kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig"
+      --bind-address 127.0.0.1 --leader-elect=false
+      --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt"
+      --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key"
+      --use-service-account-credentials=true --allocate-node-cidrs=false
+      --service-cluster-ip-range "$SERVICE_CIDR") ;;
+    kube-scheduler) DAEMON_CMD=("$KUBE_BIN/kube-scheduler"
+      --kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig"
+      --authentication-kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig"
+      --authorization-kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig"
+      --bind-address 127.0.0.1 --leader-elect=false) ;;
+    kubelet) DAEMON_CMD=("$KUBE_BIN/kubelet" --config "$CLUSTER_DIR/kubelet/config.yaml"
+      --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig"
+      --root-dir "$CLUSTER_DIR/kubelet/root"
+      --hostname-override "$CLUSTER_NODE" --node-ip "$NODE_IP"
+      --pod-infra-container-image crr.local/pause:3.10) ;;
+    kube-proxy) DAEMON_CMD=("$KUBE_BIN/kube-proxy" --config "$CLUSTER_DIR/kube-proxy.yaml") ;;
+    *) die "no daemon $1 (one of: ${DAEMONS[*]})" ;;
+  esac
+}
+
+start_daemon() {
+  local DAEMON_CMD
+  daemon_command "$1"
+  start "$1" "${DAEMON_CMD[@]}"
+}
+
+# The node keeps its Ready condition for a while after the kubelet stops: the kubelet's own
+# /healthz first, then the node.
+kubelet_healthy() { in_netns curl -sf http://127.0.0.1:10248/healthz && node_ready; }
+proxy_healthy() { in_netns curl -sf http://127.0.0.1:10256/healthz; }
+controller_manager_healthy() { in_netns curl -skf https://127.0.0.1:10257/healthz; }
+scheduler_healthy() { in_netns curl -skf https://127.0.0.1:10259/healthz; }
+
+# wait_healthy NAME: waits until NAME serves: etcd its client port, containerd `ctr version` on
+# its socket, the apiserver /readyz, the kubelet a Ready node, the others their /healthz.
+wait_healthy() {
+  case "$1" in
+    etcd) wait_for "etcd health" 60 in_netns bash -c 'exec 3<>/dev/tcp/127.0.0.1/2379' ;;
+    containerd) wait_for "containerd" 60 ctr --address "$CONTAINERD_SOCK" version ;;
+    kube-apiserver) wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz ;;
+    kube-controller-manager) wait_for "kube-controller-manager /healthz" 60 controller_manager_healthy ;;
+    kube-scheduler) wait_for "kube-scheduler /healthz" 60 scheduler_healthy ;;
+    kubelet) wait_for "kubelet /healthz and node $CLUSTER_NODE Ready" 180 kubelet_healthy ;;
+    kube-proxy) wait_for "kube-proxy /healthz" 60 proxy_healthy ;;
+  esac
+}
+
+# One daemon is stopped or started alone only in a test bed `up` made (network namespace, pki,
+# configs); NAME must be one of DAEMONS.
+require_up() {
+  [[ -d "$PIDS" ]] && ip netns list | grep -qw "$CLUSTER_NETNS" ||
+    die "no test bed in $CLUSTER_DIR: run hack/cluster.sh up"
+  daemon_command "$1"  # dies on an unknown name
+}
+
+# Stops one daemon: SIGTERM, SIGKILL if it still runs 10 s (CRR_STOP_SECONDS) later. Its pidfile goes with it, so
+# `up` afterwards starts just the missing daemon instead of taking it for a killed test bed.
+stop_one() {
+  local name="$1" DAEMON_CMD
+  require_up "$name"
+  started=$(date +%s)
+  stop_daemon "$name"
+  log "$name stopped ($(( $(date +%s) - started ))s)"
+}
+
+start_one() {
+  local name="$1" DAEMON_CMD
+  require_up "$name"
+  started=$(date +%s)
+  start_daemon "$name"
+  wait_healthy "$name"
+}
+
+# Restarts one daemon in place: everything else, the pods' containers included (their shims
+# outlive containerd), keeps running.
+restart_one() {
+  local name="$1" DAEMON_CMD begun
+  require_up "$name"
+  begun=$(date +%s)
+  stop_one "$name"
+  start_one "$name"
+  log "$name restarted in $(( $(date +%s) - begun ))s"
+}
+
 # True when some daemon has a pidfile but no process: a test bed whose processes were killed
 # (a session that ended, a reboot) without `down`. Its pods, mounts and netns are stale.
 remains_of_killed_cluster() {
@@ -319,56 +435,19 @@ up() {
   pki
   configs
 
-  start etcd "$KUBE_BIN/etcd" --name crr --data-dir "$CLUSTER_DIR/etcd" \
-    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-    --initial-cluster crr=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381 \
-    --quota-backend-bytes 2147483648
-  start containerd containerd --config "$CLUSTER_DIR/containerd/config.toml"
-  wait_for "etcd health" 60 in_netns bash -c 'exec 3<>/dev/tcp/127.0.0.1/2379'
-
-  start kube-apiserver "$KUBE_BIN/kube-apiserver" \
-    --etcd-servers http://127.0.0.1:2379 \
-    --bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port 6443 \
-    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-    --client-ca-file "$PKI/ca.crt" \
-    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
-    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
-    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-cluster-ip-range "$SERVICE_CIDR" \
-    --authorization-mode Node,RBAC --allow-privileged=true \
-    --enable-aggregator-routing=true \
-    --kubelet-preferred-address-types InternalIP \
-    --endpoint-reconciler-type lease
-  wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz
-
-  start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
-    --kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" \
-    --authentication-kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" \
-    --authorization-kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" \
-    --bind-address 127.0.0.1 --leader-elect=false \
-    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
-    --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
-    --use-service-account-credentials=true --allocate-node-cidrs=false \
-    --service-cluster-ip-range "$SERVICE_CIDR"
-  start kube-scheduler "$KUBE_BIN/kube-scheduler" \
-    --kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" \
-    --authentication-kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" \
-    --authorization-kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --leader-elect=false
-
-  wait_for "containerd" 60 ctr --address "$CONTAINERD_SOCK" version
+  start_daemon etcd
+  start_daemon containerd
+  wait_healthy etcd
+  start_daemon kube-apiserver
+  wait_healthy kube-apiserver
+  start_daemon kube-controller-manager
+  start_daemon kube-scheduler
+  wait_healthy containerd
   "$here/images.sh" base
+  start_daemon kubelet
+  start_daemon kube-proxy
 
-  start kubelet "$KUBE_BIN/kubelet" --config "$CLUSTER_DIR/kubelet/config.yaml" \
-    --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" \
-    --root-dir "$CLUSTER_DIR/kubelet/root" \
-    --hostname-override "$CLUSTER_NODE" --node-ip "$NODE_IP" \
-    --pod-infra-container-image crr.local/pause:3.10
-  start kube-proxy "$KUBE_BIN/kube-proxy" --config "$CLUSTER_DIR/kube-proxy.yaml"
-
-  wait_for "node $CLUSTER_NODE Ready" 180 node_ready
+  wait_healthy kubelet
   wait_for "default service account" 60 kubectl -n default get serviceaccount default
   echo "$KUBE_VERSION" > "$CLUSTER_DIR/version"
   log "up in $(( $(date +%s) - started ))s: export KUBECONFIG=$KUBECONFIG_ADMIN"
@@ -376,12 +455,14 @@ up() {
 
 # ---------------------------------------------------------------- teardown
 
+# stop_daemon NAME: SIGTERM, then SIGKILL if it still runs CRR_STOP_SECONDS (10) later. The
+# apiserver stops listening at once but then waits out its open watches; the bound cuts that.
 stop_daemon() {
   local name="$1" pid i
   if daemon_running "$name"; then
     pid="$(cat "$PIDS/$name.pid")"
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 50); do daemon_running "$name" || break; sleep 0.2; done
+    for i in $(seq 1 $(( ${CRR_STOP_SECONDS:-10} * 5 ))); do daemon_running "$name" || break; sleep 0.2; done
     daemon_running "$name" && kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$PIDS/$name.pid"
@@ -453,6 +534,9 @@ case "${1:-}" in
   up) up ;;
   down) shift; down "$@" ;;
   status) status ;;
+  restart) [[ $# == 2 ]] || die "usage: $0 restart NAME"; restart_one "$2" ;;
+  stop) [[ $# == 2 ]] || die "usage: $0 stop NAME"; stop_one "$2" ;;
+  start) [[ $# == 2 ]] || die "usage: $0 start NAME"; start_one "$2" ;;
   env) echo "export KUBECONFIG=$KUBECONFIG_ADMIN" ;;
-  *) echo "usage: $0 up|down [--keep-data]|status|env" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down [--keep-data]|status|env|restart NAME|stop NAME|start NAME" >&2; exit 2 ;;
 esac
