@@ -353,10 +353,17 @@ start_daemon() {
 
 # The node keeps its Ready condition for a while after the kubelet stops: the kubelet's own
 # /healthz first, then the node.
-kubelet_healthy() { in_netns curl -sf http://127.0.0.1:10248/healthz && node_ready; }
-proxy_healthy() { in_netns curl -sf http://127.0.0.1:10256/healthz; }
-controller_manager_healthy() { in_netns curl -skf https://127.0.0.1:10257/healthz; }
-scheduler_healthy() { in_netns curl -skf https://127.0.0.1:10259/healthz; }
+kubelet_healthy() { http_ok 10248 /healthz && node_ready; }
+proxy_healthy() { http_ok 10256 /healthz; }
+# These two serve /healthz over TLS only: a listening port is as far as bash goes.
+controller_manager_healthy() { in_netns bash -c 'exec 3<>/dev/tcp/127.0.0.1/10257'; }
+scheduler_healthy() { in_netns bash -c 'exec 3<>/dev/tcp/127.0.0.1/10259'; }
+
+# http_ok PORT PATH: a plain-HTTP GET on the namespace's loopback answers 200 (bash, no curl).
+http_ok() {
+  in_netns bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf "GET %s HTTP/1.0\r\n\r\n" "$1" >&3 &&
+    head -n 1 <&3 | grep -q " 200 "' "$1" "$2"
+}
 
 # wait_healthy NAME: waits until NAME serves: etcd its client port, containerd `ctr version` on
 # its socket, the apiserver /readyz, the kubelet a Ready node, the others their /healthz.
