@@ -69,6 +69,15 @@ pub struct Args {
     #[arg(long, env = "CRR_OPERATOR_READINESS_GATE_SELECTOR")]
     pub readiness_gate_selector: Option<String>,
 
+    /// Seconds between sweeps that start the `KruisePodReady` condition of every pod declaring
+    /// the gate without the label (pods from before crr, or created while its webhook was away).
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_READINESS_GATE_SWEEP_SECONDS",
+        default_value_t = 300
+    )]
+    pub readiness_gate_sweep_seconds: u64,
+
     /// Seconds in-flight reconciles get to finish after SIGTERM before the Lease is released
     /// anyway (keep it below the pod's terminationGracePeriodSeconds).
     #[arg(
@@ -105,6 +114,7 @@ impl Args {
             admin_addr: self.admin_addr,
             watch_namespace: self.watch_namespace,
             readiness_gate_selector: self.readiness_gate_selector,
+            readiness_gate_sweep: Duration::from_secs(self.readiness_gate_sweep_seconds.max(1)),
             shutdown_drain: Duration::from_secs(self.shutdown_drain_seconds),
             workers: self.workers,
         })

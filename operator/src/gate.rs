@@ -1,10 +1,16 @@
-//! Starts the `KruisePodReady` readiness gate of new pods at True.
+//! Starts the `KruisePodReady` readiness gate of gated pods at True.
 //!
 //! A pod that declares the gate is never Ready until someone writes the condition, and pod
 //! status cannot be set at creation (the API server resets it), so the admission webhook that
-//! injects the gate cannot do it. Upstream's `podreadiness` controller does this for every pod;
-//! here only pods matching a label selector are watched (full objects, but only those pods are
-//! cached): the component that injects the gate is expected to label the pod as well.
+//! injects the gate cannot do it. Upstream's `podreadiness` controller does this for every pod
+//! with the gate. Here, without watching every pod's spec:
+//! - pods matching a label selector are watched (full objects, but only those pods are cached):
+//!   the pod webhook labels every pod created with the gate, and adds the gate to every pod
+//!   created with the label;
+//! - a periodic sweep ([`sweep`]) lists all pods, a page at a time, keeping nothing, and starts
+//!   the condition of any gated pod that lacks it: pods created before crr was installed (an
+//!   OpenKruise template, OpenKruise removed) or while the webhook was away (the pod hook fails
+//!   open). It runs when a replica becomes leader and then every `--readiness-gate-sweep-seconds`.
 //!
 //! Like the request controller, every replica watches and only the Lease holder writes.
 
@@ -14,7 +20,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Patch;
+use kube::api::{ListParams, Patch};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
@@ -48,12 +54,18 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<GateContext>) -> Result<controller::A
     if !*ctx.leader.borrow() {
         return Ok(controller::Action::await_change());
     }
-    let Some(condition) = readiness::initial(&pod, Timestamp::now()) else {
-        return Ok(controller::Action::await_change());
+    start_condition(&ctx.client, &pod).await?;
+    Ok(controller::Action::await_change())
+}
+
+/// Writes the initial `KruisePodReady` condition when `pod` needs one; whether it wrote.
+async fn start_condition(client: &Client, pod: &Pod) -> Result<bool, GateError> {
+    let Some(condition) = readiness::initial(pod, Timestamp::now()) else {
+        return Ok(false);
     };
     let namespace = pod.namespace().unwrap_or_default();
     let name = pod.name_any();
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     // The resourceVersion precondition keeps us from racing a holder that just added its entry.
     let patch = json!({
         "metadata": { "resourceVersion": pod.resource_version() },
@@ -66,16 +78,71 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<GateContext>) -> Result<controller::A
     {
         Ok(_) => {
             info!(pod = %format!("{namespace}/{name}"), "initialised KruisePodReady to True");
-            Ok(controller::Action::await_change())
+            Ok(true)
         }
         Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => {
-            // Gone, or changed: the watch brings the new version.
-            Ok(controller::Action::await_change())
+            // Gone, or changed: the watch (or the next sweep) brings the new version.
+            Ok(false)
         }
         Err(source) => Err(GateError {
             pod: format!("{namespace}/{name}"),
             source,
         }),
+    }
+}
+
+/// Pods per page of the sweep's LIST: memory is one page, whatever the cluster's size.
+const SWEEP_PAGE: u32 = 500;
+
+/// Starts the condition of every pod in `namespace` (all when `None`) that declares the gate
+/// and lacks it, label or not. Returns how many it started.
+pub async fn sweep(client: &Client, namespace: Option<&str>) -> Result<usize, kube::Error> {
+    let pods: Api<Pod> = match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let mut params = ListParams::default().limit(SWEEP_PAGE);
+    let mut started = 0;
+    loop {
+        let page = pods.list(&params).await?;
+        for pod in &page.items {
+            match start_condition(client, pod).await {
+                Ok(true) => started += 1,
+                Ok(false) => {}
+                Err(error) => warn!(%error, "readiness gate sweep"),
+            }
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(started),
+        }
+    }
+}
+
+/// Sweeps each time this replica becomes leader and then every `interval` while it leads,
+/// until `shutdown` resolves.
+pub async fn sweep_while_leading(
+    ctx: Arc<GateContext>,
+    namespace: Option<String>,
+    interval: Duration,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut leader = ctx.leader.clone();
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return,
+            leading = leader.wait_for(|leading| *leading) => if leading.is_err() { return },
+        }
+        match sweep(&ctx.client, namespace.as_deref()).await {
+            Ok(0) => debug!("readiness gate sweep: nothing to start"),
+            Ok(started) => info!(started, "readiness gate sweep started gated pods"),
+            Err(error) => warn!(%error, "readiness gate sweep"),
+        }
+        tokio::select! {
+            () = &mut shutdown => return,
+            () = tokio::time::sleep(interval) => {}
+        }
     }
 }
 
@@ -107,4 +174,89 @@ pub async fn run(
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+    use serde_json::Value;
+
+    fn pod(name: &str, gated: bool, condition: bool) -> Value {
+        let mut pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": format!("{name}-rv")},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+            "status": {"conditions": []},
+        });
+        if gated {
+            pod["spec"]["readinessGates"] = json!([{"conditionType": "KruisePodReady"}]);
+        }
+        if condition {
+            pod["status"]["conditions"] = json!([{"type": "KruisePodReady", "status": "False"}]);
+        }
+        pod
+    }
+
+    fn list(items: Vec<Value>, continue_token: &str) -> Response<Body> {
+        let body = json!({"apiVersion": "v1", "kind": "PodList",
+                          "metadata": {"continue": continue_token}, "items": items});
+        Response::new(Body::from(serde_json::to_vec(&body).unwrap()))
+    }
+
+    #[tokio::test]
+    async fn the_sweep_pages_through_every_pod_and_starts_only_gated_ones_without_the_condition() {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let sweeping = tokio::spawn(async move { sweep(&client, None).await });
+        // Page 1: a plain pod, a gated pod without the condition (OpenKruise's template, no
+        // label), a gated pod whose condition a holder owns.
+        let (request, send) = handle.next_request().await.unwrap();
+        assert_eq!(request.method(), Method::GET);
+        assert!(
+            request.uri().to_string().contains("limit=500"),
+            "{}",
+            request.uri()
+        );
+        send.send_response(list(
+            vec![
+                pod("plain", false, false),
+                pod("legacy", true, false),
+                pod("held", true, true),
+            ],
+            "page-2",
+        ));
+        let (request, send) = handle.next_request().await.unwrap();
+        assert_eq!(request.method(), Method::PATCH);
+        assert_eq!(
+            request.uri().path(),
+            "/api/v1/namespaces/ns/pods/legacy/status"
+        );
+        let body = request.into_body().collect_bytes().await.unwrap();
+        let patch: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(patch["metadata"]["resourceVersion"], "legacy-rv");
+        assert_eq!(patch["status"]["conditions"][0]["type"], "KruisePodReady");
+        assert_eq!(patch["status"]["conditions"][0]["status"], "True");
+        send.send_response(Response::new(Body::from(
+            serde_json::to_vec(&pod("legacy", true, true)).unwrap(),
+        )));
+        // Page 2, asked for with the continue token.
+        let (request, send) = handle.next_request().await.unwrap();
+        assert!(
+            request.uri().to_string().contains("continue=page-2"),
+            "{}",
+            request.uri()
+        );
+        send.send_response(list(vec![pod("late", true, false)], ""));
+        let (request, send) = handle.next_request().await.unwrap();
+        assert_eq!(
+            request.uri().path(),
+            "/api/v1/namespaces/ns/pods/late/status"
+        );
+        send.send_response(Response::new(Body::from(
+            serde_json::to_vec(&pod("late", true, true)).unwrap(),
+        )));
+        assert_eq!(sweeping.await.unwrap().unwrap(), 2);
+    }
 }

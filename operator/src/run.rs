@@ -36,6 +36,8 @@ pub struct Settings {
     pub watch_namespace: Option<String>,
     /// Pods whose `KruisePodReady` gate is started at True; none when `None`.
     pub readiness_gate_selector: Option<String>,
+    /// Interval of the sweep that starts the gate of gated pods without the label.
+    pub readiness_gate_sweep: Duration,
     /// How long in-flight reconciles get after SIGTERM before the Lease is released anyway.
     pub shutdown_drain: Duration,
     /// Reconciles running at once.
@@ -129,14 +131,20 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 client: client.clone(),
                 leader: leader.clone(),
             });
-            gate::run(
+            let sweeping = gate::sweep_while_leading(
+                ctx.clone(),
+                namespace.map(str::to_owned),
+                settings.readiness_gate_sweep,
+                shutdown.requested(),
+            );
+            let watching = gate::run(
                 ctx,
                 namespace,
                 selector,
                 became_leader(leader.clone()),
                 shutdown.requested(),
-            )
-            .await;
+            );
+            tokio::join!(sweeping, watching);
         }
     };
     let work = async {

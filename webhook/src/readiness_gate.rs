@@ -1,13 +1,18 @@
-//! Readiness-gate injection for pods that opt in (label `crr.apps.kruise.io/readiness-gate:
-//! "true"` by default; the label key is configurable and must match the operator's
-//! `--readiness-gate-selector`): adds the `KruisePodReady` readiness gate at creation, so that the operator can take
-//! the pod out of Service endpoints during `unreadyGracePeriodSeconds`. Plain Deployments'
-//! pods lack the gate, and without it marking them not-ready changes nothing.
+//! The pod hook, at creation, makes the opt-in label and the `KruisePodReady` readiness gate go
+//! together (label `crr.apps.kruise.io/readiness-gate: "true"` by default; the key is
+//! configurable and must match the operator's `--readiness-gate-selector`):
+//! - a pod that opts in with the label gets the gate, so that the operator can take it out of
+//!   Service endpoints during `unreadyGracePeriodSeconds` (plain Deployments' pods lack the
+//!   gate, and without it marking them not-ready changes nothing);
+//! - a pod that declares the gate itself (a template written for OpenKruise) gets the label,
+//!   so that the operator, which watches labelled pods only, starts its condition: upstream
+//!   starts the condition of every gated pod, and such a pod would otherwise never be Ready.
 //!
 //! Pod status cannot be written through admission (the API server resets a new pod's status),
-//! so the initial condition is not part of the patch: the operator starts it at True for
-//! labelled pods (operator/src/gate.rs), and the pod becomes Ready as soon as its containers
-//! are. Decides only; the HTTP handler lives in `server.rs`.
+//! so the initial condition is not part of the patch: the operator starts it at True
+//! (operator/src/gate.rs), and the pod becomes Ready as soon as its containers are. The API
+//! server calls this hook only for pods that carry the label or the gate (the chart's
+//! `matchConditions`). Decides only; the HTTP handler lives in `routes.rs`.
 
 use crr_crds::keys::POD_CONDITION_KRUISE_POD_READY;
 use k8s_openapi::api::core::v1::PodReadinessGate;
@@ -74,30 +79,39 @@ impl k8s_openapi::Metadata for GatedPod {
     }
 }
 
-/// The JSON patch for a pod being created: `None` when nothing is to change (not opted in
-/// with `opt_in_label: "true"`, or the gate is already there).
+/// The JSON patch for a pod being created: `None` when nothing is to change (neither the
+/// opt-in label `opt_in_label: "true"` nor the gate, or both already).
 pub fn patch_for(pod: &GatedPod, opt_in_label: &str) -> Option<json_patch::Patch> {
-    let opted_in = pod
-        .metadata
-        .labels
-        .as_ref()
+    let labels = pod.metadata.labels.as_ref();
+    let opted_in = labels
         .and_then(|labels| labels.get(opt_in_label))
         .map(String::as_str)
         == Some("true");
-    if !opted_in {
-        return None;
-    }
-    let gate = json!({"conditionType": POD_CONDITION_KRUISE_POD_READY});
-    let operation = match &pod.spec.readiness_gates {
-        Some(gates)
-            if gates
-                .iter()
-                .any(|existing| existing.condition_type == POD_CONDITION_KRUISE_POD_READY) =>
-        {
-            return None;
+    let gated = pod.spec.readiness_gates.as_ref().is_some_and(|gates| {
+        gates
+            .iter()
+            .any(|existing| existing.condition_type == POD_CONDITION_KRUISE_POD_READY)
+    });
+    let operation = match (opted_in, gated) {
+        (true, true) | (false, false) => return None,
+        (true, false) => {
+            let gate = json!({"conditionType": POD_CONDITION_KRUISE_POD_READY});
+            match &pod.spec.readiness_gates {
+                Some(_) => json!({"op": "add", "path": "/spec/readinessGates/-", "value": gate}),
+                None => json!({"op": "add", "path": "/spec/readinessGates", "value": [gate]}),
+            }
         }
-        Some(_) => json!({"op": "add", "path": "/spec/readinessGates/-", "value": gate}),
-        None => json!({"op": "add", "path": "/spec/readinessGates", "value": [gate]}),
+        (false, true) => match labels {
+            // JSON pointer escaping: `~` is `~0`, `/` is `~1`.
+            Some(_) => json!({
+                "op": "add",
+                "path": format!("/metadata/labels/{}", opt_in_label.replace('~', "~0").replace('/', "~1")),
+                "value": "true",
+            }),
+            None => {
+                json!({"op": "add", "path": "/metadata/labels", "value": {opt_in_label: "true"}})
+            }
+        },
     };
     serde_json::from_value(json!([operation])).ok()
 }
@@ -149,6 +163,29 @@ mod tests {
         let already = json!({"metadata": {"labels": {LABEL_READINESS_GATE: "true"}},
                              "spec": {"readinessGates": [{"conditionType": "KruisePodReady"}]}});
         assert!(patch_for(&view(&already), LABEL_READINESS_GATE).is_none());
+    }
+
+    #[test]
+    fn a_pod_that_declares_the_gate_itself_gets_the_label() {
+        for pod in [
+            json!({"metadata": {"labels": {"app": "web"}},
+                   "spec": {"readinessGates": [{"conditionType": "KruisePodReady"}]}}),
+            json!({"metadata": {}, "spec": {"readinessGates": [{"conditionType": "KruisePodReady"}]}}),
+        ] {
+            let patched = apply(&pod);
+            assert_eq!(
+                patched["metadata"]["labels"][LABEL_READINESS_GATE], "true",
+                "{pod}"
+            );
+            assert_eq!(
+                patched["spec"]["readinessGates"],
+                pod["spec"]["readinessGates"]
+            );
+        }
+        // Another gate only: nothing to do.
+        let other =
+            json!({"metadata": {}, "spec": {"readinessGates": [{"conditionType": "other"}]}});
+        assert!(patch_for(&view(&other), LABEL_READINESS_GATE).is_none());
     }
 
     #[test]

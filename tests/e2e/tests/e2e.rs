@@ -104,6 +104,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "node-scope",
             run: |ctx| Box::pin(node_scope(ctx)),
         },
+        Scenario {
+            name: "gate-without-label",
+            run: |ctx| Box::pin(gate_without_label(ctx)),
+        },
     ]
 }
 
@@ -901,6 +905,127 @@ async fn kubectl_ok(args: &[&str]) -> anyhow::Result<String> {
         String::from_utf8_lossy(&output.stderr)
     );
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Scales the webhook to 0 and waits until its pods are gone; returns its replica count.
+async fn scale_webhook_to_zero() -> anyhow::Result<String> {
+    let deployment = ["-n", crr_e2e::SYSTEM_NAMESPACE, "deployment/crr-webhook"];
+    let replicas = kubectl_ok(&[
+        "get",
+        deployment[0],
+        deployment[1],
+        deployment[2],
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ])
+    .await?;
+    kubectl_ok(&[
+        "scale",
+        deployment[0],
+        deployment[1],
+        deployment[2],
+        "--replicas=0",
+    ])
+    .await?;
+    kubectl_ok(&[
+        "wait",
+        "-n",
+        crr_e2e::SYSTEM_NAMESPACE,
+        "--for=delete",
+        "pod",
+        "-l",
+        "app.kubernetes.io/name=crr-webhook",
+        "--timeout=90s",
+    ])
+    .await?;
+    Ok(replicas.trim().to_owned())
+}
+
+/// Scales the webhook back to `replicas` and waits for the rollout.
+async fn restore_webhook(replicas: &str) -> anyhow::Result<()> {
+    let deployment = ["-n", crr_e2e::SYSTEM_NAMESPACE, "deployment/crr-webhook"];
+    let replicas = format!("--replicas={replicas}");
+    kubectl_ok(&[
+        "scale",
+        deployment[0],
+        deployment[1],
+        deployment[2],
+        &replicas,
+    ])
+    .await?;
+    kubectl_ok(&[
+        "rollout",
+        "status",
+        deployment[0],
+        deployment[1],
+        deployment[2],
+        "--timeout=120s",
+    ])
+    .await?;
+    Ok(())
+}
+
+// A pod that declares the KruisePodReady gate without crr's label (an OpenKruise template)
+// becomes Ready: created now, the pod webhook labels it and the operator starts its condition;
+// created while crr's webhook was away (as before crr was installed), the operator's sweep
+// finds it when a replica becomes leader.
+async fn gate_without_label(ctx: Ctx) -> anyhow::Result<()> {
+    let gate_only = |pod: &mut Value| {
+        pod["spec"]["readinessGates"] = json!([{"conditionType": "KruisePodReady"}]);
+    };
+    let pod = ctx.two_container_pod("templated", gate_only).await?;
+    check(
+        pod.labels()
+            .get(keys::LABEL_READINESS_GATE)
+            .map(String::as_str)
+            == Some("true"),
+        || {
+            format!(
+                "the pod webhook did not label the gated pod: {:?}",
+                pod.labels()
+            )
+        },
+    )?;
+
+    let replicas = scale_webhook_to_zero().await?;
+    let created = async {
+        let mut unlabelled = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "before-crr", "labels": {"app": "before-crr"}},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "app", "image": crr_e2e::BUSYBOX,
+                                "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]}],
+            },
+        });
+        gate_only(&mut unlabelled);
+        let unlabelled: Pod = serde_json::from_value(unlabelled)?;
+        ctx.pods().create(&PostParams::default(), &unlabelled).await?;
+        anyhow::Ok(())
+    }
+    .await;
+    restore_webhook(&replicas).await?;
+    created?;
+    let pod = ctx.pods().get("before-crr").await?;
+    check(
+        pod.labels().get(keys::LABEL_READINESS_GATE).is_none(),
+        || "the pod was labelled although the webhook was away".to_owned(),
+    )?;
+    // A new leader sweeps at once.
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
+    let leader = leases
+        .get("crr-operator")
+        .await?
+        .spec
+        .and_then(|spec| spec.holder_identity)
+        .ok_or_else(|| anyhow!("no operator leader"))?;
+    Api::<Pod>::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE)
+        .delete(&leader, &DeleteParams::default())
+        .await
+        .with_context(|| format!("deleting leader {leader}"))?;
+    ctx.wait_pod("before-crr", "Ready", Duration::from_secs(90), pod_ready)
+        .await?;
+    Ok(())
 }
 
 // The webhook scaled to 0: creating a request gives a clear error, and deleting one that holds
