@@ -30,6 +30,8 @@ pub const SIDECAR_TERMINATED_CONDITION: &str = "SidecarTerminated";
 
 /// The restart policy the kubelet applies when a pod or container names none.
 const RESTART_ALWAYS: &str = "Always";
+/// The restart policy under which the kubelet restarts a container only after a non-zero exit.
+const RESTART_ON_FAILURE: &str = "OnFailure";
 
 /// Why a request, or a pod it names, breaks an admission rule.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -49,12 +51,6 @@ pub enum Violation {
     /// `strategy.unreadyGracePeriodSeconds` is negative.
     #[error("unreadyGracePeriodSeconds must be non-negative integer")]
     NegativeUnreadyGracePeriod { seconds: i64 },
-    /// `strategy.minStartedSeconds` is negative.
-    #[error("minStartedSeconds must be non-negative integer")]
-    NegativeMinStarted { seconds: i32 },
-    /// `spec.ttlSecondsAfterFinished` is negative.
-    #[error("ttlSecondsAfterFinished must be non-negative integer")]
-    NegativeTtl { seconds: i32 },
     /// `strategy.failurePolicy` is neither `Fail` nor `Ignore`.
     #[error(transparent)]
     UnknownFailurePolicy(#[from] UnknownFailurePolicy),
@@ -76,7 +72,7 @@ pub enum Violation {
     )]
     InitContainer { name: String },
     /// The kubelet would not start the container again once stopped (pod or container
-    /// `restartPolicy` other than `Always`).
+    /// `restartPolicy` `Never`, or anything but `Always` and `OnFailure`).
     #[error(
         "container {name} would not be started again after it is stopped (restartPolicy {policy}); only containers the kubelet restarts can be recreated"
     )]
@@ -100,8 +96,6 @@ impl Violation {
             Self::ActiveDeadlineTooShort { .. } => "ActiveDeadlineTooShort",
             Self::NegativeGracePeriod { .. } => "NegativeGracePeriod",
             Self::NegativeUnreadyGracePeriod { .. } => "NegativeUnreadyGracePeriod",
-            Self::NegativeMinStarted { .. } => "NegativeMinStarted",
-            Self::NegativeTtl { .. } => "NegativeTtl",
             Self::UnknownFailurePolicy(_) => "UnknownFailurePolicy",
             Self::PodInactive => "PodInactive",
             Self::PodPending => "PodPending",
@@ -116,8 +110,10 @@ impl Violation {
 }
 
 /// The checks on a spec alone, in the webhook's order: podName, containers present, deadline,
-/// grace periods, minStartedSeconds, TTL, failure policy. Repeated container names are checked
-/// per container ([`ContainerNames`]), after the pod, as the webhook does.
+/// grace periods, failure policy. Repeated container names are checked per container
+/// ([`ContainerNames`]), after the pod, as the webhook does. A negative `minStartedSeconds` or
+/// `ttlSecondsAfterFinished` is not refused (upstream's v1alpha1 accepts them): see
+/// [`normalize_spec`].
 pub fn check_spec(spec: &ContainerRecreateRequestSpec) -> Result<(), Violation> {
     if spec.pod_name.is_empty() {
         return Err(Violation::PodNameEmpty);
@@ -133,16 +129,81 @@ pub fn check_spec(spec: &ContainerRecreateRequestSpec) -> Result<(), Violation> 
     if let Some(seconds) = strategy.unready_grace_period_seconds.filter(|s| *s < 0) {
         return Err(Violation::NegativeUnreadyGracePeriod { seconds });
     }
-    if strategy.min_started_seconds < 0 {
-        return Err(Violation::NegativeMinStarted {
-            seconds: strategy.min_started_seconds,
-        });
-    }
-    if let Some(seconds) = spec.ttl_seconds_after_finished.filter(|s| *s < 0) {
-        return Err(Violation::NegativeTtl { seconds });
-    }
     FailurePolicy::parse(strategy.failure_policy.as_deref().unwrap_or_default())?;
     Ok(())
+}
+
+/// Something admission accepts that the user should still hear about: the webhook answers it as
+/// an admission warning (kubectl prints it), `kubectl crr` prints the same text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caveat {
+    /// The container is restarted by the kubelet only after a non-zero exit (pod or container
+    /// `restartPolicy: OnFailure`): upstream accepts it, and most programs exit non-zero on
+    /// SIGTERM, but one that exits 0 stays down and the request fails for it.
+    RestartsOnlyOnFailure { name: String },
+    /// A negative `strategy.minStartedSeconds` (upstream's v1alpha1 accepts it and behaves as
+    /// 0: the new container counts as soon as it is started and ready) was set to 0.
+    NegativeMinStartedSetToZero { seconds: i32 },
+    /// A negative `ttlSecondsAfterFinished` (upstream's v1alpha1 accepts it and deletes the
+    /// request as soon as it completes, as for 0) was set to 0.
+    NegativeTtlSetToZero { seconds: i32 },
+}
+
+impl std::fmt::Display for Caveat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::RestartsOnlyOnFailure { name } => write!(
+                f,
+                "container {name} has restartPolicy OnFailure: the kubelet starts it again only \
+                 if it exits non-zero; if it exits 0 on SIGTERM it will not be restarted and the \
+                 request will fail for it"
+            ),
+            Self::NegativeMinStartedSetToZero { seconds } => write!(
+                f,
+                "strategy.minStartedSeconds {seconds} is negative and was set to 0, which is how \
+                 OpenKruise treats it: the new container counts as soon as it is started and ready"
+            ),
+            Self::NegativeTtlSetToZero { seconds } => write!(
+                f,
+                "ttlSecondsAfterFinished {seconds} is negative and was set to 0, which is how \
+                 OpenKruise treats it: the request is deleted as soon as it completes"
+            ),
+        }
+    }
+}
+
+impl Caveat {
+    /// Short machine-readable name, one per variant.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::RestartsOnlyOnFailure { .. } => "RestartsOnlyOnFailure",
+            Self::NegativeMinStartedSetToZero { .. } => "NegativeMinStartedSetToZero",
+            Self::NegativeTtlSetToZero { .. } => "NegativeTtlSetToZero",
+        }
+    }
+}
+
+/// Sets a negative `strategy.minStartedSeconds` or `ttlSecondsAfterFinished` to 0, the value
+/// upstream behaves as (its v1alpha1 schema and webhook accept negatives; its daemon compares
+/// `now − startedAt > minStartedSeconds` and its controller deletes once `ttl − elapsed ≤ 0`),
+/// and says so. The v1beta1 schema refuses negatives before admission; v1alpha1 lets them through.
+pub fn normalize_spec(spec: &mut ContainerRecreateRequestSpec) -> Vec<Caveat> {
+    let mut caveats = Vec::new();
+    if let Some(strategy) = spec.strategy.as_mut()
+        && strategy.min_started_seconds < 0
+    {
+        caveats.push(Caveat::NegativeMinStartedSetToZero {
+            seconds: strategy.min_started_seconds,
+        });
+        strategy.min_started_seconds = 0;
+    }
+    if let Some(ttl) = spec.ttl_seconds_after_finished.as_mut()
+        && *ttl < 0
+    {
+        caveats.push(Caveat::NegativeTtlSetToZero { seconds: *ttl });
+        *ttl = 0;
+    }
+    caveats
 }
 
 /// `activeDeadlineSeconds`, when set, must leave the request time to act.
@@ -210,12 +271,14 @@ pub fn check_unique_container_names<'a>(
 }
 
 /// A container of the pod that a request may name, with its current status (if any).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RecreatableContainer<'a> {
     /// The container as the pod spec declares it.
     pub spec: &'a Container,
     /// Its entry in the pod's container (or init container) statuses.
     pub status: Option<&'a ContainerStatus>,
+    /// What the user should hear about before recreating it (see [`Caveat`]).
+    pub caveat: Option<Caveat>,
 }
 
 impl RecreatableContainer<'_> {
@@ -238,7 +301,8 @@ impl RecreatableContainer<'_> {
 }
 
 /// Finds a container a request may name: a regular container or a native sidecar (an init
-/// container with `restartPolicy: Always`) that the kubelet would start again once stopped.
+/// container with `restartPolicy: Always`) that the kubelet would start again once stopped. A
+/// container restarted only on failure (`OnFailure`) is accepted with a [`Caveat`].
 pub fn recreatable_container<'a>(
     pod: &'a Pod,
     name: &str,
@@ -253,10 +317,11 @@ pub fn recreatable_container<'a>(
         .flat_map(|s| &s.containers)
         .find(|c| c.name == name)
     {
-        check_regular_container(pod, container)?;
+        let caveat = check_regular_container(pod, container)?;
         return Ok(RecreatableContainer {
             spec: container,
             status: by_name(status.and_then(|s| s.container_statuses.as_ref())),
+            caveat,
         });
     }
     if let Some(container) = spec
@@ -268,6 +333,7 @@ pub fn recreatable_container<'a>(
         return Ok(RecreatableContainer {
             spec: container,
             status: by_name(status.and_then(|s| s.init_container_statuses.as_ref())),
+            caveat: None,
         });
     }
     Err(Violation::ContainerNotFound {
@@ -289,21 +355,24 @@ pub fn recreatable_containers(pod: &Pod) -> Vec<RecreatableContainer<'_>> {
         .collect()
 }
 
-/// A regular container comes back only if its own restart policy, else the pod's, is `Always`.
-fn check_regular_container(pod: &Pod, container: &Container) -> Result<(), Violation> {
+/// A regular container comes back if its own restart policy, else the pod's, is `Always`; under
+/// `OnFailure` only after a non-zero exit, hence the caveat.
+fn check_regular_container(pod: &Pod, container: &Container) -> Result<Option<Caveat>, Violation> {
     let pod_policy = pod
         .spec
         .as_ref()
         .and_then(|s| s.restart_policy.as_deref())
         .unwrap_or(RESTART_ALWAYS);
     let policy = container.restart_policy.as_deref().unwrap_or(pod_policy);
-    if policy == RESTART_ALWAYS {
-        Ok(())
-    } else {
-        Err(Violation::ContainerNotRestartable {
+    match policy {
+        RESTART_ALWAYS => Ok(None),
+        RESTART_ON_FAILURE => Ok(Some(Caveat::RestartsOnlyOnFailure {
+            name: container.name.clone(),
+        })),
+        _ => Err(Violation::ContainerNotRestartable {
             name: container.name.clone(),
             policy: policy.to_owned(),
-        })
+        }),
     }
 }
 
@@ -479,23 +548,17 @@ mod tests {
                 )),
             ),
             (
-                "negative minStartedSeconds",
+                "negative minStartedSeconds is left to normalize_spec",
                 with_strategy(|s| s.min_started_seconds = -1),
-                Some((
-                    "NegativeMinStarted",
-                    "minStartedSeconds must be non-negative integer",
-                )),
+                None,
             ),
             (
-                "negative TTL",
+                "negative TTL is left to normalize_spec",
                 ContainerRecreateRequestSpec {
                     ttl_seconds_after_finished: Some(-1),
                     ..spec()
                 },
-                Some((
-                    "NegativeTtl",
-                    "ttlSecondsAfterFinished must be non-negative integer",
-                )),
+                None,
             ),
             (
                 "unknown failure policy",
@@ -628,14 +691,19 @@ mod tests {
                 policy: policy.to_owned(),
             })
         };
+        let on_failure_only = |name: &str| {
+            Ok(Some(Caveat::RestartsOnlyOnFailure {
+                name: name.to_owned(),
+            }))
+        };
         let cases = [
-            ("regular container", pod(), "app", Ok(())),
-            ("native sidecar", pod(), "proxy", Ok(())),
+            ("regular container", pod(), "app", Ok(None)),
+            ("native sidecar", pod(), "proxy", Ok(None)),
             (
                 "pod restartPolicy Always",
                 with_pod_restart_policy("Always"),
                 "app",
-                Ok(()),
+                Ok(None),
             ),
             (
                 "pod restartPolicy Never",
@@ -644,16 +712,28 @@ mod tests {
                 not_restartable("app", "Never"),
             ),
             (
-                "pod restartPolicy OnFailure",
+                "pod restartPolicy OnFailure: accepted, with the caveat",
                 with_pod_restart_policy("OnFailure"),
                 "app",
-                not_restartable("app", "OnFailure"),
+                on_failure_only("app"),
+            ),
+            (
+                "container policy OnFailure overrides pod Always",
+                with_container_restart_policy("app", "OnFailure"),
+                "app",
+                on_failure_only("app"),
+            ),
+            (
+                "native sidecar of an OnFailure pod has no caveat",
+                with_pod_restart_policy("OnFailure"),
+                "proxy",
+                Ok(None),
             ),
             (
                 "native sidecar of a Never pod",
                 with_pod_restart_policy("Never"),
                 "proxy",
-                Ok(()),
+                Ok(None),
             ),
             (
                 "container policy Always overrides pod Never",
@@ -664,7 +744,7 @@ mod tests {
                     pod
                 },
                 "app",
-                Ok(()),
+                Ok(None),
             ),
             (
                 "container policy Never overrides pod Always",
@@ -692,6 +772,7 @@ mod tests {
         for (case, pod, name, expected) in cases {
             let found = recreatable_container(&pod, name).map(|c| {
                 assert_eq!(c.spec.name, name, "{case}");
+                c.caveat
             });
             assert_eq!(found, expected, "{case}");
         }
@@ -753,12 +834,70 @@ mod tests {
         };
         assert_eq!(names(&pod()), ["proxy", "app", "worker"]);
         assert_eq!(names(&with_pod_restart_policy("Never")), ["proxy"]);
-        assert_eq!(names(&with_pod_restart_policy("OnFailure")), ["proxy"]);
+        assert_eq!(
+            names(&with_pod_restart_policy("OnFailure")),
+            ["proxy", "app", "worker"]
+        );
         assert_eq!(
             names(&with_container_restart_policy("worker", "Never")),
             ["proxy", "app"]
         );
         assert!(names(&Pod::default()).is_empty());
+    }
+
+    #[test]
+    fn negative_min_started_and_ttl_are_set_to_zero_with_a_caveat() {
+        let mut negative = spec();
+        negative.strategy = Some(ContainerRecreateRequestStrategy {
+            min_started_seconds: -5,
+            ..Default::default()
+        });
+        negative.ttl_seconds_after_finished = Some(-1);
+        let caveats = normalize_spec(&mut negative);
+        assert_eq!(
+            caveats,
+            [
+                Caveat::NegativeMinStartedSetToZero { seconds: -5 },
+                Caveat::NegativeTtlSetToZero { seconds: -1 },
+            ]
+        );
+        assert_eq!(negative.strategy.as_ref().unwrap().min_started_seconds, 0);
+        assert_eq!(negative.ttl_seconds_after_finished, Some(0));
+        assert_eq!(
+            caveats[0].to_string(),
+            "strategy.minStartedSeconds -5 is negative and was set to 0, which is how OpenKruise \
+             treats it: the new container counts as soon as it is started and ready"
+        );
+        assert_eq!(
+            caveats[1].to_string(),
+            "ttlSecondsAfterFinished -1 is negative and was set to 0, which is how OpenKruise \
+             treats it: the request is deleted as soon as it completes"
+        );
+        assert_eq!(caveats[1].reason(), "NegativeTtlSetToZero");
+
+        let mut fine = spec();
+        fine.ttl_seconds_after_finished = Some(0);
+        fine.strategy = Some(ContainerRecreateRequestStrategy {
+            min_started_seconds: 3,
+            ..Default::default()
+        });
+        let before = fine.clone();
+        assert!(normalize_spec(&mut fine).is_empty());
+        assert_eq!(fine, before);
+    }
+
+    #[test]
+    fn on_failure_caveat_says_the_request_fails_if_the_container_exits_zero() {
+        let caveat = Caveat::RestartsOnlyOnFailure {
+            name: "app".to_owned(),
+        };
+        assert_eq!(caveat.reason(), "RestartsOnlyOnFailure");
+        assert_eq!(
+            caveat.to_string(),
+            "container app has restartPolicy OnFailure: the kubelet starts it again only if it \
+             exits non-zero; if it exits 0 on SIGTERM it will not be restarted and the request \
+             will fail for it"
+        );
     }
 
     #[test]

@@ -83,7 +83,9 @@ async fn recreate(client: Client, namespace: &str, args: &RecreateArgs) -> Resul
                     namespace: namespace.to_owned(),
                     name: name.clone(),
                 })?;
-            vec![request::build(&pod, &options)?]
+            let built = request::build(&pod, &options)?;
+            warn(&request::warnings(&pod, &built));
+            vec![built]
         }
         (None, Some(selector)) => {
             let mut matching = pods
@@ -103,7 +105,9 @@ async fn recreate(client: Client, namespace: &str, args: &RecreateArgs) -> Resul
                     eprintln!("skipping pod {}: {reason}", pod.name_any());
                     continue;
                 }
-                requests.push(request::build(pod, &options)?);
+                let built = request::build(pod, &options)?;
+                warn(&request::warnings(pod, &built));
+                requests.push(built);
             }
             if requests.is_empty() {
                 return Err(Error::NoPodsMatch {
@@ -173,6 +177,13 @@ async fn recreate(client: Client, namespace: &str, args: &RecreateArgs) -> Resul
     let mut reporter = reporter();
     let report = follow::run(client, plan, reporter.as_mut()).await?;
     Ok(finish(&report, batch))
+}
+
+/// Prints what the admission webhook will warn about, as kubectl prints admission warnings.
+fn warn(warnings: &[String]) {
+    for warning in warnings {
+        eprintln!("Warning: {warning}");
+    }
 }
 
 fn finish(report: &Report, batch: bool) -> Exit {

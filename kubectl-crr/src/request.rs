@@ -94,8 +94,6 @@ fn rule_error(pod: &str, violation: Violation) -> Error {
         Violation::NegativeUnreadyGracePeriod { .. } => {
             invalid("--unready-grace", must_not_be_negative())
         }
-        Violation::NegativeMinStarted { .. } => invalid("--min-started", must_not_be_negative()),
-        Violation::NegativeTtl { .. } => invalid("--ttl", must_not_be_negative()),
         rule => Error::RuleBroken {
             pod: pod.to_owned(),
             rule,
@@ -120,12 +118,28 @@ fn seconds_i32(flag: &'static str, duration: Option<Duration>) -> Result<Option<
 
 /// Names of the containers a request may name, in the order the kubelet starts them: native
 /// sidecars (init containers with `restartPolicy: Always`), then regular containers, each only if
-/// the kubelet would start it again once stopped (not in a `restartPolicy: Never` pod).
+/// the kubelet would start it again once stopped (not in a `restartPolicy: Never` pod; in an
+/// `OnFailure` pod only after a non-zero exit, which [`warnings`] tells the user).
 pub fn recreatable_containers(pod: &Pod) -> Vec<String> {
     rules::recreatable_containers(pod)
         .into_iter()
         .map(|container| container.spec.name.clone())
         .collect()
+}
+
+/// What the admission webhook will warn about for `crr` (built for `pod`), in its words: the
+/// same [`rules::Caveat`]s, e.g. a container the kubelet restarts only on failure.
+pub fn warnings(pod: &Pod, crr: &ContainerRecreateRequest) -> Vec<String> {
+    let mut spec = crr.spec.clone();
+    let mut caveats = rules::normalize_spec(&mut spec);
+    caveats.extend(
+        crr.spec
+            .containers
+            .iter()
+            .filter_map(|container| rules::recreatable_container(pod, &container.name).ok())
+            .filter_map(|container| container.caveat),
+    );
+    caveats.iter().map(ToString::to_string).collect()
 }
 
 /// Why a pod cannot have its containers recreated, if it cannot (finished, being deleted, or not
@@ -367,17 +381,42 @@ mod tests {
     #[test]
     fn containers_of_a_restart_policy_never_pod_are_not_offered() {
         // The kubelet never starts them again; only the native sidecar comes back.
-        for policy in ["Never", "OnFailure"] {
-            let pod = with_restart_policy(policy);
-            assert_eq!(recreatable_containers(&pod), ["proxy"], "{policy}");
-            let crr = build(&pod, &RecreateOptions::default()).unwrap();
-            let names: Vec<_> = crr.spec.containers.iter().map(|c| &c.name).collect();
-            assert_eq!(names, ["proxy"], "{policy}");
-        }
+        let pod = with_restart_policy("Never");
+        assert_eq!(recreatable_containers(&pod), ["proxy"]);
+        let crr = build(&pod, &RecreateOptions::default()).unwrap();
+        let names: Vec<_> = crr.spec.containers.iter().map(|c| &c.name).collect();
+        assert_eq!(names, ["proxy"]);
         assert_eq!(
             recreatable_containers(&with_restart_policy("Always")),
             ["proxy", "app", "sidecar"]
         );
+    }
+
+    #[test]
+    fn containers_of_an_on_failure_pod_are_offered_with_the_webhooks_warning() {
+        let on_failure = with_restart_policy("OnFailure");
+        assert_eq!(
+            recreatable_containers(&on_failure),
+            ["proxy", "app", "sidecar"]
+        );
+        let crr = build(&on_failure, &RecreateOptions::default()).unwrap();
+        let names: Vec<_> = crr.spec.containers.iter().map(|c| &c.name).collect();
+        assert_eq!(names, ["proxy", "app", "sidecar"]);
+        let printed = warnings(&on_failure, &crr);
+        assert_eq!(
+            printed,
+            ["app", "sidecar"].map(|name| rules::Caveat::RestartsOnlyOnFailure {
+                name: name.to_owned()
+            }
+            .to_string())
+        );
+        assert!(
+            printed[0].contains("if it exits 0 on SIGTERM it will not be restarted"),
+            "{printed:?}"
+        );
+        let always = pod();
+        let crr = build(&always, &RecreateOptions::default()).unwrap();
+        assert!(warnings(&always, &crr).is_empty());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crr_crds::keys::{
     ANNOTATION_STATUS_CONDITIONS, ANNOTATION_SYNC_CONTAINER_STATUSES, ANNOTATION_UNREADY_ACQUIRED,
     CONDITION_PRE_RECREATE_GRACE, LABEL_ACTIVE, LABEL_NODE_NAME, LABEL_POD_UID,
 };
-use crr_crds::rules::{self, ContainerNames, Violation};
+use crr_crds::rules::{self, Caveat, ContainerNames, Violation};
 use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainerContext, ProbeHandler,
 };
@@ -94,15 +94,27 @@ pub fn check_feature_gate(node_daemon_enabled: bool) -> Result<(), Rejection> {
     }
 }
 
+/// A CREATE that admission allows: the object to store, and what the user should hear about it
+/// (answered as admission warnings).
+#[derive(Clone, Debug)]
+pub struct Admitted {
+    /// The request with defaults applied and the pod's fields injected.
+    pub crr: ContainerRecreateRequest,
+    /// Accepted, but worth a warning: values set to what upstream behaves as, containers the
+    /// kubelet restarts only on failure.
+    pub caveats: Vec<Caveat>,
+}
+
 /// CREATE: validates the request, applies defaults and injects what the system derives from
-/// the pod. Returns the object to store.
+/// the pod. Returns the object to store, with the caveats to warn about.
 pub fn admit_create(
     mut crr: ContainerRecreateRequest,
     pod: Lookup<&Pod>,
     node: Lookup<&ObjectMeta>,
-) -> Result<ContainerRecreateRequest, Rejection> {
+) -> Result<Admitted, Rejection> {
     let pod_name = crr.spec.pod_name.clone();
     rules::check_spec(&crr.spec)?;
+    let mut caveats = rules::normalize_spec(&mut crr.spec);
     labels(&mut crr.metadata.labels).insert(LABEL_ACTIVE.to_owned(), "true".to_owned());
     let strategy = crr.spec.strategy.get_or_insert_with(Default::default);
     // check_spec accepted the value, so this only spells out the default.
@@ -182,7 +194,7 @@ pub fn admit_create(
                 "preStop, ports, statusContext in container are ready-only fields",
             )
         };
-        let derived = match derive_container_fields(pod, &container.name) {
+        let (derived, caveat) = match derive_container_fields(pod, &container.name) {
             Ok(derived) => derived,
             Err(_) if user_supplied => return Err(read_only()),
             Err(violation) => return Err(violation.into()),
@@ -195,8 +207,9 @@ pub fn admit_create(
             container.ports,
             container.status_context,
         ) = derived;
+        caveats.extend(caveat);
     }
-    Ok(crr)
+    Ok(Admitted { crr, caveats })
 }
 
 /// What admission fills into one named container: its preStop handler, its ports (when the
@@ -207,7 +220,10 @@ type DerivedFields = (
     Option<ContainerRecreateRequestContainerContext>,
 );
 
-fn derive_container_fields(pod: &Pod, name: &str) -> Result<DerivedFields, Violation> {
+fn derive_container_fields(
+    pod: &Pod,
+    name: &str,
+) -> Result<(DerivedFields, Option<Caveat>), Violation> {
     let target = rules::recreatable_container(pod, name)?;
     let status_context = target.status_context()?;
     let pre_stop = target
@@ -231,7 +247,7 @@ fn derive_container_fields(pod: &Pod, name: &str) -> Result<DerivedFields, Viola
     } else {
         None
     };
-    Ok((pre_stop, ports, Some(status_context)))
+    Ok(((pre_stop, ports, Some(status_context)), target.caveat))
 }
 
 /// UPDATE: the spec and the identity labels are frozen; so is the time the pod was made
@@ -416,7 +432,7 @@ pub fn validate_create(
         container.ports = None;
         container.status_context = None;
     }
-    let admitted = admit_create(bare, pod, node)?;
+    let admitted = admit_create(bare, pod, node)?.crr;
     for key in [LABEL_POD_UID, LABEL_NODE_NAME] {
         let stored = crr.metadata.labels.as_ref().and_then(|l| l.get(key));
         let derived = admitted.metadata.labels.as_ref().and_then(|l| l.get(key));

@@ -173,11 +173,13 @@ async fn decide_crr(
             };
             match hook {
                 Hook::Mutate => {
-                    let warnings = admission::strip_status(&mut crr).into_iter().collect();
+                    let mut warnings: Vec<String> =
+                        admission::strip_status(&mut crr).into_iter().collect();
                     let admitted = admission::admit_create(crr, as_ref(&pod), as_ref(&node))?;
+                    warnings.extend(admitted.caveats.iter().map(ToString::to_string));
                     let patch = json_patch::diff(
                         &original,
-                        &conversion::encode_from_hub(admitted, version),
+                        &conversion::encode_from_hub(admitted.crr, version),
                     );
                     Ok(Decision {
                         patch: (!patch.0.is_empty()).then_some(patch),

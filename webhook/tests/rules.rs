@@ -728,3 +728,124 @@ async fn validating_a_create_reruns_the_creation_rules_on_the_final_object() {
         assert_eq!(verdict, Verdict::Denied("DuplicateContainer"), "{version}");
     }
 }
+
+/// Upstream accepts `restartPolicy: OnFailure` pods; so do we, with a warning that a container
+/// exiting 0 on SIGTERM is not restarted. `Never` stays refused (see
+/// `create_rejects_by_pod_state`).
+#[tokio::test]
+async fn on_failure_pods_are_accepted_with_a_warning() {
+    let mut on_failure = pod();
+    on_failure["spec"]["restartPolicy"] = "OnFailure".into();
+    let cluster = cluster_with(on_failure);
+    for version in ["v1alpha1", "v1beta1"] {
+        let object = crr(
+            version,
+            json!({"podName": "web-0", "containers": [{"name": "app"}, {"name": "proxy"}]}),
+        );
+        let (verdict, response, patched) = run(&cluster, "CREATE", version, object, None).await;
+        assert_eq!(verdict, Verdict::Patched, "{version}: {response}");
+        assert_eq!(
+            patched.unwrap()["spec"]["containers"][0]["statusContext"]["containerID"],
+            "containerd://app-1"
+        );
+        let warnings = response["warnings"].as_array().expect("warnings");
+        assert_eq!(
+            warnings.len(),
+            1,
+            "only app, not the native sidecar: {response}"
+        );
+        let warning = warnings[0].as_str().unwrap();
+        assert!(
+            warning.contains("container app has restartPolicy OnFailure")
+                && warning.contains("exits 0 on SIGTERM it will not be restarted")
+                && warning.contains("request will fail for it"),
+            "{warning}"
+        );
+    }
+
+    // A pod that restarts always gets no warning.
+    let (_, response, _) = run(
+        &cluster_with(pod()),
+        "CREATE",
+        "v1beta1",
+        crr(
+            "v1beta1",
+            json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+        ),
+        None,
+    )
+    .await;
+    assert!(response.get("warnings").is_none(), "{response}");
+
+    // The validating hook re-runs the rules on the final object and lets it through too.
+    let mut on_failure = pod();
+    on_failure["spec"]["restartPolicy"] = "OnFailure".into();
+    let cluster = cluster_with(on_failure);
+    let object = crr(
+        "v1beta1",
+        json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+    );
+    let (_, _, patched) = run(&cluster, "CREATE", "v1beta1", object, None).await;
+    let (verdict, response) = review_as(
+        Hook::Validate,
+        &cluster,
+        "CREATE",
+        "v1beta1",
+        patched.unwrap(),
+        None,
+    )
+    .await;
+    assert_eq!(verdict, Verdict::Allowed, "{response}");
+}
+
+/// Upstream's v1alpha1 accepts a negative minStartedSeconds or ttlSecondsAfterFinished and
+/// behaves as for 0: we store 0 and say so.
+#[tokio::test]
+async fn v1alpha1_negative_min_started_and_ttl_are_set_to_zero_with_warnings() {
+    let cluster = cluster_with(pod());
+    let object = crr(
+        "v1alpha1",
+        json!({"podName": "web-0", "containers": [{"name": "app"}],
+               "strategy": {"minStartedSeconds": -5}, "ttlSecondsAfterFinished": -1}),
+    );
+    let (verdict, response, patched) = run(&cluster, "CREATE", "v1alpha1", object, None).await;
+    assert_eq!(verdict, Verdict::Patched, "{response}");
+    let spec = &patched.unwrap()["spec"];
+    assert!(
+        spec["strategy"].get("minStartedSeconds").is_none(),
+        "0 is the default and not written: {spec}"
+    );
+    assert_eq!(spec["ttlSecondsAfterFinished"], 0);
+    let warnings = response["warnings"].to_string();
+    assert!(
+        warnings.contains("strategy.minStartedSeconds -5 is negative and was set to 0"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("ttlSecondsAfterFinished -1 is negative and was set to 0"),
+        "{warnings}"
+    );
+
+    // The object as stored passes the validating hook.
+    let (_, _, patched) = run(
+        &cluster,
+        "CREATE",
+        "v1alpha1",
+        crr(
+            "v1alpha1",
+            json!({"podName": "web-0", "containers": [{"name": "app"}], "ttlSecondsAfterFinished": -1}),
+        ),
+        None,
+    )
+    .await;
+    let (verdict, response) = review_as(
+        Hook::Validate,
+        &cluster,
+        "CREATE",
+        "v1alpha1",
+        patched.unwrap(),
+        None,
+    )
+    .await;
+    assert_eq!(verdict, Verdict::Allowed, "{response}");
+}
