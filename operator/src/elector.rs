@@ -2,7 +2,9 @@
 //!
 //! Each round reads the Lease, asks `lease::decide`, and writes the claim with the Lease's
 //! resourceVersion as precondition (a create for a missing Lease), so of two candidates in one
-//! round only one wins. A leader that cannot renew for `renew_deadline` steps down before the
+//! round only one wins. The elector remembers when it first saw the Lease's current record, on
+//! its own monotonic clock (`lease::Observation`): another holder's claim expires a lease duration
+//! after that, never by comparing the holder's `renewTime` with our clock. A leader that cannot renew for `renew_deadline` steps down before the
 //! Lease can expire for the others. On shutdown the holder clears `holderIdentity`, so another
 //! replica takes over at once rather than after the lease duration.
 
@@ -40,6 +42,8 @@ pub struct Elector {
     api: Api<Lease>,
     settings: Settings,
     leader: watch::Sender<bool>,
+    /// The Lease record as last read or written, and when we first saw it.
+    observation: Option<lease::Observation>,
 }
 
 impl Elector {
@@ -52,6 +56,7 @@ impl Elector {
                 api,
                 settings,
                 leader,
+                observation: None,
             },
             receiver,
         )
@@ -68,7 +73,7 @@ impl Elector {
     }
 
     /// Runs election rounds until `stop` turns true, then gives the Lease up.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let mut last_renewal: Option<Instant> = None;
         loop {
             let leading = *self.leader.borrow();
@@ -113,18 +118,26 @@ impl Elector {
     }
 
     /// One round: `Ok(true)` when we hold the Lease afterwards.
-    async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
-        let settings = &self.settings;
-        let current = self.api.get_opt(&settings.name).await?;
-        let now = Timestamp::now();
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        let current = self.api.get_opt(&self.settings.name).await?;
+        let observed_at = Instant::now();
         let spec = current.as_ref().and_then(|lease| lease.spec.as_ref());
-        let decision = lease::decide(spec, &settings.identity, settings.lease_duration, now);
+        self.observation =
+            spec.map(|spec| lease::observe(self.observation.take(), spec, observed_at));
+        let settings = &self.settings;
+        let decision = lease::decide(
+            spec,
+            &settings.identity,
+            settings.lease_duration,
+            self.observation.as_ref(),
+            observed_at,
+        );
         let Some(claim) = lease::claim(
             &decision,
             spec,
             &settings.identity,
             settings.lease_duration,
-            now,
+            Timestamp::now(),
         ) else {
             return Ok(false);
         };
@@ -152,7 +165,14 @@ impl Elector {
             }
         };
         match result {
-            Ok(_) => Ok(true),
+            Ok(written) => {
+                // Our own write is the record the others now count from; so do we.
+                self.observation = written.spec.map(|record| lease::Observation {
+                    record,
+                    observed_at,
+                });
+                Ok(true)
+            }
             Err(kube::Error::Api(status)) if status.is_conflict() || status.is_already_exists() => {
                 Ok(false)
             }
@@ -261,9 +281,17 @@ mod tests {
         (body, send)
     }
 
+    /// The spec of a Lease as a client reads it back (MicroTime keeps microseconds only).
+    fn read_back(lease: &Value) -> LeaseSpec {
+        serde_json::from_value::<Lease>(lease.clone())
+            .expect("lease")
+            .spec
+            .expect("spec")
+    }
+
     #[tokio::test]
-    async fn missing_lease_is_created_held_by_us() {
-        let (elector, mut handle) = elector();
+    async fn missing_lease_is_created_held_by_us_and_observed() {
+        let (mut elector, mut handle) = elector();
         let server = tokio::spawn(async move {
             let (_, send) = next(&mut handle, Method::GET, &format!("{LEASES}/crr-operator")).await;
             send.send_response(respond(StatusCode::NOT_FOUND, &status(404, "NotFound")));
@@ -273,11 +301,13 @@ mod tests {
         });
         assert!(elector.try_acquire_or_renew().await.expect("round"));
         server.await.expect("server");
+        let observed = elector.observation.expect("our write observed");
+        assert_eq!(observed.record.holder_identity.as_deref(), Some("me"));
     }
 
     #[tokio::test]
     async fn live_lease_of_another_replica_is_not_written() {
-        let (elector, mut handle) = elector();
+        let (mut elector, mut handle) = elector();
         let server = tokio::spawn(async move {
             let (_, send) = next(&mut handle, Method::GET, &format!("{LEASES}/crr-operator")).await;
             send.send_response(respond(StatusCode::OK, &lease("other", 1)));
@@ -287,11 +317,33 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn expired_lease_takeover_is_guarded_by_resource_version() {
-        let (elector, mut handle) = elector();
+    async fn lease_renewed_long_ago_by_the_holders_clock_is_not_taken_when_first_seen() {
+        // The holder's clock runs an hour behind ours: by renewTime the Lease looks long expired.
+        let (mut elector, mut handle) = elector();
         let server = tokio::spawn(async move {
             let (_, send) = next(&mut handle, Method::GET, &format!("{LEASES}/crr-operator")).await;
-            send.send_response(respond(StatusCode::OK, &lease("other", 60)));
+            send.send_response(respond(StatusCode::OK, &lease("other", 3600)));
+        });
+        assert!(!elector.try_acquire_or_renew().await.expect("round"));
+        server.await.expect("server");
+        assert!(elector.observation.is_some());
+    }
+
+    #[tokio::test]
+    async fn lease_unchanged_for_a_duration_is_taken_over_guarded_by_resource_version() {
+        let (mut elector, mut handle) = elector();
+        // Renewed "just now" by the holder's clock, which runs ahead; but we have seen this same
+        // record for 20 s (more than the 15 s duration): its holder is gone.
+        let stale = lease("other", -30);
+        elector.observation = Some(lease::Observation {
+            record: read_back(&stale),
+            observed_at: Instant::now()
+                .checked_sub(Duration::from_secs(20))
+                .expect("uptime over 20 s"),
+        });
+        let server = tokio::spawn(async move {
+            let (_, send) = next(&mut handle, Method::GET, &format!("{LEASES}/crr-operator")).await;
+            send.send_response(respond(StatusCode::OK, &stale));
             let (body, send) =
                 next(&mut handle, Method::PUT, &format!("{LEASES}/crr-operator")).await;
             assert_eq!(body["metadata"]["resourceVersion"], "5");
