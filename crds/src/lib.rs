@@ -12,6 +12,7 @@ pub mod conversion;
 pub mod keys;
 pub mod limits;
 pub mod rules;
+pub mod schema;
 pub mod status;
 pub mod v1alpha1;
 pub mod v1beta1;
@@ -47,10 +48,9 @@ impl Default for ConversionService {
 pub const CONVERSION_PATH: &str = "/convert";
 
 /// The CustomResourceDefinition: v1alpha1 (served) and v1beta1 (served, storage), converted by
-/// the webhook. The caBundle is left empty; the webhook fills it in at run time.
-pub fn crd(
-    conversion_service: &ConversionService,
-) -> Result<CustomResourceDefinition, kube::core::crd::MergeError> {
+/// the webhook. The caBundle is left empty; the webhook fills it in at run time. The schemas
+/// carry what [`schema::complete`] adds to the generated ones.
+pub fn crd(conversion_service: &ConversionService) -> Result<CustomResourceDefinition, CrdError> {
     let mut crd = kube::core::crd::merge_crds(
         vec![
             v1alpha1::ContainerRecreateRequest::crd(),
@@ -60,6 +60,18 @@ pub fn crd(
     )?;
     // Oldest first, as upstream lists them.
     crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
+    for version in &mut crd.spec.versions {
+        if let Some(props) = version
+            .schema
+            .as_mut()
+            .and_then(|validation| validation.open_api_v3_schema.as_mut())
+        {
+            let mut schema = serde_json::to_value(&*props)?;
+            schema::complete(&version.name, &mut schema)?;
+            *props = serde_json::from_value(schema)?;
+        }
+    }
+    crd.spec.names.list_kind = Some(format!("{}List", keys::KIND));
     crd.spec.conversion = Some(CustomResourceConversion {
         strategy: "Webhook".to_owned(),
         webhook: Some(WebhookConversion {
@@ -88,12 +100,26 @@ pub fn crd_yaml() -> Result<String, CrdYamlError> {
     ))
 }
 
-/// Why the CRD YAML could not be produced.
+/// Why the CRD could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum CrdYamlError {
+pub enum CrdError {
     /// The two versions' CRDs disagree on names or scope.
     #[error("the v1alpha1 and v1beta1 CRDs cannot be merged: {0}")]
     Merge(#[from] kube::core::crd::MergeError),
+    /// A schema addition names a field the types no longer generate.
+    #[error("cannot complete the CRD schema: {0}")]
+    SchemaPath(#[from] schema::MissingSchemaPath),
+    /// A generated schema did not survive its JSON round trip.
+    #[error("cannot edit the generated CRD schema: {0}")]
+    SchemaJson(#[from] serde_json::Error),
+}
+
+/// Why the CRD YAML could not be produced.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdYamlError {
+    /// The CRD itself could not be built.
+    #[error(transparent)]
+    Crd(#[from] CrdError),
     /// YAML serialization failed.
     #[error("cannot serialize the CRD as YAML: {0}")]
     Yaml(#[from] serde_saphyr::ser::Error),

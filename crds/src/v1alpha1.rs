@@ -1,8 +1,11 @@
 //! `apps.kruise.io/v1alpha1` ContainerRecreateRequest: the legacy version, still served so that
-//! existing manifests and clients keep working. Its spec is the v1beta1 spec without the schema
-//! minimums on `activeDeadlineSeconds` and `ttlSecondsAfterFinished` (as upstream); its status
-//! lacks `containerStatusSnapshot` and `conditions`, which travel as annotations instead
-//! (see [`crate::conversion`]).
+//! existing manifests and clients keep working, exactly as leniently as upstream's v1alpha1. Its
+//! spec is the v1beta1 spec without the schema minimums on `activeDeadlineSeconds`,
+//! `ttlSecondsAfterFinished` and `strategy.minStartedSeconds` (admission sets a negative value to
+//! 0, as upstream behaves, and warns), and its `status.phase` has no enum (the kruise Go client
+//! sends `""`, which decodes as unset); the strategy type is shared, so the difference is made on
+//! this version's schema by [`crate::schema`]. Its status lacks `containerStatusSnapshot` and
+//! `conditions`, which travel as annotations instead (see [`crate::conversion`]).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;

@@ -70,3 +70,47 @@ fn upstream_sample_converts_to_v1beta1_json_and_back() {
     let round_tripped: v1alpha1::ContainerRecreateRequest = serde_json::from_value(alpha).unwrap();
     assert_eq!(round_tripped, original);
 }
+
+/// The kruise Go client's `UpdateStatus` on a v1alpha1 object sends the zero phase, `""`, and a
+/// negative minStartedSeconds/TTL is legal upstream v1alpha1: the schema lets them through (no
+/// enum, no minimum), and conversion to the stored v1beta1 decodes them.
+#[test]
+fn kruise_client_v1alpha1_objects_with_empty_phase_and_negative_durations_convert() {
+    let object = serde_json::json!({
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "ContainerRecreateRequest",
+        "metadata": {"name": "r", "namespace": "default"},
+        "spec": {"podName": "web-0", "containers": [{"name": "app"}],
+                 "strategy": {"minStartedSeconds": -3}, "ttlSecondsAfterFinished": -1},
+        "status": {"phase": ""},
+    });
+    let beta = conversion::convert_json(object, "apps.kruise.io/v1beta1").expect("to v1beta1");
+    assert!(beta["status"].get("phase").is_none(), "{beta}");
+    assert_eq!(beta["spec"]["strategy"]["minStartedSeconds"], -3);
+    assert_eq!(beta["spec"]["ttlSecondsAfterFinished"], -1);
+
+    let crd = crr_crds::crd(&Default::default()).expect("CRD");
+    let schema = |name: &str| {
+        let version = crd.spec.versions.iter().find(|v| v.name == name).unwrap();
+        serde_json::to_value(version.schema.as_ref().unwrap().open_api_v3_schema.as_ref()).unwrap()
+    };
+    let (alpha, beta) = (schema("v1alpha1"), schema("v1beta1"));
+    let phase =
+        |schema: &serde_json::Value| schema["properties"]["status"]["properties"]["phase"].clone();
+    let min_started = |schema: &serde_json::Value| {
+        schema["properties"]["spec"]["properties"]["strategy"]["properties"]["minStartedSeconds"]
+            .clone()
+    };
+    assert!(phase(&alpha).get("enum").is_none(), "{}", phase(&alpha));
+    assert!(phase(&beta)["enum"].is_array(), "v1beta1 keeps its enum");
+    assert!(
+        min_started(&alpha).get("minimum").is_none(),
+        "{}",
+        min_started(&alpha)
+    );
+    assert_eq!(
+        min_started(&beta)["minimum"],
+        0.0,
+        "v1beta1 keeps its minimum"
+    );
+}
