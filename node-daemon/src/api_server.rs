@@ -9,7 +9,8 @@
 //! expectation"). Anything else is a conflict on the next write, and a new round.
 //!
 //! Nothing here decides what to write or when (`round` and `worker` do); it decides only which
-//! copy of a request is the current one.
+//! copy of a request is the current one, and when the watch shows a request finished (which
+//! cancels a preStop hook under way: [`Requests::finished`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -18,15 +19,15 @@ use crr_crds::keys::{LABEL_ACTIVE, LABEL_NODE_NAME};
 use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_runtime::events::EventPublisher;
-use futures::Stream;
+use futures::{Stream, TryStreamExt as _};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 
-use crate::round::{Requests, WriteError};
+use crate::round::{Requests, WriteError, must_leave_alone};
 
 /// Field manager of the daemon's writes, so `managedFields` shows what the daemon wrote.
 pub const FIELD_MANAGER: &str = "crr-node-daemon";
@@ -34,8 +35,9 @@ pub const FIELD_MANAGER: &str = "crr-node-daemon";
 /// Where the daemon looks for requests.
 pub struct Watch {
     pub node: String,
-    /// Only this namespace (tests, or a daemon confined by RBAC); all namespaces when `None`.
-    pub namespace: Option<String>,
+    /// Only these namespaces (tests, or a daemon confined by RBAC to one); all when empty. One
+    /// namespace is watched there; several are picked out of the watch of all.
+    pub namespaces: Vec<String>,
 }
 
 /// The watch's label selector: this node's active requests only.
@@ -50,12 +52,23 @@ pub fn watch_requests(
     writer: Writer<ContainerRecreateRequest>,
 ) -> impl Stream<Item = Result<watcher::Event<ContainerRecreateRequest>, watcher::Error>> + Send + use<>
 {
-    let api: Api<ContainerRecreateRequest> = match &watch.namespace {
-        Some(namespace) => Api::namespaced(client, namespace),
-        None => Api::all(client),
+    let api: Api<ContainerRecreateRequest> = match watch.namespaces.as_slice() {
+        [namespace] => Api::namespaced(client, namespace),
+        _ => Api::all(client),
     };
     let config = watcher::Config::default().labels(&selector(&watch.node));
-    reflector::reflector(writer, watcher(api, config)).default_backoff()
+    let namespaces = watch.namespaces.clone();
+    let wanted = move |event: &watcher::Event<ContainerRecreateRequest>| {
+        let namespace = match event {
+            watcher::Event::Apply(crr)
+            | watcher::Event::InitApply(crr)
+            | watcher::Event::Delete(crr) => crr.namespace(),
+            watcher::Event::Init | watcher::Event::InitDone => return true,
+        };
+        namespaces.is_empty() || namespace.is_some_and(|namespace| namespaces.contains(&namespace))
+    };
+    let events = watcher(api, config).try_filter(move |event| std::future::ready(wanted(event)));
+    reflector::reflector(writer, events).default_backoff()
 }
 
 /// `namespace/name` of a request.
@@ -68,6 +81,9 @@ pub struct ApiRequests {
     client: Client,
     events: EventPublisher,
     written: Mutex<HashMap<String, Written>>,
+    /// The watch's store, and a signal for every event it delivered.
+    store: Store<ContainerRecreateRequest>,
+    watched: tokio::sync::Notify,
 }
 
 /// The daemon's latest write of one request and the versions it made stale.
@@ -77,12 +93,23 @@ struct Written {
 }
 
 impl ApiRequests {
-    pub fn new(client: Client, events: EventPublisher) -> Self {
+    pub fn new(
+        client: Client,
+        events: EventPublisher,
+        store: Store<ContainerRecreateRequest>,
+    ) -> Self {
         Self {
             client,
             events,
             written: Mutex::default(),
+            store,
+            watched: tokio::sync::Notify::new(),
         }
+    }
+
+    /// The watch delivered an event (the store has applied it): wakes [`Requests::finished`].
+    pub fn watched(&self) {
+        self.watched.notify_waiters();
     }
 
     /// The current version of a request the cache shows: the daemon's own copy while the cache
@@ -157,10 +184,28 @@ impl Requests for ApiRequests {
         api.get_opt(&crr.name_any()).await.map_err(write_error)
     }
 
-    async fn pod_address(&self, namespace: &str, pod: &str) -> Option<String> {
+    async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, WriteError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let status = pods.get_opt(pod).await.ok()??.status?;
-        status.pod_ip.filter(|ip| !ip.is_empty()).or(status.host_ip)
+        pods.get_opt(name).await.map_err(write_error)
+    }
+
+    async fn finished(&self, crr: &ContainerRecreateRequest) {
+        let reference = ObjectRef::<ContainerRecreateRequest>::new(&crr.name_any())
+            .within(&crr.namespace().unwrap_or_default());
+        loop {
+            // Listen before looking, so an event between the look and the wait is not missed.
+            let watched = self.watched.notified();
+            let mut watched = std::pin::pin!(watched);
+            watched.as_mut().enable();
+            let finished = self
+                .store
+                .get(&reference)
+                .is_none_or(|cached| must_leave_alone(&cached));
+            if finished {
+                return;
+            }
+            watched.await;
+        }
     }
 
     async fn event(

@@ -14,18 +14,29 @@ pub struct Args {
     #[arg(long, env = "NODE_NAME")]
     pub node_name: String,
 
-    /// Watch requests of this namespace only (for tests; the DaemonSet watches all).
-    #[arg(long, env = "CRR_NODE_DAEMON_WATCH_NAMESPACE")]
-    pub watch_namespace: Option<String>,
+    /// Watch requests of these namespaces only (comma-separated or repeated; for tests: the
+    /// DaemonSet watches all).
+    #[arg(long, env = "CRR_NODE_DAEMON_WATCH_NAMESPACE", value_delimiter = ',')]
+    pub watch_namespace: Vec<String>,
 
     /// The runtime's CRI socket; when unset, the usual containerd, CRI-O and cri-dockerd paths
     /// are tried.
     #[arg(long, env = "CRR_NODE_DAEMON_CRI_SOCKET")]
     pub cri_socket: Option<PathBuf>,
 
-    /// Pods whose requests are worked on at once.
+    /// Pods whose requests are worked on at once, shared fairly between namespaces.
     #[arg(long, env = "CRR_NODE_DAEMON_MAX_PARALLEL_PODS", default_value_t = 16)]
     pub max_parallel_pods: usize,
+
+    /// The longest grace period a recreate gets, preStop hook and stop together, in seconds: the
+    /// pod's terminationGracePeriodSeconds (a request's may only shorten it), never more than
+    /// this, so that no tenant holds a slot for longer.
+    #[arg(
+        long,
+        env = "CRR_NODE_DAEMON_MAX_GRACE_PERIOD_SECONDS",
+        default_value_t = 300
+    )]
+    pub max_grace_period_seconds: u64,
 
     /// Address of /healthz, /readyz and /metrics.
     #[arg(

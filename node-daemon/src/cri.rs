@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crr_crds::keys::{CRI_ANNOTATION_RESTART_COUNT, CRI_LABEL_CONTAINER_NAME, CRI_LABEL_POD_UID};
+use crr_crds::keys::{
+    CRI_ANNOTATION_RESTART_COUNT, CRI_LABEL_CONTAINER_NAME, CRI_LABEL_POD_NAME,
+    CRI_LABEL_POD_NAMESPACE, CRI_LABEL_POD_UID,
+};
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint};
 
@@ -13,7 +16,7 @@ use crate::proto::{
     ContainerFilter, ContainerState, ContainerStatusRequest, ExecSyncRequest,
     ListContainersRequest, StopContainerRequest, VersionRequest,
 };
-use crate::recreate::RuntimeContainer;
+use crate::recreate::{ContainerOwner, RuntimeContainer};
 
 /// Where runtimes put their CRI socket, tried in order when none is given.
 pub const KNOWN_SOCKETS: [&str; 6] = [
@@ -144,11 +147,18 @@ impl Runtime {
                 .get(CRI_ANNOTATION_RESTART_COUNT)
                 .and_then(|count| count.parse().ok())
                 .unwrap_or(i32::try_from(attempt).unwrap_or(i32::MAX));
+            let label = |key: &str| container.labels.get(key).cloned().unwrap_or_default();
             let runtime_container = RuntimeContainer {
                 id: format!("{}://{}", self.scheme(), container.id),
                 restart_count,
                 running: container.state == ContainerState::ContainerRunning as i32,
                 started_at: None,
+                owner: ContainerOwner {
+                    pod_uid: label(CRI_LABEL_POD_UID),
+                    pod_namespace: label(CRI_LABEL_POD_NAMESPACE),
+                    pod_name: label(CRI_LABEL_POD_NAME),
+                    container_name: name.clone(),
+                },
             };
             let newer = newest.get(&name).is_none_or(|(created, seen_attempt, _)| {
                 (container.created_at, attempt) > (*created, *seen_attempt)

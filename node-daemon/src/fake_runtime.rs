@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crr_crds::keys::{CRI_ANNOTATION_RESTART_COUNT, CRI_LABEL_CONTAINER_NAME, CRI_LABEL_POD_UID};
+use crr_crds::keys::{
+    CRI_ANNOTATION_RESTART_COUNT, CRI_LABEL_CONTAINER_NAME, CRI_LABEL_POD_NAME,
+    CRI_LABEL_POD_NAMESPACE, CRI_LABEL_POD_UID,
+};
 use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
@@ -21,12 +24,17 @@ use crate::proto::{
     VersionResponse,
 };
 
-pub const POD_UID: &str = "pod-uid-1";
+pub const POD_UID: &str = crate::recreate::FIXTURE_POD_UID;
+/// The namespace and name the fake's containers are labelled with (the fixture request's pod).
+pub const POD_NAMESPACE: &str = crate::recreate::FIXTURE_NAMESPACE;
+pub const POD_NAME: &str = "p";
 
 #[derive(Clone, Debug)]
 pub struct FakeContainer {
     pub id: String,
     pub name: String,
+    /// The pod namespace label, when it is not [`POD_NAMESPACE`] (a container of another pod).
+    pub namespace_label: Option<String>,
     pub attempt: u32,
     pub running: bool,
     pub started_at: jiff::Timestamp,
@@ -90,6 +98,7 @@ impl FakeRuntime {
                 state.containers.push(FakeContainer {
                     id: format!("{name}-1"),
                     name: (*name).to_owned(),
+                    namespace_label: None,
                     attempt: 0,
                     running: true,
                     started_at: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(3600),
@@ -141,6 +150,14 @@ fn to_cri(container: &FakeContainer) -> Container {
         created_at: i64::try_from(container.started_at.as_nanosecond()).unwrap_or(i64::MAX),
         labels: [
             (CRI_LABEL_POD_UID.to_owned(), POD_UID.to_owned()),
+            (
+                CRI_LABEL_POD_NAMESPACE.to_owned(),
+                container
+                    .namespace_label
+                    .clone()
+                    .unwrap_or_else(|| POD_NAMESPACE.to_owned()),
+            ),
+            (CRI_LABEL_POD_NAME.to_owned(), POD_NAME.to_owned()),
             (CRI_LABEL_CONTAINER_NAME.to_owned(), container.name.clone()),
         ]
         .into(),
@@ -250,10 +267,12 @@ impl RuntimeService for FakeRuntime {
             .ok_or_else(|| Status::not_found(request.container_id.clone()))?;
         container.running = false;
         let (name, attempt) = (container.name.clone(), container.attempt + 1);
+        let namespace_label = container.namespace_label.clone();
         if restart {
             state.containers.push(FakeContainer {
                 id: format!("{name}-{}", attempt + 1),
                 name,
+                namespace_label,
                 attempt,
                 running: true,
                 started_at: jiff::Timestamp::now(),

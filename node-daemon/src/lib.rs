@@ -2,7 +2,7 @@
 //!
 //! Decisions, as functions of values: `schedule` (which request of a pod goes next), `recreate`
 //! (each container's state, the next step, grace arithmetic), `kill_marker` (the status text
-//! that announces a kill). Time: `timers` (one delayed wake-up per key) under `queue` (the work
+//! that announces a kill), `live_pod` (what a recreate takes from the live pod). Time: `timers` (one delayed wake-up per key) under `queue` (the work
 //! queue of pods). I/O: `cri` talks to the runtime, `pre_stop` runs hooks, `api_server` watches
 //! and writes requests. `round` carries out one request's next step; `worker` wires the watch,
 //! the queue and rounds together; `run` wires the process with the shared runtime
@@ -16,6 +16,7 @@ pub mod cri;
 #[cfg(test)]
 mod fake_runtime;
 pub mod kill_marker;
+pub mod live_pod;
 pub mod metrics;
 pub mod pre_stop;
 pub mod queue;

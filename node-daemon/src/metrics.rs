@@ -1,5 +1,5 @@
 //! Prometheus metrics of the node daemon (prefix `crr_node_daemon`): kills, preStop outcomes
-//! and durations, recreate durations, CRI errors.
+//! and durations, recreate durations, CRI errors, rounds that panicked.
 
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ pub struct Metrics {
     pub pre_stop_duration: Histogram,
     pub recreate_duration: Family<Outcome, Histogram>,
     pub cri_errors: Counter,
+    /// Rounds that panicked (a bug): their pod was released and retried.
+    pub round_panics: Counter,
 }
 
 fn outcome(ok: bool) -> Outcome {
@@ -39,6 +41,7 @@ impl Metrics {
                 Histogram::new(exponential_buckets(0.25, 2.0, 12))
             }),
             cri_errors: Counter::default(),
+            round_panics: Counter::default(),
         };
         let sub = registry.sub_registry_with_prefix("crr_node_daemon");
         sub.register(
@@ -65,6 +68,11 @@ impl Metrics {
             "cri_errors",
             "Failed calls to the container runtime",
             metrics.cri_errors.clone(),
+        );
+        sub.register(
+            "round_panics",
+            "Rounds that panicked; their pod was released and is retried",
+            metrics.round_panics.clone(),
         );
         metrics
     }

@@ -1,16 +1,73 @@
 //! The per-request decisions of the node daemon, as functions of values: each container's
 //! state from what the runtime shows, what to do next, and the grace period a kill gets. No I/O
 //! here; `round` carries the decisions out. Which request of a pod goes first is `schedule`'s.
+//!
+//! Every number here comes from a user (the request's strategy, the pod's spec), so every bit
+//! of arithmetic with time is checked: an overflow means "as late as possible" or the cap,
+//! never a panic (the property tests below run the whole integer ranges).
 
 use std::time::Duration;
 
-use crr_crds::keys::CONDITION_PRE_RECREATE_GRACE;
+use crr_crds::keys::{CONDITION_PRE_RECREATE_GRACE, LABEL_POD_UID};
 use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState as State,
     FailurePolicy, Phase,
 };
 
 use crate::kill_marker::KillMarker;
+
+/// Whose container the runtime says a container is: the kubelet's CRI labels
+/// (`io.kubernetes.pod.uid`, `.pod.namespace`, `.pod.name`, `io.kubernetes.container.name`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContainerOwner {
+    pub pod_uid: String,
+    pub pod_namespace: String,
+    pub pod_name: String,
+    pub container_name: String,
+}
+
+impl std::fmt::Display for ContainerOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "container {:?} of pod {:?}/{:?} (uid {:?})",
+            self.container_name, self.pod_namespace, self.pod_name, self.pod_uid
+        )
+    }
+}
+
+/// The owner a container of `crr` named `container` must have: the request's pod (its
+/// namespace, `podName`, and the pod-uid label admission set).
+pub fn expected_owner(crr: &ContainerRecreateRequest, container: &str) -> ContainerOwner {
+    ContainerOwner {
+        pod_uid: crr
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(LABEL_POD_UID))
+            .cloned()
+            .unwrap_or_default(),
+        pod_namespace: crr.metadata.namespace.clone().unwrap_or_default(),
+        pod_name: crr.spec.pod_name.clone(),
+        container_name: container.to_owned(),
+    }
+}
+
+/// Why the runtime's container may not be touched for `crr`'s `container`: it belongs to
+/// another pod or container than the request names. `None`: it is the request's.
+pub fn owner_mismatch(
+    crr: &ContainerRecreateRequest,
+    container: &str,
+    found: &RuntimeContainer,
+) -> Option<String> {
+    let expected = expected_owner(crr, container);
+    (found.owner != expected || expected.pod_uid.is_empty()).then(|| {
+        format!(
+            "refusing to touch runtime container {}: the runtime labels it {}, not {expected}",
+            found.id, found.owner
+        )
+    })
+}
 
 /// What the runtime shows of one container name of the pod: its newest attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +80,19 @@ pub struct RuntimeContainer {
     /// When it started, by the runtime: this node's clock, compared only with this node's
     /// clock (`now` below), never with times written on other machines.
     pub started_at: Option<jiff::Timestamp>,
+    /// Whose container the runtime's labels say it is.
+    pub owner: ContainerOwner,
+}
+
+/// `start + seconds`, or the end of time when that is beyond it (never a panic).
+pub fn saturating_after(start: jiff::Timestamp, seconds: i64) -> jiff::Timestamp {
+    start
+        .checked_add(jiff::SignedDuration::from_secs(seconds))
+        .unwrap_or(if seconds < 0 {
+            jiff::Timestamp::MIN
+        } else {
+            jiff::Timestamp::MAX
+        })
 }
 
 /// When the unready grace is over: `None` while the operator has not marked PreRecreateGrace.
@@ -32,7 +102,24 @@ pub fn grace_ends_at(crr: &ContainerRecreateRequest) -> Option<jiff::Timestamp> 
     if condition.status != "True" {
         return None;
     }
-    Some(condition.last_transition_time.0 + jiff::SignedDuration::from_secs(grace.max(0)))
+    Some(saturating_after(
+        condition.last_transition_time.0,
+        grace.max(0),
+    ))
+}
+
+/// When the request's `activeDeadlineSeconds` (counted from its creation) runs out; `None`
+/// without a deadline or a creation time. A deadline beyond the end of time is the end of time.
+pub fn deadline(crr: &ContainerRecreateRequest) -> Option<jiff::Timestamp> {
+    let seconds = crr.spec.active_deadline_seconds?;
+    let created = crr.metadata.creation_timestamp.as_ref()?.0;
+    Some(saturating_after(created, seconds.max(0)))
+}
+
+/// How long until `deadline`, from `now`: zero once it passed, `None` without one.
+pub fn time_left(deadline: Option<jiff::Timestamp>, now: jiff::Timestamp) -> Option<Duration> {
+    let left = deadline?.duration_since(now);
+    Some(Duration::try_from(left).unwrap_or(Duration::ZERO))
 }
 
 /// Whether the request has to wait for the operator at all.
@@ -91,6 +178,10 @@ pub fn container_states(
                     is_killed,
                 );
             };
+            if let Some(mismatch) = owner_mismatch(crr, &container.name, &current) {
+                // Never run a hook in or stop a container the request does not own.
+                return state(Phase::Failed, Some(mismatch), is_killed);
+            }
             let context = container.status_context.clone().unwrap_or_default();
             // A kill that was under way when the daemon stopped: it happened if the container
             // it named is gone or stopped.
@@ -198,32 +289,44 @@ pub fn next_step(crr: &ContainerRecreateRequest, states: &[State]) -> Next {
     }
 }
 
-/// The grace period of a kill: the strategy's (the webhook copies the pod's), 30 s without
-/// one, minus whole seconds spent in preStop, never below 2 s (as the kubelet does).
-pub fn kill_grace(crr: &ContainerRecreateRequest, spent_in_pre_stop: Duration) -> i64 {
-    let total = crr
-        .strategy()
-        .termination_grace_period_seconds
-        .unwrap_or(30);
-    (total - spent_in_pre_stop.as_secs() as i64).max(2)
+/// The kubelet's grace period for a pod without one (the API server defaults it to this).
+pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
+
+/// The grace period of a recreate (preStop hook and stop together), in whole seconds, as the
+/// kubelet bounds a kill: the live pod's `terminationGracePeriodSeconds` (30 without one), which
+/// the request's may only shorten, never more than `cap` (the daemon's flag). Negative values
+/// count as 0. Always within `0..=cap`.
+pub fn grace_period_seconds(pod: Option<i64>, request: Option<i64>, cap: u64) -> u64 {
+    let pod = pod.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS).max(0);
+    let chosen = request.map_or(pod, |request| request.clamp(0, pod));
+    u64::try_from(chosen).unwrap_or(0).min(cap)
 }
 
-/// How long the preStop hook may take: the whole grace period; `None` (no hook) with a grace
-/// period of 0, as the kubelet runs hooks only when there is time for them.
-pub fn pre_stop_budget(crr: &ContainerRecreateRequest) -> Option<Duration> {
-    let grace = crr
-        .strategy()
-        .termination_grace_period_seconds
-        .unwrap_or(30);
-    (grace > 0).then(|| Duration::from_secs(grace.unsigned_abs()))
+/// The grace period `StopContainer` gets: the recreate's grace period minus whole seconds spent
+/// in preStop, never below 2 s (as the kubelet does).
+pub fn kill_grace(grace_period_seconds: u64, spent_in_pre_stop: Duration) -> i64 {
+    let left = grace_period_seconds.saturating_sub(spent_in_pre_stop.as_secs());
+    i64::try_from(left).unwrap_or(i64::MAX).max(2)
+}
+
+/// How long the preStop hook may take: the whole grace period, but no longer than the request
+/// has left before its deadline; `None` (no hook) with a grace period of 0, as the kubelet runs
+/// hooks only when there is time for them.
+pub fn pre_stop_budget(
+    grace_period_seconds: u64,
+    deadline_left: Option<Duration>,
+) -> Option<Duration> {
+    let grace = Duration::from_secs(grace_period_seconds);
+    let budget = deadline_left.map_or(grace, |left| left.min(grace));
+    (!budget.is_zero()).then_some(budget)
 }
 
 /// Interval between looks at the runtime while a recreate is in flight.
 pub const IN_FLIGHT_POLL: Duration = Duration::from_millis(500);
 
 /// Test fixture shared by this module's, `round`'s and `schedule`'s tests: a request for
-/// `containers` of pod `p` as the webhook admits it, each container's statusContext naming its
-/// first attempt (`containerd://<name>-1`, restart count 0).
+/// `containers` of pod `p` in namespace `ns` (pod UID `pod-uid-1`) as the webhook admits it, each
+/// container's statusContext naming its first attempt (`containerd://<name>-1`, restart count 0).
 #[cfg(test)]
 pub(crate) fn admitted_request(
     containers: &[&str],
@@ -233,7 +336,7 @@ pub(crate) fn admitted_request(
         ContainerRecreateRequestContainer, ContainerRecreateRequestContainerContext,
         ContainerRecreateRequestSpec,
     };
-    ContainerRecreateRequest::new(
+    let mut crr = ContainerRecreateRequest::new(
         "r",
         ContainerRecreateRequestSpec {
             pod_name: "p".into(),
@@ -251,8 +354,18 @@ pub(crate) fn admitted_request(
             strategy: Some(strategy),
             ..Default::default()
         },
-    )
+    );
+    crr.metadata.namespace = Some(FIXTURE_NAMESPACE.into());
+    crr.metadata.labels = Some([(LABEL_POD_UID.to_owned(), FIXTURE_POD_UID.to_owned())].into());
+    crr
 }
+
+/// The namespace of [`admitted_request`]'s requests.
+#[cfg(test)]
+pub(crate) const FIXTURE_NAMESPACE: &str = "ns";
+/// The pod UID [`admitted_request`]'s requests carry (the fake runtime's pod).
+#[cfg(test)]
+pub(crate) const FIXTURE_POD_UID: &str = "pod-uid-1";
 
 #[cfg(test)]
 mod tests {
@@ -278,12 +391,19 @@ mod tests {
         jiff::Timestamp::from_second(1_000_000).expect("a valid time")
     }
 
+    /// A running container of the fixture's pod, named by its ID's prefix (`app-2` → `app`).
     fn running(id: &str, restarts: i32, for_secs: i64) -> RuntimeContainer {
+        let name = id
+            .trim_start_matches("containerd://")
+            .split('-')
+            .next()
+            .unwrap_or_default();
         RuntimeContainer {
             id: id.into(),
             restart_count: restarts,
             running: true,
             started_at: Some(now() - jiff::SignedDuration::from_secs(for_secs)),
+            owner: expected_owner(&admitted_request(&[], Default::default()), name),
         }
     }
 
@@ -358,10 +478,9 @@ mod tests {
     fn exited_container_counts_as_recreating() {
         let request = crr(&["app"], Default::default());
         let exited = RuntimeContainer {
-            id: "containerd://app-1".into(),
-            restart_count: 0,
             running: false,
             started_at: None,
+            ..running("containerd://app-1", 0, 0)
         };
         assert_eq!(
             container_states(&request, &|_| Some(exited.clone()), now())[0].phase,
@@ -516,18 +635,265 @@ mod tests {
 
     #[test]
     fn grace_period_deducts_pre_stop_seconds_and_keeps_two() {
-        let request = crr(
+        assert_eq!(kill_grace(10, Duration::from_millis(3900)), 7);
+        assert_eq!(kill_grace(10, Duration::from_secs(60)), 2);
+        assert_eq!(kill_grace(30, Duration::ZERO), 30);
+        assert_eq!(kill_grace(0, Duration::ZERO), 2);
+    }
+
+    #[test]
+    fn grace_period_is_the_pods_shortened_by_the_request_and_capped() {
+        assert_eq!(grace_period_seconds(Some(60), None, 300), 60, "the pod's");
+        assert_eq!(grace_period_seconds(None, None, 300), 30, "the default");
+        assert_eq!(
+            grace_period_seconds(Some(60), Some(10), 300),
+            10,
+            "the request may shorten it"
+        );
+        assert_eq!(
+            grace_period_seconds(Some(60), Some(3600), 300),
+            60,
+            "but never lengthen it"
+        );
+        assert_eq!(
+            grace_period_seconds(Some(86_400), None, 300),
+            300,
+            "never beyond the cap"
+        );
+        assert_eq!(grace_period_seconds(Some(60), Some(-5), 300), 0);
+        assert_eq!(grace_period_seconds(Some(-5), None, 300), 0);
+    }
+
+    #[test]
+    fn the_pre_stop_budget_ends_at_the_deadline() {
+        assert_eq!(pre_stop_budget(30, None), Some(Duration::from_secs(30)));
+        assert_eq!(
+            pre_stop_budget(30, Some(Duration::from_secs(4))),
+            Some(Duration::from_secs(4))
+        );
+        assert_eq!(pre_stop_budget(30, Some(Duration::ZERO)), None);
+        assert_eq!(pre_stop_budget(0, None), None, "no time, no hook");
+    }
+
+    #[test]
+    fn a_container_of_another_pod_fails_and_is_never_killed() {
+        let request = crr(&["app"], Default::default());
+        type Change = fn(&mut ContainerOwner);
+        let cases: [(&str, Change); 4] = [
+            ("uid", |owner| owner.pod_uid = "other-uid".into()),
+            ("namespace", |owner| owner.pod_namespace = "victim".into()),
+            ("pod name", |owner| owner.pod_name = "other".into()),
+            ("container name", |owner| {
+                owner.container_name = "sidecar".into()
+            }),
+        ];
+        for (what, change) in cases {
+            let mut found = running("containerd://app-1", 0, 100);
+            change(&mut found.owner);
+            let states = container_states(&request, &|_| Some(found.clone()), now());
+            assert_eq!(states[0].phase, Phase::Failed, "{what}");
+            let message = states[0].message.clone().unwrap_or_default();
+            assert!(message.contains("refusing to touch"), "{what}: {message}");
+            assert!(
+                matches!(
+                    next_step(&request, &states),
+                    Next::Complete {
+                        succeeded: false,
+                        ..
+                    }
+                ),
+                "{what}: no kill"
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_without_a_pod_uid_owns_no_container() {
+        let mut request = crr(&["app"], Default::default());
+        request.metadata.labels = None;
+        let mut found = running("containerd://app-1", 0, 100);
+        found.owner.pod_uid = String::new();
+        let states = container_states(&request, &|_| Some(found.clone()), now());
+        assert_eq!(states[0].phase, Phase::Failed);
+    }
+
+    #[test]
+    fn an_unready_grace_beyond_the_end_of_time_is_the_end_of_time() {
+        let mut request = crr(
             &["app"],
             ContainerRecreateRequestStrategy {
-                termination_grace_period_seconds: Some(10),
+                unready_grace_period_seconds: Some(i64::MAX),
                 ..Default::default()
             },
         );
-        assert_eq!(kill_grace(&request, Duration::from_millis(3900)), 7);
-        assert_eq!(kill_grace(&request, Duration::from_secs(60)), 2);
+        request.status.as_mut().unwrap().conditions =
+            vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: CONDITION_PRE_RECREATE_GRACE.into(),
+                status: "True".into(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()),
+                message: String::new(),
+                reason: "PreRecreateGrace".into(),
+                observed_generation: None,
+            }];
+        assert_eq!(grace_ends_at(&request), Some(jiff::Timestamp::MAX));
+    }
+
+    #[test]
+    fn a_deadline_is_counted_from_creation_and_saturates() {
+        let mut request = crr(&["app"], Default::default());
+        request.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+        assert_eq!(deadline(&request), None);
+        request.spec.active_deadline_seconds = Some(10);
+        let end = deadline(&request).unwrap();
+        assert_eq!(time_left(Some(end), now()), Some(Duration::from_secs(10)));
         assert_eq!(
-            kill_grace(&crr(&["app"], Default::default()), Duration::ZERO),
-            30
+            time_left(Some(end), now() + jiff::SignedDuration::from_secs(60)),
+            Some(Duration::ZERO)
         );
+        request.spec.active_deadline_seconds = Some(i64::MAX);
+        assert_eq!(deadline(&request), Some(jiff::Timestamp::MAX));
+        request.spec.active_deadline_seconds = Some(i64::MIN);
+        assert_eq!(deadline(&request), Some(now()));
+    }
+}
+
+/// The whole integer range of every strategy field, against the state machine and the grace
+/// arithmetic: nothing panics, and every result stays within its bounds.
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crr_crds::v1beta1::{
+        ContainerRecreateRequestStatus, ContainerRecreateRequestStrategy,
+        ContainerRecreateRequestSyncContainerStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    fn timestamp() -> impl Strategy<Value = jiff::Timestamp> {
+        (jiff::Timestamp::MIN.as_second()..=jiff::Timestamp::MAX.as_second())
+            .prop_map(|second| jiff::Timestamp::from_second(second).expect("in range"))
+    }
+
+    fn strategy() -> impl Strategy<Value = ContainerRecreateRequestStrategy> {
+        (
+            any::<Option<i64>>(),
+            any::<Option<i64>>(),
+            any::<i32>(),
+            any::<bool>(),
+            any::<bool>(),
+            prop_oneof![
+                Just(None),
+                Just(Some("Fail".to_owned())),
+                Just(Some("Ignore".to_owned()))
+            ],
+        )
+            .prop_map(
+                |(termination, unready, min_started, ordered, force, failure_policy)| {
+                    ContainerRecreateRequestStrategy {
+                        failure_policy,
+                        ordered_recreate: ordered,
+                        force_recreate: force,
+                        termination_grace_period_seconds: termination,
+                        unready_grace_period_seconds: unready,
+                        min_started_seconds: min_started,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn the_state_machine_never_panics_on_any_strategy(
+            strategy in strategy(),
+            active_deadline in any::<Option<i64>>(),
+            ttl in any::<Option<i32>>(),
+            created in timestamp(),
+            granted in timestamp(),
+            started in proptest::option::of(timestamp()),
+            now in timestamp(),
+            restart_count in any::<i32>(),
+            context_restarts in any::<i32>(),
+            replaced in any::<bool>(),
+            ready in any::<bool>(),
+        ) {
+            let mut crr = admitted_request(&["app"], strategy);
+            crr.spec.active_deadline_seconds = active_deadline;
+            crr.spec.ttl_seconds_after_finished = ttl;
+            crr.spec.containers[0].status_context.as_mut().unwrap().restart_count =
+                context_restarts;
+            crr.metadata.creation_timestamp = Some(Time(created));
+            crr.status = Some(ContainerRecreateRequestStatus {
+                phase: Some(Phase::Recreating),
+                conditions: vec![Condition {
+                    type_: CONDITION_PRE_RECREATE_GRACE.into(),
+                    status: "True".into(),
+                    last_transition_time: Time(granted),
+                    message: String::new(),
+                    reason: String::new(),
+                    observed_generation: None,
+                }],
+                container_status_snapshot: vec![ContainerRecreateRequestSyncContainerStatus {
+                    name: "app".into(),
+                    container_id: "containerd://app-2".into(),
+                    ready,
+                    restart_count,
+                }],
+                ..Default::default()
+            });
+            let found = RuntimeContainer {
+                id: if replaced { "containerd://app-2" } else { "containerd://app-1" }.into(),
+                restart_count,
+                running: true,
+                started_at: started,
+                owner: expected_owner(&crr, "app"),
+            };
+            let states = container_states(&crr, &|_| Some(found.clone()), now);
+            prop_assert_eq!(states.len(), 1);
+            let _ = next_step(&crr, &states);
+            if let Some(end) = grace_ends_at(&crr) {
+                prop_assert!(end >= granted, "a grace never ends before it began");
+            }
+            let left = time_left(deadline(&crr), now);
+            if let (Some(left), Some(seconds)) = (left, active_deadline)
+                && now >= created
+            {
+                prop_assert!(left.as_secs() <= seconds.max(0).unsigned_abs());
+            }
+        }
+
+        #[test]
+        fn the_grace_arithmetic_stays_within_its_bounds(
+            pod in any::<Option<i64>>(),
+            request in any::<Option<i64>>(),
+            cap in any::<u64>(),
+            spent in any::<u64>(),
+            deadline_left in proptest::option::of(any::<u64>()),
+        ) {
+            let grace = grace_period_seconds(pod, request, cap);
+            prop_assert!(grace <= cap, "never beyond the cap");
+            let pod_grace = pod.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS).max(0).unsigned_abs();
+            prop_assert!(grace <= pod_grace, "never beyond the pod's");
+            if let Some(request) = request {
+                prop_assert!(grace <= request.max(0).unsigned_abs(), "the request only shortens");
+            }
+            let kill = kill_grace(grace, Duration::from_secs(spent));
+            prop_assert!(kill >= 2);
+            prop_assert!(kill.unsigned_abs() <= grace.max(2));
+            let deadline_left = deadline_left.map(Duration::from_secs);
+            if let Some(budget) = pre_stop_budget(grace, deadline_left) {
+                prop_assert!(!budget.is_zero());
+                prop_assert!(budget <= Duration::from_secs(grace));
+                prop_assert!(deadline_left.is_none_or(|left| budget <= left));
+            }
+        }
+
+        #[test]
+        fn saturating_after_never_panics(start in timestamp(), seconds in any::<i64>()) {
+            let end = saturating_after(start, seconds);
+            let ordered = if seconds >= 0 { end >= start } else { end <= start };
+            prop_assert!(ordered);
+        }
     }
 }

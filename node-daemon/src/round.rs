@@ -8,9 +8,18 @@
 //! meanwhile (completed by the operator: deadline, pod gone) fails the write with a conflict
 //! and the next round decides again. Before a kill the request is read afresh: a request
 //! completed while its preStop ran is left alone, its container not killed.
+//!
+//! A round that kills reads the live pod once ([`LivePod`]) and takes from it, never from the
+//! request, the preStop handler, the ports, the address and the grace period; the runtime's
+//! container must carry the request's pod and container in its CRI labels. The preStop hook
+//! ends at the first of: it returns, its budget (the pod's grace period, never beyond the
+//! daemon's cap or the request's deadline), the request finished or deleted, or the worker
+//! taking the slot back ([`Preemption`]).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
 
 use crr_crds::keys::LABEL_POD_UID;
 use crr_crds::status::{
@@ -24,8 +33,13 @@ use kube::runtime::events::EventType;
 
 use crate::cri::{CriError, Runtime};
 use crate::kill_marker::KillMarker;
+use crate::live_pod::LivePod;
 use crate::metrics::Metrics;
 use crate::recreate::{self, IN_FLIGHT_POLL, Next};
+
+/// How long a round waits before looking again at a request whose pod is gone or replaced (the
+/// operator completes such a request) or whose deadline passed (the operator completes it).
+pub const LEFT_TO_THE_OPERATOR: Duration = Duration::from_secs(5);
 
 /// A write the API server refused or could not take.
 #[derive(Debug, thiserror::Error)]
@@ -67,12 +81,16 @@ pub trait Requests: Send + Sync {
         crr: &ContainerRecreateRequest,
     ) -> impl Future<Output = Result<Option<ContainerRecreateRequest>, WriteError>> + Send;
 
-    /// The address preStop hooks reach the pod at: its IP (the node's with host network).
-    fn pod_address(
+    /// The live pod (`None`: it does not exist).
+    fn pod(
         &self,
         namespace: &str,
-        pod: &str,
-    ) -> impl Future<Output = Option<String>> + Send;
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Pod>, WriteError>> + Send;
+
+    /// Completes once the request is finished, being deleted, deleted, or no longer this node's
+    /// active request, as the watch shows it (a round's preStop hook is cancelled then).
+    fn finished(&self, crr: &ContainerRecreateRequest) -> impl Future<Output = ()> + Send;
 
     /// Records an Event about the request (best effort).
     fn event(
@@ -90,6 +108,25 @@ pub fn must_leave_alone(crr: &ContainerRecreateRequest) -> bool {
     status::is_finished(crr) || crr.metadata.deletion_timestamp.is_some()
 }
 
+/// Whole milliseconds of `duration`, for logs.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The states that are Failed now and were not before: containers refused this round (their
+/// runtime labels name another pod or container).
+fn newly_failed<'a>(recorded: &[State], states: &'a [State]) -> Vec<&'a State> {
+    states
+        .iter()
+        .filter(|state| state.phase == Phase::Failed)
+        .filter(|state| {
+            !recorded
+                .iter()
+                .any(|before| before.name == state.name && before.phase == Phase::Failed)
+        })
+        .collect()
+}
+
 /// An empty status patch of `crr`, preconditioned on its resourceVersion.
 fn patch_of(crr: &ContainerRecreateRequest) -> Result<StatusPatch, WriteError> {
     Ok(StatusPatch::of(crr)?)
@@ -104,6 +141,49 @@ pub enum Outcome {
     OnChange,
     /// The request completed: the pod's next request can start at once.
     Completed,
+    /// The worker took the slot back during the preStop hook: the hook was abandoned, nothing
+    /// was killed, and the pod's work waits for a slot again (its hook runs anew then).
+    Preempted,
+}
+
+/// The worker's request that a round give its slot back (another namespace waits, see
+/// `schedule::to_preempt`, or the daemon shuts down). Only a preStop hook yields to it: a kill
+/// under way always finishes.
+#[derive(Clone, Debug)]
+pub struct Preemption(tokio::sync::watch::Receiver<bool>);
+
+impl Preemption {
+    /// A preemption and the switch that requests it.
+    pub fn new() -> (tokio::sync::watch::Sender<bool>, Self) {
+        let (switch, preemption) = tokio::sync::watch::channel(false);
+        (switch, Self(preemption))
+    }
+
+    /// A preemption never requested.
+    pub fn never() -> Self {
+        Self(tokio::sync::watch::channel(false).1)
+    }
+
+    /// Completes once preemption is requested (never, if its switch is gone unused).
+    #[cfg(test)]
+    pub(crate) async fn requested_for_test(&self) {
+        self.requested().await;
+    }
+
+    /// Completes once preemption is requested (never, if its switch is gone unused).
+    async fn requested(&self) {
+        let mut receiver = self.0.clone();
+        if receiver.wait_for(|requested| *requested).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// How a preStop hook ended.
+enum HookEnd {
+    Ran(Result<(), crate::pre_stop::HookError>),
+    RequestFinished,
+    Preempted,
 }
 
 /// Everything a round uses.
@@ -111,6 +191,9 @@ pub struct Round<'a, R> {
     pub requests: &'a R,
     pub runtime: &'a Runtime,
     pub metrics: &'a Metrics,
+    /// The daemon's cap on a recreate's grace period (preStop and stop), in seconds.
+    pub max_grace_seconds: u64,
+    pub preemption: Preemption,
 }
 
 impl<R: Requests> Round<'_, R> {
@@ -175,6 +258,17 @@ impl<R: Requests> Round<'_, R> {
             .as_ref()
             .map(|status| status.container_recreate_states.clone())
             .unwrap_or_default();
+        for refused in newly_failed(&recorded, &states) {
+            tracing::warn!(container = %refused.name, message = ?refused.message, "container refused");
+            self.requests
+                .event(
+                    &crr,
+                    EventType::Warning,
+                    "RecreateRefused",
+                    refused.message.as_deref().unwrap_or_default(),
+                )
+                .await;
+        }
         if states != recorded {
             crr = self
                 .requests
@@ -208,6 +302,29 @@ impl<R: Requests> Round<'_, R> {
         round_started: Instant,
     ) -> Result<Outcome, RoundError> {
         let container = crr.spec.containers[index].clone();
+        let namespace = crr.namespace().unwrap_or_default();
+        let Some(pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
+            tracing::info!("the pod is gone; the operator completes the request");
+            return Ok(Outcome::After(LEFT_TO_THE_OPERATOR));
+        };
+        let pod = LivePod::of(&pod);
+        if pod.uid.is_none()
+            || pod.uid.as_deref() != crr.labels().get(LABEL_POD_UID).map(String::as_str)
+        {
+            tracing::info!(uid = ?pod.uid, "the pod was replaced; the operator completes the request");
+            return Ok(Outcome::After(LEFT_TO_THE_OPERATOR));
+        }
+        let deadline_left = recreate::time_left(recreate::deadline(&crr), jiff::Timestamp::now());
+        if deadline_left.is_some_and(|left| left.is_zero()) {
+            tracing::info!("past the request's deadline: no kill; the operator completes it");
+            return Ok(Outcome::After(LEFT_TO_THE_OPERATOR));
+        }
+        let live = pod.container(&container.name).cloned().unwrap_or_default();
+        let grace = recreate::grace_period_seconds(
+            pod.grace_period_seconds,
+            crr.strategy().termination_grace_period_seconds,
+            self.max_grace_seconds,
+        );
         states[index].message = Some(KillMarker::new(container_id).format());
         let crr = self
             .requests
@@ -215,23 +332,36 @@ impl<R: Requests> Round<'_, R> {
             .await?;
 
         let started = Instant::now();
-        if let (Some(handler), Some(budget)) =
-            (&container.pre_stop, recreate::pre_stop_budget(&crr))
-        {
-            let namespace = crr.namespace().unwrap_or_default();
-            let address = self
-                .requests
-                .pod_address(&namespace, &crr.spec.pod_name)
-                .await;
-            let outcome = crate::pre_stop::run(
+        if let (Some(handler), Some(budget)) = (
+            &live.pre_stop,
+            recreate::pre_stop_budget(grace, deadline_left),
+        ) {
+            let hook = crate::pre_stop::run(
                 self.runtime,
                 container_id,
                 handler,
-                container.ports.as_deref().unwrap_or_default(),
-                address.as_deref(),
+                &live.ports,
+                pod.address.as_deref(),
                 budget,
-            )
-            .await;
+            );
+            // Dropping the hook's future cancels it: an exec's ExecSync call is abandoned (and
+            // its own timeout, the budget, ends the command in the runtime).
+            let end = tokio::select! {
+                outcome = hook => HookEnd::Ran(outcome),
+                () = self.requests.finished(&crr) => HookEnd::RequestFinished,
+                () = self.preemption.requested() => HookEnd::Preempted,
+            };
+            let outcome = match end {
+                HookEnd::Ran(outcome) => outcome,
+                HookEnd::RequestFinished => {
+                    tracing::info!(container = %container.name, "request finished during its preStop hook; hook cancelled, container left running");
+                    return Ok(Outcome::OnChange);
+                }
+                HookEnd::Preempted => {
+                    tracing::info!(container = %container.name, "preStop hook preempted: the slot goes to another namespace; it runs again later");
+                    return Ok(Outcome::Preempted);
+                }
+            };
             self.metrics
                 .observe_pre_stop(outcome.is_ok(), started.elapsed());
             if let Err(error) = outcome {
@@ -255,7 +385,7 @@ impl<R: Requests> Round<'_, R> {
                 return Ok(Outcome::OnChange);
             }
         };
-        let grace = recreate::kill_grace(&crr, started.elapsed());
+        let grace = recreate::kill_grace(grace, started.elapsed());
         let stop_started = Instant::now();
         let killed = self.runtime.stop(container_id, grace).await;
         let stop_took = stop_started.elapsed();
@@ -283,9 +413,9 @@ impl<R: Requests> Round<'_, R> {
             id = container_id,
             grace,
             ok,
-            before_stop_ms = (stop_started - round_started).as_millis() as u64,
-            pre_stop_ms = pre_stop_took.as_millis() as u64,
-            stop_ms = stop_took.as_millis() as u64,
+            before_stop_ms = millis(stop_started.saturating_duration_since(round_started)),
+            pre_stop_ms = millis(pre_stop_took),
+            stop_ms = millis(stop_took),
             "stopped container"
         );
         self.requests
@@ -371,7 +501,9 @@ mod tests {
     use crr_crds::v1beta1::{
         ContainerRecreateRequestStrategy, ContainerRecreateRequestSyncContainerStatus, ProbeHandler,
     };
-    use k8s_openapi::api::core::v1::{ContainerPort, ExecAction, HTTPGetAction};
+    use k8s_openapi::api::core::v1::{
+        ContainerPort, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use serde_json::json;
@@ -385,7 +517,8 @@ mod tests {
     struct Memory {
         crr: Mutex<Option<ContainerRecreateRequest>>,
         events: Mutex<Vec<(String, String)>>,
-        pod_ip: Option<String>,
+        /// The live pod (`None`: deleted).
+        pod: Mutex<Option<Pod>>,
         /// The operator completes the request when the daemon re-reads it (before a kill).
         complete_on_fresh: bool,
         /// Every status patch written, as JSON.
@@ -408,11 +541,29 @@ mod tests {
     }
 
     impl Memory {
+        /// The request, and its pod as the kubelet runs it: the request's containers, without
+        /// hooks, the API server's default grace period.
         fn new(crr: ContainerRecreateRequest) -> Self {
+            let containers: Vec<_> = crr
+                .spec
+                .containers
+                .iter()
+                .map(|container| json!({"name": container.name}))
+                .collect();
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "ns", "uid": POD_UID},
+                "spec": {"containers": containers},
+            }))
+            .unwrap();
             Self {
                 crr: Mutex::new(Some(crr)),
+                pod: Mutex::new(Some(pod)),
                 ..Default::default()
             }
+        }
+
+        fn set_pod(&self, change: impl FnOnce(&mut Pod)) {
+            change(self.pod.lock().unwrap().as_mut().expect("the pod exists"));
         }
 
         fn get(&self) -> ContainerRecreateRequest {
@@ -490,8 +641,24 @@ mod tests {
             Ok(self.crr.lock().unwrap().clone())
         }
 
-        async fn pod_address(&self, _: &str, _: &str) -> Option<String> {
-            self.pod_ip.clone()
+        async fn pod(&self, _: &str, _: &str) -> Result<Option<Pod>, WriteError> {
+            Ok(self.pod.lock().unwrap().clone())
+        }
+
+        async fn finished(&self, _: &ContainerRecreateRequest) {
+            // The watch, played by polling the in-memory request.
+            loop {
+                let finished = self
+                    .crr
+                    .lock()
+                    .unwrap()
+                    .as_ref()
+                    .is_none_or(must_leave_alone);
+                if finished {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         }
 
         async fn event(
@@ -526,14 +693,27 @@ mod tests {
         crr
     }
 
+    /// The request, its pod's first container with `handler` as preStop and these ports.
     fn with_pre_stop(
-        mut crr: ContainerRecreateRequest,
+        crr: ContainerRecreateRequest,
         handler: ProbeHandler,
         ports: Vec<ContainerPort>,
-    ) -> ContainerRecreateRequest {
-        crr.spec.containers[0].pre_stop = Some(handler);
-        crr.spec.containers[0].ports = Some(ports);
-        crr
+    ) -> Memory {
+        let memory = Memory::new(crr);
+        memory.set_pod(|pod| {
+            let container = &mut pod.spec.as_mut().unwrap().containers[0];
+            container.lifecycle = Some(Lifecycle {
+                pre_stop: Some(LifecycleHandler {
+                    exec: handler.exec,
+                    http_get: handler.http_get,
+                    tcp_socket: handler.tcp_socket,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            container.ports = Some(ports);
+        });
+        memory
     }
 
     fn exec(command: &[&str]) -> ProbeHandler {
@@ -586,6 +766,8 @@ mod tests {
             requests: memory,
             runtime,
             metrics: &metrics,
+            max_grace_seconds: 300,
+            preemption: Preemption::never(),
         };
         let mut outcomes = vec![];
         for _ in 0..rounds {
@@ -812,6 +994,7 @@ mod tests {
         state.containers.push(crate::fake_runtime::FakeContainer {
             id: "app-2".into(),
             name: "app".into(),
+            namespace_label: None,
             attempt: 1,
             running: true,
             started_at: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60),
@@ -872,12 +1055,11 @@ mod tests {
     async fn exec_pre_stop_runs_in_the_old_container_before_the_kill_with_the_grace_period() {
         let fake = FakeRuntime::with_containers(&["app"]);
         let runtime = fake.serve().await;
-        let crr = with_pre_stop(
+        let memory = with_pre_stop(
             request(&["app"], grace(9)),
             exec(&["sh", "-c", "drain"]),
             vec![],
         );
-        let memory = Memory::new(crr);
         drive(&memory, &fake, &runtime, 10, &[]).await;
         let state = fake.lock();
         assert_eq!(
@@ -903,8 +1085,7 @@ mod tests {
         let fake = FakeRuntime::with_containers(&["app"]);
         fake.lock().exec.exit_code = 3;
         let runtime = fake.serve().await;
-        let crr = with_pre_stop(request(&["app"], grace(9)), exec(&["false"]), vec![]);
-        let memory = Memory::new(crr);
+        let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["false"]), vec![]);
         drive(&memory, &fake, &runtime, 10, &[]).await;
         assert!(memory.events().contains(&"FailedPreStopHook".to_owned()));
         let note = memory
@@ -926,8 +1107,7 @@ mod tests {
         let fake = FakeRuntime::with_containers(&["app"]);
         fake.lock().exec.hang = true;
         let runtime = fake.serve().await;
-        let crr = with_pre_stop(request(&["app"], grace(1)), exec(&["sleep", "100"]), vec![]);
-        let memory = Memory::new(crr);
+        let memory = with_pre_stop(request(&["app"], grace(1)), exec(&["sleep", "100"]), vec![]);
         drive(&memory, &fake, &runtime, 10, &[]).await;
         let notes: Vec<_> = memory.events.lock().unwrap().clone();
         assert!(
@@ -969,8 +1149,10 @@ mod tests {
             container_port: i32::from(port),
             ..Default::default()
         }];
-        let mut memory = Memory::new(with_pre_stop(request(&["app"], grace(9)), handler, ports));
-        memory.pod_ip = Some("127.0.0.1".into());
+        let memory = with_pre_stop(request(&["app"], grace(9)), handler, ports);
+        memory.set_pod(|pod| {
+            pod.status.get_or_insert_default().pod_ip = Some("127.0.0.1".into());
+        });
         drive(&memory, &fake, &runtime, 10, &[]).await;
         let received = server.await.unwrap();
         assert!(received.starts_with("GET /drain HTTP/1.1"), "{received}");
@@ -982,8 +1164,7 @@ mod tests {
     async fn a_request_completed_during_pre_stop_gets_no_kill() {
         let fake = FakeRuntime::with_containers(&["app"]);
         let runtime = fake.serve().await;
-        let crr = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
-        let mut memory = Memory::new(crr);
+        let mut memory = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
         memory.complete_on_fresh = true;
         drive(&memory, &fake, &runtime, 10, &[]).await;
         assert_eq!(fake.lock().execs.len(), 1);
@@ -1003,6 +1184,8 @@ mod tests {
             requests: &memory,
             runtime: &runtime,
             metrics: &metrics,
+            max_grace_seconds: 300,
+            preemption: Preemption::never(),
         };
         let error = round.run(stale).await.expect_err("a conflict");
         assert!(matches!(error, RoundError::Write(WriteError::Conflict)));
@@ -1014,8 +1197,11 @@ mod tests {
         let fake = FakeRuntime::with_containers(&["app"]);
         fake.lock().exec.hang = true;
         let runtime = fake.serve().await;
-        let crr = with_pre_stop(request(&["app"], grace(30)), exec(&["drain"]), vec![]);
-        let memory = std::sync::Arc::new(Memory::new(crr));
+        let memory = std::sync::Arc::new(with_pre_stop(
+            request(&["app"], grace(30)),
+            exec(&["drain"]),
+            vec![],
+        ));
         // First daemon: dies while the preStop hook runs, before its kill.
         let first = {
             let (memory, fake, runtime) = (memory.clone(), fake.clone(), runtime.clone());
@@ -1040,6 +1226,8 @@ mod tests {
             requests: memory.as_ref(),
             runtime: &runtime,
             metrics: &metrics,
+            max_grace_seconds: 300,
+            preemption: Preemption::never(),
         };
         round.run(memory.get()).await.expect("a round");
         assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
@@ -1055,5 +1243,300 @@ mod tests {
         drive(&memory, &fake, &runtime, 10, &[]).await;
         assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
         assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
+    }
+
+    #[tokio::test]
+    async fn the_pre_stop_hook_comes_from_the_live_pod_never_from_the_request() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        // A request carrying a hook of its own (admission would have refused it; the daemon
+        // does not rely on that), for a pod whose container has another.
+        let mut crr = request(&["app"], grace(9));
+        crr.spec.containers[0].pre_stop = Some(exec(&["sh", "-c", "rm -rf /data"]));
+        let memory = with_pre_stop(crr, exec(&["drain"]), vec![]);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        let execs: Vec<_> = fake
+            .lock()
+            .execs
+            .iter()
+            .map(|exec| exec.1.clone())
+            .collect();
+        assert_eq!(execs, [vec!["drain".to_owned()]]);
+        // And a pod without a hook gets none, whatever the request says.
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let mut crr = request(&["app"], grace(9));
+        crr.spec.containers[0].pre_stop = Some(exec(&["sh", "-c", "rm -rf /data"]));
+        let memory = Memory::new(crr);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert!(fake.lock().execs.is_empty());
+        assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+    }
+
+    #[tokio::test]
+    async fn named_ports_resolve_against_the_live_pod_not_the_request() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let handler = ProbeHandler {
+            tcp_socket: Some(k8s_openapi::api::core::v1::TCPSocketAction {
+                host: None,
+                port: IntOrString::String("drain".into()),
+            }),
+            ..Default::default()
+        };
+        let mut crr = request(&["app"], grace(9));
+        // The request's ports point elsewhere (say, another tenant's service).
+        crr.spec.containers[0].ports = Some(vec![ContainerPort {
+            name: Some("drain".into()),
+            container_port: 1,
+            ..Default::default()
+        }]);
+        let live_ports = vec![ContainerPort {
+            name: Some("drain".into()),
+            container_port: i32::from(port),
+            ..Default::default()
+        }];
+        let memory = with_pre_stop(crr, handler, live_ports);
+        memory.set_pod(|pod| {
+            pod.status.get_or_insert_default().pod_ip = Some("127.0.0.1".into());
+        });
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        let accepted = tokio::time::timeout(Duration::from_secs(1), listener.accept()).await;
+        assert!(
+            accepted.is_ok(),
+            "the hook connected to the live pod's port"
+        );
+        assert!(!memory.events().contains(&"FailedPreStopHook".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn the_pre_stop_budget_is_the_pods_grace_period_capped_by_the_daemon() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        // No grace period in the request; the pod asks for a day.
+        let memory = with_pre_stop(
+            request(&["app"], Default::default()),
+            exec(&["drain"]),
+            vec![],
+        );
+        memory.set_pod(|pod| {
+            pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(86_400)
+        });
+        let metrics = Metrics::register(&mut Default::default());
+        let round = Round {
+            requests: &memory,
+            runtime: &runtime,
+            metrics: &metrics,
+            max_grace_seconds: 20,
+            preemption: Preemption::never(),
+        };
+        for _ in 0..3 {
+            round.run(memory.get()).await.expect("a round");
+        }
+        {
+            let state = fake.lock();
+            assert_eq!(state.execs.len(), 1);
+            assert_eq!(state.execs[0].2, 20, "the hook's timeout is the cap");
+            assert!(state.stops[0].1 <= 20, "{:?}", state.stops);
+        }
+        // A request may shorten the pod's grace period, never lengthen it.
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let memory = with_pre_stop(request(&["app"], grace(3600)), exec(&["drain"]), vec![]);
+        memory.set_pod(|pod| pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(7));
+        drive(&memory, &fake, &runtime, 3, &[]).await;
+        assert_eq!(fake.lock().execs[0].2, 7);
+    }
+
+    #[tokio::test]
+    async fn the_pre_stop_budget_ends_at_the_requests_deadline() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let mut crr = request(&["app"], grace(600));
+        crr.spec.active_deadline_seconds = Some(60);
+        crr.metadata.creation_timestamp = Some(Time(jiff::Timestamp::now()));
+        let memory = with_pre_stop(crr, exec(&["drain"]), vec![]);
+        memory
+            .set_pod(|pod| pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(600));
+        drive(&memory, &fake, &runtime, 3, &[]).await;
+        let timeout = fake.lock().execs[0].2;
+        assert!((58..=60).contains(&timeout), "{timeout}");
+    }
+
+    #[tokio::test]
+    async fn past_its_deadline_a_request_gets_no_hook_and_no_kill() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let mut crr = request(&["app"], grace(600));
+        crr.spec.active_deadline_seconds = Some(3);
+        crr.metadata.creation_timestamp = Some(Time(
+            jiff::Timestamp::now() - jiff::SignedDuration::from_secs(10),
+        ));
+        let memory = with_pre_stop(crr, exec(&["drain"]), vec![]);
+        let outcomes = drive(&memory, &fake, &runtime, 3, &[]).await;
+        assert_eq!(outcomes.last(), Some(&Outcome::After(LEFT_TO_THE_OPERATOR)));
+        assert!(fake.lock().execs.is_empty());
+        assert!(fake.lock().stops.is_empty());
+    }
+
+    /// Runs rounds in the background with the exec hook hanging; returns once the hook runs.
+    async fn hanging_hook(
+        grace_seconds: i64,
+        preemption: Preemption,
+    ) -> (
+        std::sync::Arc<Memory>,
+        FakeRuntime,
+        tokio::task::JoinHandle<Result<Outcome, RoundError>>,
+    ) {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().exec.hang = true;
+        let runtime = fake.serve().await;
+        let memory = std::sync::Arc::new(with_pre_stop(
+            request(&["app"], grace(grace_seconds)),
+            exec(&["sleep", "infinity"]),
+            vec![],
+        ));
+        let rounds = {
+            let memory = memory.clone();
+            tokio::spawn(async move {
+                let metrics = Metrics::register(&mut Default::default());
+                let round = Round {
+                    requests: memory.as_ref(),
+                    runtime: &runtime,
+                    metrics: &metrics,
+                    max_grace_seconds: 300,
+                    preemption,
+                };
+                loop {
+                    match round.run(memory.get()).await? {
+                        Outcome::After(_) => continue,
+                        other => return Ok(other),
+                    }
+                }
+            })
+        };
+        fake.exec_started.notified().await;
+        (memory, fake, rounds)
+    }
+
+    #[tokio::test]
+    async fn a_hook_is_cancelled_when_its_request_completes() {
+        let (memory, fake, rounds) = hanging_hook(300, Preemption::never()).await;
+        memory.set(|crr| {
+            let status = crr.status.get_or_insert_default();
+            status.phase = Some(Phase::Completed);
+            status.message = Some("recreating has exceeded the activeDeadlineSeconds".into());
+        });
+        let outcome = tokio::time::timeout(Duration::from_secs(5), rounds)
+            .await
+            .expect("the hook was cancelled, not waited out")
+            .unwrap()
+            .expect("a round");
+        assert_eq!(outcome, Outcome::OnChange);
+        assert!(fake.lock().stops.is_empty(), "no kill after completion");
+    }
+
+    #[tokio::test]
+    async fn a_hook_is_cancelled_when_its_request_is_deleted() {
+        let (memory, fake, rounds) = hanging_hook(300, Preemption::never()).await;
+        *memory.crr.lock().unwrap() = None;
+        let outcome = tokio::time::timeout(Duration::from_secs(5), rounds)
+            .await
+            .expect("the hook was cancelled, not waited out")
+            .unwrap()
+            .expect("a round");
+        assert_eq!(outcome, Outcome::OnChange);
+        assert!(fake.lock().stops.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_preempted_hook_gives_its_slot_back_without_a_kill() {
+        let (preempt, preemption) = Preemption::new();
+        let (memory, fake, rounds) = hanging_hook(300, preemption).await;
+        preempt.send_replace(true);
+        let outcome = tokio::time::timeout(Duration::from_secs(5), rounds)
+            .await
+            .expect("preempted at once")
+            .unwrap()
+            .expect("a round");
+        assert_eq!(outcome, Outcome::Preempted);
+        assert!(fake.lock().stops.is_empty());
+        // The next round runs the hook again and kills once.
+        fake.lock().exec.hang = false;
+        drive(&memory, &fake, &runtime_of(&fake).await, 10, &[]).await;
+        assert_eq!(fake.lock().execs.len(), 2);
+        assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+    }
+
+    async fn runtime_of(fake: &FakeRuntime) -> Runtime {
+        fake.serve().await
+    }
+
+    #[tokio::test]
+    async fn a_container_labelled_for_another_pod_is_refused_never_stopped() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().containers[0].namespace_label = Some("victim".into());
+        let runtime = fake.serve().await;
+        let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert!(fake.lock().execs.is_empty(), "no hook");
+        assert!(fake.lock().stops.is_empty(), "no kill");
+        assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+        let states = memory.get().status.unwrap().container_recreate_states;
+        assert_eq!(states[0].phase, Phase::Failed);
+        assert!(
+            states[0]
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("\"victim\"")),
+            "{states:?}"
+        );
+        assert!(memory.events().contains(&"RecreateRefused".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_replaced_pod_of_the_same_name_is_never_touched() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
+        memory.set_pod(|pod| pod.metadata.uid = Some("a-new-pod".into()));
+        let outcomes = drive(&memory, &fake, &runtime, 3, &[]).await;
+        assert_eq!(outcomes.last(), Some(&Outcome::After(LEFT_TO_THE_OPERATOR)));
+        assert!(fake.lock().execs.is_empty());
+        assert!(fake.lock().stops.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unready_grace_beyond_the_end_of_time_never_panics() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let mut crr = request(
+            &["app"],
+            ContainerRecreateRequestStrategy {
+                unready_grace_period_seconds: Some(i64::MAX),
+                ..Default::default()
+            },
+        );
+        crr.status = Some(crr_crds::v1beta1::ContainerRecreateRequestStatus {
+            phase: Some(Phase::Recreating),
+            conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: crr_crds::keys::CONDITION_PRE_RECREATE_GRACE.into(),
+                status: "True".into(),
+                last_transition_time: Time(jiff::Timestamp::now()),
+                message: String::new(),
+                reason: "PreRecreateGrace".into(),
+                observed_generation: None,
+            }],
+            ..Default::default()
+        });
+        let memory = Memory::new(crr);
+        let outcomes = drive(&memory, &fake, &runtime, 1, &[]).await;
+        assert!(
+            matches!(outcomes.as_slice(), [Outcome::After(after)] if *after > Duration::from_secs(1_000_000)),
+            "{outcomes:?}"
+        );
+        assert!(fake.lock().stops.is_empty());
     }
 }

@@ -41,10 +41,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         runtime,
         Watch {
             node: args.node_name.clone(),
-            namespace: args.watch_namespace.clone(),
+            namespaces: args.watch_namespace.clone(),
         },
         EventPublisher::new(api.client(), FIELD_MANAGER, args.node_name.clone()),
         metrics,
+        args.max_grace_period_seconds,
         move || synced.open(),
     );
     tokio::spawn(feeder);

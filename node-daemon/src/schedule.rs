@@ -2,7 +2,16 @@
 //! pod at a time, Recreating first, then oldest; the others that have no phase yet are to be
 //! shown Pending. No I/O here: `worker` reads the requests and writes the Pending phases.
 //!
+//! And how the daemon's slots (`--max-parallel-pods`) are shared between namespaces, so that
+//! no tenant starves another: waiting pods start round-robin across namespaces, the namespace
+//! with the fewest running first, none beyond its fair share (`fair_share`) while another
+//! namespace waits for a slot; slots nobody else wants are not left idle. A namespace that holds
+//! more than its share when another comes (it had the node to itself) gives the excess back by
+//! preemption of the rounds it started last (`to_preempt`): only a waiting preStop hook yields.
+//!
 //! It does not decide what a request's round does (`recreate`, `round`).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 
@@ -44,6 +53,110 @@ pub fn next_turn(requests: impl IntoIterator<Item = ContainerRecreateRequest>) -
         next,
         to_mark_pending,
     })
+}
+
+/// The namespace of a work key (`namespace/podName`).
+pub fn namespace_of(key: &str) -> &str {
+    key.split_once('/').map_or(key, |(namespace, _)| namespace)
+}
+
+/// How many slots one namespace may hold while others want some: `limit` split evenly between
+/// the `namespaces` that run or wait, rounded up, at least 1.
+pub fn fair_share(limit: usize, namespaces: usize) -> usize {
+    limit.div_ceil(namespaces.max(1)).max(1)
+}
+
+/// The keys of every running round, by namespace, in the order they started.
+pub type Running = BTreeMap<String, Vec<String>>;
+
+/// The namespaces that run or wait.
+fn active_namespaces<'a>(running: &'a Running, waiting: &'a [String]) -> BTreeSet<&'a str> {
+    running
+        .iter()
+        .filter(|(_, keys)| !keys.is_empty())
+        .map(|(namespace, _)| namespace.as_str())
+        .chain(waiting.iter().map(|key| namespace_of(key)))
+        .collect()
+}
+
+/// Which `waiting` keys (in the order they came) start now, in order, given the rounds
+/// `running` and `limit` slots: first round-robin up to each namespace's fair share, the
+/// namespace with the fewest running first (by name on a tie); then any slot still free goes the
+/// same way without the share, since nobody else wants it.
+pub fn to_start(limit: usize, running: &Running, waiting: &[String]) -> Vec<String> {
+    let share = fair_share(limit, active_namespaces(running, waiting).len());
+    let mut counts: BTreeMap<&str, usize> = running
+        .iter()
+        .map(|(namespace, keys)| (namespace.as_str(), keys.len()))
+        .collect();
+    let mut queues: BTreeMap<&str, std::collections::VecDeque<&String>> = BTreeMap::new();
+    for key in waiting {
+        queues.entry(namespace_of(key)).or_default().push_back(key);
+    }
+    let mut free = limit.saturating_sub(counts.values().sum());
+    let mut started = vec![];
+    for bound in [Some(share), None] {
+        while free > 0 {
+            let next = queues
+                .iter()
+                .filter(|(_, queue)| !queue.is_empty())
+                .map(|(namespace, _)| (counts.get(namespace).copied().unwrap_or(0), *namespace))
+                .filter(|(count, _)| bound.is_none_or(|share| *count < share))
+                .min();
+            let Some((_, namespace)) = next else {
+                break;
+            };
+            if let Some(key) = queues
+                .get_mut(namespace)
+                .and_then(|queue| queue.pop_front())
+            {
+                started.push(key.clone());
+                *counts.entry(namespace).or_default() += 1;
+                free -= 1;
+            }
+        }
+    }
+    started
+}
+
+/// Which running keys must give their slot back, so that the namespaces waiting below their
+/// fair share get one: as many as they could start and free slots do not cover, taken from the
+/// namespaces furthest above their share, the last started first. Empty when nobody waits below
+/// its share.
+pub fn to_preempt(limit: usize, running: &Running, waiting: &[String]) -> Vec<String> {
+    let share = fair_share(limit, active_namespaces(running, waiting).len());
+    let count = |namespace: &str| running.get(namespace).map_or(0, Vec::len);
+    let mut waiting_by_namespace: BTreeMap<&str, usize> = BTreeMap::new();
+    for key in waiting {
+        *waiting_by_namespace.entry(namespace_of(key)).or_default() += 1;
+    }
+    let wanted: usize = waiting_by_namespace
+        .iter()
+        .map(|(namespace, waiting)| (*waiting).min(share.saturating_sub(count(namespace))))
+        .sum();
+    let free = limit.saturating_sub(running.values().map(Vec::len).sum());
+    let mut needed = wanted.saturating_sub(free);
+    let mut excess: BTreeMap<&str, Vec<&String>> = running
+        .iter()
+        .filter(|(_, keys)| keys.len() > share)
+        .map(|(namespace, keys)| (namespace.as_str(), keys[share..].iter().collect()))
+        .collect();
+    let mut preempted = vec![];
+    while needed > 0 {
+        let Some((_, namespace)) = excess
+            .iter()
+            .filter(|(_, keys)| !keys.is_empty())
+            .map(|(namespace, keys)| (std::cmp::Reverse(keys.len()), *namespace))
+            .min()
+        else {
+            break;
+        };
+        if let Some(key) = excess.get_mut(namespace).and_then(Vec::pop) {
+            preempted.push(key.clone());
+            needed -= 1;
+        }
+    }
+    preempted
 }
 
 #[cfg(test)]
@@ -166,5 +279,116 @@ mod tests {
         let turn = next_turn([request("only", 10, None)]).expect("a turn");
         assert_eq!(name(&turn.next), "only");
         assert!(turn.to_mark_pending.is_empty());
+    }
+
+    fn keys(keys: &[&str]) -> Vec<String> {
+        keys.iter().map(|key| (*key).to_owned()).collect()
+    }
+
+    fn running(rounds: &[&str]) -> Running {
+        let mut running = Running::new();
+        for key in rounds {
+            running
+                .entry(namespace_of(key).to_owned())
+                .or_default()
+                .push((*key).to_owned());
+        }
+        running
+    }
+
+    #[test]
+    fn the_fair_share_is_the_limit_split_evenly_rounded_up() {
+        assert_eq!(fair_share(16, 1), 16);
+        assert_eq!(fair_share(16, 3), 6);
+        assert_eq!(fair_share(2, 2), 1);
+        assert_eq!(fair_share(2, 5), 1, "at least one");
+        assert_eq!(fair_share(0, 0), 1);
+    }
+
+    #[test]
+    fn a_lone_namespace_may_use_every_slot() {
+        let waiting = keys(&["a/1", "a/2", "a/3"]);
+        assert_eq!(
+            to_start(2, &Running::new(), &waiting),
+            keys(&["a/1", "a/2"])
+        );
+    }
+
+    #[test]
+    fn waiting_namespaces_start_round_robin() {
+        let waiting = keys(&["a/1", "a/2", "a/3", "a/4", "b/1", "c/1"]);
+        assert_eq!(
+            to_start(4, &Running::new(), &waiting),
+            keys(&["a/1", "b/1", "c/1", "a/2"])
+        );
+    }
+
+    #[test]
+    fn a_namespace_at_its_share_waits_while_another_is_below_it() {
+        let waiting = keys(&["a/3", "b/1"]);
+        assert_eq!(
+            to_start(3, &running(&["a/1", "a/2"]), &waiting),
+            keys(&["b/1"]),
+            "a holds 2 of 3 and the share of two namespaces is 2"
+        );
+    }
+
+    #[test]
+    fn slots_nobody_else_wants_are_not_left_idle() {
+        let waiting = keys(&["a/2", "a/3", "a/4"]);
+        assert_eq!(
+            to_start(4, &running(&["a/1", "b/1"]), &waiting),
+            keys(&["a/2", "a/3"]),
+            "b wants nothing more: a may go beyond its share of 2"
+        );
+    }
+
+    #[test]
+    fn nothing_starts_when_every_slot_is_taken() {
+        assert!(to_start(2, &running(&["a/1", "a/2"]), &keys(&["b/1"])).is_empty());
+    }
+
+    #[test]
+    fn a_namespace_holding_every_slot_gives_one_back_to_a_newcomer() {
+        let held = running(&["a/1", "a/2"]);
+        assert_eq!(to_preempt(2, &held, &keys(&["b/1"])), keys(&["a/2"]));
+        assert_eq!(
+            to_preempt(2, &held, &keys(&["a/3"])),
+            Vec::<String>::new(),
+            "its own waiting pods preempt nothing"
+        );
+        assert!(to_preempt(2, &held, &[]).is_empty());
+    }
+
+    #[test]
+    fn preemption_takes_only_what_free_slots_do_not_cover() {
+        let held = running(&["a/1", "a/2", "a/3"]);
+        assert!(
+            to_preempt(4, &held, &keys(&["b/1"])).is_empty(),
+            "a free slot is enough"
+        );
+        assert_eq!(to_preempt(4, &held, &keys(&["b/1", "b/2"])), keys(&["a/3"]));
+    }
+
+    #[test]
+    fn preemption_takes_from_the_namespace_furthest_above_its_share_last_started_first() {
+        let held = running(&["a/1", "a/2", "a/3", "a/4", "b/1", "b/2"]);
+        // Three namespaces: share 2 of 6. c wants 2; a is 2 above, b at its share.
+        assert_eq!(
+            to_preempt(6, &held, &keys(&["c/1", "c/2", "c/3"])),
+            keys(&["a/4", "a/3"])
+        );
+    }
+
+    #[test]
+    fn what_is_preempted_is_what_then_starts_the_waiting_namespace() {
+        let limit = 2;
+        let mut held = running(&["a/1", "a/2"]);
+        let waiting = keys(&["a/3", "b/1"]);
+        for key in to_preempt(limit, &held, &waiting) {
+            held.values_mut()
+                .for_each(|keys| keys.retain(|held| *held != key));
+        }
+        assert_eq!(to_start(limit, &held, &waiting), keys(&["b/1"]));
     }
 }

@@ -14,6 +14,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// Where a delay too long for the clock ends: about a century.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// The armed keys and when each is due.
 pub struct Timers<K> {
     due: Mutex<HashMap<K, Instant>>,
@@ -32,7 +35,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> Timers<K> {
     /// that; a key armed for a later time is moved earlier. A key fires at most once per arming
     /// that stood, and may be armed again once it fired.
     pub fn arm(self: &Arc<Self>, key: K, after: Duration, fire: impl FnOnce(K) + Send + 'static) {
-        let at = Instant::now() + after;
+        let now = Instant::now();
+        // However far `after` is, never an overflow: beyond a century is a century.
+        let at = now
+            .checked_add(after)
+            .or_else(|| now.checked_add(FAR_FUTURE))
+            .unwrap_or(now);
         {
             let mut due = self.due();
             if due.get(&key).is_some_and(|armed| *armed <= at) {
@@ -181,6 +189,19 @@ mod tests {
         clock.arm("fast", 2);
         assert_eq!(clock.advance_secs(2).await, ["fast"]);
         assert_eq!(clock.advance_secs(3).await, ["slow"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delay_beyond_the_clock_never_panics_and_never_fires_soon() {
+        let clock = Clock::new();
+        clock.arm("pod", u64::MAX);
+        assert!(clock.advance_secs(3600).await.is_empty());
+        clock.arm("pod", 1);
+        assert_eq!(
+            clock.advance_secs(1).await,
+            ["pod"],
+            "an earlier time still wins"
+        );
     }
 
     #[tokio::test(start_paused = true)]

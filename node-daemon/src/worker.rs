@@ -1,10 +1,17 @@
 //! The daemon's loop: feeds watch events of this node's active requests into a work queue
 //! keyed by pod (`queue`), runs pods' rounds in parallel up to a limit, one round per pod at a
-//! time, and turns each round's outcome into when to look at the pod again.
+//! time, the slots shared fairly between namespaces (`schedule::to_start`, `to_preempt`), and
+//! turns each round's outcome into when to look at the pod again.
+//!
+//! Each round is supervised ([`serve_rounds`]): a round that panics is logged, counted
+//! (`crr_node_daemon_round_panics_total`), and its pod's slot and queue entry are released, the
+//! pod retried after [`RETRY_AFTER_PANIC`]. No panic of one pod's round stops another's.
 //!
 //! It decides only that wiring and the requeue delays; which request of a pod goes next is
 //! `schedule`'s, what a round does is `round`'s, and the API server is behind `api_server`.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +22,7 @@ use futures::StreamExt as _;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
-use tokio::sync::Semaphore;
+use prometheus_client::metrics::counter::Counter;
 use tracing::Instrument as _;
 
 pub use crate::api_server::Watch;
@@ -23,8 +30,15 @@ use crate::api_server::{ApiRequests, request_key, watch_requests};
 use crate::cri::Runtime;
 use crate::metrics::Metrics;
 use crate::queue::WorkQueue;
-use crate::round::{Outcome, Requests as _, Round, RoundError, WriteError};
+use crate::round::{Outcome, Preemption, Requests as _, Round, RoundError, WriteError};
 use crate::schedule::{self, PodTurn};
+
+/// When a pod whose round panicked is looked at again.
+pub const RETRY_AFTER_PANIC: Duration = Duration::from_secs(5);
+
+/// The longest a pod waits for its next look, however far its grace period or deadline: level
+/// triggered, a look too early only decides the same again.
+pub const LONGEST_REQUEUE: Duration = Duration::from_secs(3600);
 
 /// The work key of a request: its pod, `namespace/podName`.
 fn pod_key(crr: &ContainerRecreateRequest) -> String {
@@ -41,6 +55,8 @@ pub struct Daemon {
     metrics: Metrics,
     store: Store<ContainerRecreateRequest>,
     queue: Arc<WorkQueue>,
+    /// The cap on a recreate's grace period (`--max-grace-period-seconds`).
+    max_grace_seconds: u64,
 }
 
 impl Daemon {
@@ -51,15 +67,17 @@ impl Daemon {
         watch: Watch,
         events: EventPublisher,
         metrics: Metrics,
+        max_grace_seconds: u64,
         on_synced: impl Fn() + Send + 'static,
     ) -> (Arc<Self>, impl std::future::Future<Output = ()>) {
         let (store, writer) = reflector::store();
         let daemon = Arc::new(Self {
-            requests: ApiRequests::new(client.clone(), events),
+            requests: ApiRequests::new(client.clone(), events, store.clone()),
             runtime,
             metrics,
             store,
             queue: Arc::default(),
+            max_grace_seconds,
         });
         let events = watch_requests(client, &watch, writer);
         let feeder = {
@@ -87,59 +105,38 @@ impl Daemon {
                         Ok(watcher::Event::Init) => {}
                         Err(error) => tracing::warn!(%error, "watch of ContainerRecreateRequests"),
                     }
+                    daemon.requests.watched();
                 }
             }
         };
         (daemon, feeder)
     }
 
-    /// Runs pods' rounds, at most `parallel` at once, until `stop` resolves; then waits for the
-    /// running ones (a kill under way is finished, never abandoned halfway; a request not yet
-    /// at its kill is picked up by the next daemon from its recorded states).
+    /// Runs pods' rounds, at most `parallel` at once, shared fairly between namespaces, until
+    /// `stop` resolves; then preempts the preStop hooks under way and waits for the running
+    /// rounds (a kill under way is finished, never abandoned halfway; a request not yet at its
+    /// kill is picked up by the next daemon from its recorded states).
     pub async fn run(
         self: Arc<Self>,
         parallel: usize,
         stop: impl std::future::Future<Output = ()> + Send,
     ) {
-        let mut stop = std::pin::pin!(stop);
-        let parallel = parallel.clamp(1, Semaphore::MAX_PERMITS);
-        let slots = Arc::new(Semaphore::new(parallel));
-        'outer: loop {
-            tokio::select! {
-                () = self.queue.added() => {}
-                () = &mut stop => break,
-            }
-            for key in self.queue.take() {
-                let permit = tokio::select! {
-                    permit = slots.clone().acquire_owned() => permit,
-                    () = &mut stop => break 'outer,
-                };
-                let Ok(permit) = permit else {
-                    break 'outer;
-                };
-                let daemon = self.clone();
-                tokio::spawn(async move {
-                    let requeue = daemon.reconcile(&key).await;
-                    drop(permit);
-                    if daemon.queue.done(&key) {
-                        daemon.queue.add(key);
-                    } else if let Some(after) = requeue {
-                        if after.is_zero() {
-                            daemon.queue.add(key);
-                        } else {
-                            daemon.queue.add_after(key, after);
-                        }
-                    }
-                });
-            }
-        }
-        let _ = slots
-            .acquire_many(u32::try_from(parallel).unwrap_or(u32::MAX))
-            .await;
+        let daemon = self.clone();
+        serve_rounds(
+            self.queue.clone(),
+            parallel,
+            stop,
+            self.metrics.round_panics.clone(),
+            move |key, preemption| {
+                let daemon = daemon.clone();
+                async move { daemon.reconcile(&key, preemption).await }
+            },
+        )
+        .await;
     }
 
     /// One round for one pod; returns when to look again (None: on the next event).
-    async fn reconcile(&self, key: &str) -> Option<Duration> {
+    async fn reconcile(&self, key: &str, preemption: Preemption) -> Option<Duration> {
         let (namespace, pod_name) = key.split_once('/')?;
         let of_pod = self
             .store
@@ -171,10 +168,13 @@ impl Daemon {
             requests: &self.requests,
             runtime: &self.runtime,
             metrics: &self.metrics,
+            max_grace_seconds: self.max_grace_seconds,
+            preemption,
         };
         match round.run(crr.clone()).instrument(span).await {
             Ok(Outcome::After(after)) => Some(after),
             Ok(Outcome::OnChange) => None,
+            Ok(Outcome::Preempted) => Some(Duration::ZERO),
             Ok(Outcome::Completed) => {
                 self.requests.forget(&crr);
                 Some(Duration::ZERO)
@@ -188,5 +188,275 @@ impl Daemon {
                 Some(Duration::from_secs(1))
             }
         }
+    }
+}
+
+/// A round that ended, as its supervisor reports it to the loop.
+struct Ended {
+    key: String,
+    /// Which start of the key this was (a key may start again before the loop hears of this).
+    run: u64,
+    /// When to look at the pod again (`None`: on the next event).
+    requeue: Option<Duration>,
+}
+
+/// A running round, as the loop tracks it.
+struct Started {
+    run: u64,
+    preempt: tokio::sync::watch::Sender<bool>,
+}
+
+/// Runs `round(key, preemption)` for the keys `queue` hands out, at most `limit` at once, the
+/// slots shared between namespaces by `schedule::to_start`, a namespace above its share
+/// preempted by `schedule::to_preempt` when another waits; each round supervised: a panic is
+/// logged, counted in `panics`, and the key released and retried after [`RETRY_AFTER_PANIC`].
+/// When `stop` resolves, every running round is preempted and waited for.
+pub async fn serve_rounds<F, Fut>(
+    queue: Arc<WorkQueue>,
+    limit: usize,
+    stop: impl Future<Output = ()> + Send,
+    panics: Counter,
+    round: F,
+) where
+    F: Fn(String, Preemption) -> Fut,
+    Fut: Future<Output = Option<Duration>> + Send + 'static,
+{
+    let limit = limit.max(1);
+    let mut stop = std::pin::pin!(stop);
+    let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<Ended>();
+    let mut waiting: Vec<String> = vec![];
+    let mut running: HashMap<String, Started> = HashMap::new();
+    let mut by_namespace = schedule::Running::new();
+    let mut runs: u64 = 0;
+    loop {
+        for key in schedule::to_start(limit, &by_namespace, &waiting) {
+            waiting.retain(|waiting| *waiting != key);
+            runs = runs.wrapping_add(1);
+            let (preempt, preemption) = Preemption::new();
+            running.insert(key.clone(), Started { run: runs, preempt });
+            by_namespace
+                .entry(schedule::namespace_of(&key).to_owned())
+                .or_default()
+                .push(key.clone());
+            let handle = tokio::spawn(round(key.clone(), preemption));
+            let ended = ended_tx.clone();
+            let panics = panics.clone();
+            let run = runs;
+            tokio::spawn(async move {
+                let requeue = match handle.await {
+                    Ok(requeue) => requeue,
+                    Err(error) => {
+                        if error.is_panic() {
+                            let message = panic_message(error.into_panic());
+                            tracing::error!(pod = %key, panic = %message, "round panicked; the pod is retried later");
+                            panics.inc();
+                        }
+                        Some(RETRY_AFTER_PANIC)
+                    }
+                };
+                let _ = ended.send(Ended { key, run, requeue });
+            });
+        }
+        for key in schedule::to_preempt(limit, &by_namespace, &waiting) {
+            if let Some(started) = running.get(&key) {
+                started.preempt.send_replace(true);
+            }
+        }
+        tokio::select! {
+            () = queue.added() => {
+                for key in queue.take() {
+                    if !waiting.contains(&key) {
+                        waiting.push(key);
+                    }
+                }
+            }
+            Some(ended) = ended_rx.recv() => {
+                release(&queue, &mut running, &mut by_namespace, ended);
+            }
+            () = &mut stop => break,
+        }
+    }
+    for started in running.values() {
+        started.preempt.send_replace(true);
+    }
+    while !running.is_empty() {
+        let Some(ended) = ended_rx.recv().await else {
+            break;
+        };
+        release(&queue, &mut running, &mut by_namespace, ended);
+    }
+}
+
+/// A round ended: frees its slot and queues its key again as its outcome asks.
+fn release(
+    queue: &Arc<WorkQueue>,
+    running: &mut HashMap<String, Started>,
+    by_namespace: &mut schedule::Running,
+    ended: Ended,
+) {
+    if running
+        .get(&ended.key)
+        .is_none_or(|started| started.run != ended.run)
+    {
+        return;
+    }
+    running.remove(&ended.key);
+    let namespace = schedule::namespace_of(&ended.key);
+    if let Some(keys) = by_namespace.get_mut(namespace) {
+        keys.retain(|key| *key != ended.key);
+        if keys.is_empty() {
+            by_namespace.remove(namespace);
+        }
+    }
+    let key = ended.key;
+    if queue.done(&key) {
+        queue.add(key);
+    } else if let Some(after) = ended.requeue {
+        if after.is_zero() {
+            queue.add(key);
+        } else {
+            queue.add_after(key, after.min(LONGEST_REQUEUE));
+        }
+    }
+}
+
+/// The message of a panic's payload (a `&str` or a `String`, as `panic!` makes them).
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|message| (*message).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// The keys each call of a round function saw, in order.
+    #[derive(Clone, Default)]
+    struct Calls(Arc<Mutex<Vec<String>>>);
+
+    impl Calls {
+        fn record(&self, key: &str) -> usize {
+            let mut calls = self.0.lock().unwrap();
+            calls.push(key.to_owned());
+            calls.iter().filter(|call| *call == key).count()
+        }
+
+        fn of(&self, key: &str) -> usize {
+            self.0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|call| *call == key)
+                .count()
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_round_is_counted_releases_its_slot_and_is_retried() {
+        let queue = Arc::new(WorkQueue::default());
+        let panics = Counter::default();
+        let calls = Calls::default();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn({
+            let (queue, panics, calls) = (queue.clone(), panics.clone(), calls.clone());
+            async move {
+                serve_rounds(
+                    queue,
+                    1,
+                    async move {
+                        let _ = stop_rx.await;
+                    },
+                    panics,
+                    move |key, _| {
+                        let nth = calls.record(&key);
+                        async move {
+                            assert!(
+                                !(key == "ns/bad" && nth == 1),
+                                "a bug in the round of {key}"
+                            );
+                            None
+                        }
+                    },
+                )
+                .await;
+            }
+        });
+        queue.add("ns/bad".into());
+        queue.add("ns/good".into());
+        settle().await;
+        assert_eq!(panics.get(), 1, "counted");
+        assert_eq!(calls.of("ns/good"), 1, "the one slot was released");
+        tokio::time::advance(RETRY_AFTER_PANIC).await;
+        settle().await;
+        assert_eq!(calls.of("ns/bad"), 2, "retried later");
+        assert_eq!(panics.get(), 1);
+        stop_tx.send(()).unwrap();
+        serving.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_namespace_holding_every_slot_is_preempted_for_another() {
+        let queue = Arc::new(WorkQueue::default());
+        let calls = Calls::default();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn({
+            let (queue, calls) = (queue.clone(), calls.clone());
+            async move {
+                serve_rounds(
+                    queue,
+                    2,
+                    async move {
+                        let _ = stop_rx.await;
+                    },
+                    Counter::default(),
+                    move |key, preemption: Preemption| {
+                        calls.record(&key);
+                        async move {
+                            if key.starts_with("hog/") {
+                                // A hook that never returns, but yields to preemption.
+                                preemption.requested_for_test().await;
+                                return Some(Duration::ZERO);
+                            }
+                            None
+                        }
+                    },
+                )
+                .await;
+            }
+        });
+        queue.add("hog/1".into());
+        queue.add("hog/2".into());
+        settle().await;
+        queue.add("tenant/1".into());
+        settle().await;
+        assert_eq!(calls.of("tenant/1"), 1, "the other namespace got a slot");
+        assert_eq!(
+            calls.of("hog/2"),
+            2,
+            "the preempted round waits and runs again"
+        );
+        stop_tx.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), serving)
+            .await
+            .expect("shutdown preempts the hooks and ends")
+            .unwrap();
+    }
+
+    #[test]
+    fn panic_messages_are_read_from_either_payload() {
+        assert_eq!(panic_message(Box::new("static")), "static");
+        assert_eq!(panic_message(Box::new(String::from("owned"))), "owned");
+        assert_eq!(panic_message(Box::new(3)), "a panic without a message");
     }
 }

@@ -1,0 +1,153 @@
+//! What the daemon takes from the live pod, read once in a round that kills: its UID, its grace
+//! period, the address hooks reach it at, and each container's preStop handler and ports. The
+//! request carries copies of the preStop handler and ports that admission wrote; the daemon
+//! never trusts them (a user who can write a request could otherwise have the daemon run any
+//! command in any container it names, or wait as long as it likes).
+//!
+//! Pure: `api_server` reads the pod, `round` decides with what this returns.
+
+use crr_crds::v1beta1::ProbeHandler;
+use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod};
+
+/// What a recreate uses of the pod, as the API server has it now.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LivePod {
+    pub uid: Option<String>,
+    /// `spec.terminationGracePeriodSeconds`.
+    pub grace_period_seconds: Option<i64>,
+    /// The address hooks without a host reach the pod at: its IP (the node's with host network).
+    pub address: Option<String>,
+    pub containers: Vec<LiveContainer>,
+}
+
+/// One container of the live pod: a regular one, or a native sidecar (an init container with
+/// `restartPolicy: Always`), the ones a request may name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiveContainer {
+    pub name: String,
+    /// `lifecycle.preStop`, in the request's handler shape (exec, httpGet, tcpSocket).
+    pub pre_stop: Option<ProbeHandler>,
+    /// The ports named ports of httpGet and tcpSocket handlers resolve against.
+    pub ports: Vec<ContainerPort>,
+}
+
+impl LivePod {
+    pub fn of(pod: &Pod) -> Self {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let status = pod.status.clone().unwrap_or_default();
+        let sidecars = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .filter(|container| container.restart_policy.as_deref() == Some("Always"));
+        Self {
+            uid: pod.metadata.uid.clone(),
+            grace_period_seconds: spec.termination_grace_period_seconds,
+            address: status
+                .pod_ip
+                .filter(|ip| !ip.is_empty())
+                .or(status.host_ip.filter(|ip| !ip.is_empty())),
+            containers: spec
+                .containers
+                .iter()
+                .chain(sidecars)
+                .map(LiveContainer::of)
+                .collect(),
+        }
+    }
+
+    /// The container named `name`, if the pod has one a request may name.
+    pub fn container(&self, name: &str) -> Option<&LiveContainer> {
+        self.containers
+            .iter()
+            .find(|container| container.name == name)
+    }
+}
+
+impl LiveContainer {
+    fn of(container: &Container) -> Self {
+        let pre_stop = container
+            .lifecycle
+            .as_ref()
+            .and_then(|lifecycle| lifecycle.pre_stop.as_ref())
+            .map(|handler| ProbeHandler {
+                exec: handler.exec.clone(),
+                http_get: handler.http_get.clone(),
+                tcp_socket: handler.tcp_socket.clone(),
+            })
+            .filter(|handler| {
+                handler.exec.is_some() || handler.http_get.is_some() || handler.tcp_socket.is_some()
+            });
+        Self {
+            name: container.name.clone(),
+            pre_stop,
+            ports: container.ports.clone().unwrap_or_default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).expect("a pod")
+    }
+
+    #[test]
+    fn takes_hooks_ports_grace_and_address_from_the_pod() {
+        let live = LivePod::of(&pod(json!({
+            "metadata": {"name": "p", "uid": "u1"},
+            "spec": {
+                "terminationGracePeriodSeconds": 45,
+                "containers": [{
+                    "name": "app",
+                    "lifecycle": {"preStop": {"httpGet": {"path": "/drain", "port": "http"}}},
+                    "ports": [{"name": "http", "containerPort": 8080}],
+                }, {"name": "plain"}],
+                "initContainers": [
+                    {"name": "sidecar", "restartPolicy": "Always",
+                     "lifecycle": {"preStop": {"exec": {"command": ["drain"]}}}},
+                    {"name": "setup"},
+                ],
+            },
+            "status": {"podIP": "10.0.0.7", "hostIP": "192.168.0.1"},
+        })));
+        assert_eq!(live.uid.as_deref(), Some("u1"));
+        assert_eq!(live.grace_period_seconds, Some(45));
+        assert_eq!(live.address.as_deref(), Some("10.0.0.7"));
+        let app = live.container("app").expect("app");
+        assert_eq!(
+            app.pre_stop
+                .as_ref()
+                .and_then(|handler| handler.http_get.as_ref())
+                .and_then(|get| get.path.as_deref()),
+            Some("/drain")
+        );
+        assert_eq!(app.ports[0].container_port, 8080);
+        assert_eq!(
+            live.container("plain").and_then(|c| c.pre_stop.clone()),
+            None
+        );
+        assert!(
+            live.container("sidecar")
+                .and_then(|c| c.pre_stop.as_ref())
+                .is_some_and(|handler| handler.exec.is_some()),
+            "native sidecars too"
+        );
+        assert_eq!(live.container("setup"), None, "not a plain init container");
+    }
+
+    #[test]
+    fn a_pod_without_an_ip_is_reached_at_its_host() {
+        let live = LivePod::of(&pod(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "app"}]},
+            "status": {"podIP": "", "hostIP": "192.168.0.1"},
+        })));
+        assert_eq!(live.address.as_deref(), Some("192.168.0.1"));
+        assert_eq!(live.grace_period_seconds, None);
+    }
+}
