@@ -3,11 +3,12 @@
 //! shown Pending. No I/O here: `worker` reads the requests and writes the Pending phases.
 //!
 //! And how the daemon's slots (`--max-parallel-pods`) are shared between namespaces, so that
-//! no tenant starves another: waiting pods start round-robin across namespaces, the namespace
-//! with the fewest running first, none beyond its fair share (`fair_share`) while another
-//! namespace waits for a slot; slots nobody else wants are not left idle. A namespace that holds
-//! more than its share when another comes (it had the node to itself) gives the excess back by
-//! preemption of the rounds it started last (`to_preempt`): only a waiting preStop hook yields.
+//! no tenant starves another ([`Slots`]): waiting pods start round-robin across namespaces, the
+//! namespace with the fewest running first, none beyond its fair share (`fair_share`: the slots
+//! split evenly between the namespaces that run, wait, or rest between two looks at a recreate
+//! in flight); a lone namespace may use every slot. A namespace that holds more than its share
+//! when another comes (it had the node to itself) gives the excess back by preemption of the
+//! rounds it started last (`Slots::to_preempt`): only a waiting preStop hook yields.
 //!
 //! It does not decide what a request's round does (`recreate`, `round`).
 
@@ -69,39 +70,67 @@ pub fn fair_share(limit: usize, namespaces: usize) -> usize {
 /// The keys of every running round, by namespace, in the order they started.
 pub type Running = BTreeMap<String, Vec<String>>;
 
-/// The namespaces that run or wait.
-fn active_namespaces<'a>(running: &'a Running, waiting: &'a [String]) -> BTreeSet<&'a str> {
-    running
-        .iter()
-        .filter(|(_, keys)| !keys.is_empty())
-        .map(|(namespace, _)| namespace.as_str())
-        .chain(waiting.iter().map(|key| namespace_of(key)))
-        .collect()
+/// The daemon's slots and who wants them.
+#[derive(Clone, Copy, Debug)]
+pub struct Slots<'a> {
+    /// `--max-parallel-pods`.
+    pub limit: usize,
+    pub running: &'a Running,
+    /// Keys waiting for a slot, in the order they came.
+    pub waiting: &'a [String],
+    /// Keys whose last round asked to be looked at again later (a recreate in flight polls the
+    /// runtime, a grace period runs): they want no slot now, but their namespace is active, so
+    /// its share is kept for it rather than handed to another namespace and taken back by
+    /// preemption at its next look.
+    pub resting: &'a BTreeSet<String>,
 }
 
-/// Which `waiting` keys (in the order they came) start now, in order, given the rounds
-/// `running` and `limit` slots: first round-robin up to each namespace's fair share, the
-/// namespace with the fewest running first (by name on a tie); then any slot still free goes the
-/// same way without the share, since nobody else wants it.
-pub fn to_start(limit: usize, running: &Running, waiting: &[String]) -> Vec<String> {
-    let share = fair_share(limit, active_namespaces(running, waiting).len());
-    let mut counts: BTreeMap<&str, usize> = running
-        .iter()
-        .map(|(namespace, keys)| (namespace.as_str(), keys.len()))
-        .collect();
-    let mut queues: BTreeMap<&str, std::collections::VecDeque<&String>> = BTreeMap::new();
-    for key in waiting {
-        queues.entry(namespace_of(key)).or_default().push_back(key);
+impl Slots<'_> {
+    /// The namespaces that run, wait or rest.
+    fn active_namespaces(&self) -> BTreeSet<&str> {
+        self.running
+            .iter()
+            .filter(|(_, keys)| !keys.is_empty())
+            .map(|(namespace, _)| namespace.as_str())
+            .chain(self.waiting.iter().map(|key| namespace_of(key)))
+            .chain(self.resting.iter().map(|key| namespace_of(key)))
+            .collect()
     }
-    let mut free = limit.saturating_sub(counts.values().sum());
-    let mut started = vec![];
-    for bound in [Some(share), None] {
+
+    /// Each active namespace's fair share of the slots.
+    pub fn share(&self) -> usize {
+        fair_share(self.limit, self.active_namespaces().len())
+    }
+
+    fn running_in(&self, namespace: &str) -> usize {
+        self.running.get(namespace).map_or(0, Vec::len)
+    }
+
+    fn free(&self) -> usize {
+        self.limit
+            .saturating_sub(self.running.values().map(Vec::len).sum())
+    }
+
+    /// Which waiting keys start now, in order: round-robin across namespaces, the namespace with
+    /// the fewest running first (by name on a tie), none beyond its fair share. A lone active
+    /// namespace's share is every slot.
+    pub fn to_start(&self) -> Vec<String> {
+        let share = self.share();
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut queues: BTreeMap<&str, std::collections::VecDeque<&String>> = BTreeMap::new();
+        for key in self.waiting {
+            let namespace = namespace_of(key);
+            queues.entry(namespace).or_default().push_back(key);
+            counts.insert(namespace, self.running_in(namespace));
+        }
+        let mut free = self.free();
+        let mut started = vec![];
         while free > 0 {
             let next = queues
                 .iter()
                 .filter(|(_, queue)| !queue.is_empty())
                 .map(|(namespace, _)| (counts.get(namespace).copied().unwrap_or(0), *namespace))
-                .filter(|(count, _)| bound.is_none_or(|share| *count < share))
+                .filter(|(count, _)| *count < share)
                 .min();
             let Some((_, namespace)) = next else {
                 break;
@@ -115,48 +144,49 @@ pub fn to_start(limit: usize, running: &Running, waiting: &[String]) -> Vec<Stri
                 free -= 1;
             }
         }
+        started
     }
-    started
-}
 
-/// Which running keys must give their slot back, so that the namespaces waiting below their
-/// fair share get one: as many as they could start and free slots do not cover, taken from the
-/// namespaces furthest above their share, the last started first. Empty when nobody waits below
-/// its share.
-pub fn to_preempt(limit: usize, running: &Running, waiting: &[String]) -> Vec<String> {
-    let share = fair_share(limit, active_namespaces(running, waiting).len());
-    let count = |namespace: &str| running.get(namespace).map_or(0, Vec::len);
-    let mut waiting_by_namespace: BTreeMap<&str, usize> = BTreeMap::new();
-    for key in waiting {
-        *waiting_by_namespace.entry(namespace_of(key)).or_default() += 1;
-    }
-    let wanted: usize = waiting_by_namespace
-        .iter()
-        .map(|(namespace, waiting)| (*waiting).min(share.saturating_sub(count(namespace))))
-        .sum();
-    let free = limit.saturating_sub(running.values().map(Vec::len).sum());
-    let mut needed = wanted.saturating_sub(free);
-    let mut excess: BTreeMap<&str, Vec<&String>> = running
-        .iter()
-        .filter(|(_, keys)| keys.len() > share)
-        .map(|(namespace, keys)| (namespace.as_str(), keys[share..].iter().collect()))
-        .collect();
-    let mut preempted = vec![];
-    while needed > 0 {
-        let Some((_, namespace)) = excess
-            .iter()
-            .filter(|(_, keys)| !keys.is_empty())
-            .map(|(namespace, keys)| (std::cmp::Reverse(keys.len()), *namespace))
-            .min()
-        else {
-            break;
-        };
-        if let Some(key) = excess.get_mut(namespace).and_then(Vec::pop) {
-            preempted.push(key.clone());
-            needed -= 1;
+    /// Which running keys must give their slot back, so that the namespaces waiting below their
+    /// fair share get one: as many as they could start and free slots do not cover, taken from
+    /// the namespaces furthest above their share, the last started first. Empty when nobody
+    /// waits below its share.
+    pub fn to_preempt(&self) -> Vec<String> {
+        let share = self.share();
+        let mut waiting_by_namespace: BTreeMap<&str, usize> = BTreeMap::new();
+        for key in self.waiting {
+            *waiting_by_namespace.entry(namespace_of(key)).or_default() += 1;
         }
+        let wanted: usize = waiting_by_namespace
+            .iter()
+            .map(|(namespace, waiting)| {
+                (*waiting).min(share.saturating_sub(self.running_in(namespace)))
+            })
+            .sum();
+        let mut needed = wanted.saturating_sub(self.free());
+        let mut excess: BTreeMap<&str, Vec<&String>> = self
+            .running
+            .iter()
+            .filter(|(_, keys)| keys.len() > share)
+            .map(|(namespace, keys)| (namespace.as_str(), keys[share..].iter().collect()))
+            .collect();
+        let mut preempted = vec![];
+        while needed > 0 {
+            let Some((_, namespace)) = excess
+                .iter()
+                .filter(|(_, keys)| !keys.is_empty())
+                .map(|(namespace, keys)| (std::cmp::Reverse(keys.len()), *namespace))
+                .min()
+            else {
+                break;
+            };
+            if let Some(key) = excess.get_mut(namespace).and_then(Vec::pop) {
+                preempted.push(key.clone());
+                needed -= 1;
+            }
+        }
+        preempted
     }
-    preempted
 }
 
 #[cfg(test)]
@@ -285,6 +315,29 @@ mod tests {
         keys.iter().map(|key| (*key).to_owned()).collect()
     }
 
+    /// `to_start` and `to_preempt` of `limit` slots, nothing resting.
+    fn to_start(limit: usize, running: &Running, waiting: &[String]) -> Vec<String> {
+        let resting = BTreeSet::new();
+        Slots {
+            limit,
+            running,
+            waiting,
+            resting: &resting,
+        }
+        .to_start()
+    }
+
+    fn to_preempt(limit: usize, running: &Running, waiting: &[String]) -> Vec<String> {
+        let resting = BTreeSet::new();
+        Slots {
+            limit,
+            running,
+            waiting,
+            resting: &resting,
+        }
+        .to_preempt()
+    }
+
     fn running(rounds: &[&str]) -> Running {
         let mut running = Running::new();
         for key in rounds {
@@ -334,12 +387,24 @@ mod tests {
     }
 
     #[test]
-    fn slots_nobody_else_wants_are_not_left_idle() {
+    fn a_namespace_between_two_looks_keeps_its_share() {
         let waiting = keys(&["a/2", "a/3", "a/4"]);
+        let held = running(&["a/1"]);
+        let resting: BTreeSet<String> = ["b/1".to_owned()].into();
+        let slots = Slots {
+            limit: 2,
+            running: &held,
+            waiting: &waiting,
+            resting: &resting,
+        };
+        assert!(
+            slots.to_start().is_empty(),
+            "b polls its recreate: its slot is kept, not lent to a and preempted back"
+        );
         assert_eq!(
-            to_start(4, &running(&["a/1", "b/1"]), &waiting),
-            keys(&["a/2", "a/3"]),
-            "b wants nothing more: a may go beyond its share of 2"
+            to_start(2, &held, &waiting),
+            keys(&["a/2"]),
+            "b gone: a takes it"
         );
     }
 

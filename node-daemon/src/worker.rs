@@ -1,6 +1,6 @@
 //! The daemon's loop: feeds watch events of this node's active requests into a work queue
 //! keyed by pod (`queue`), runs pods' rounds in parallel up to a limit, one round per pod at a
-//! time, the slots shared fairly between namespaces (`schedule::to_start`, `to_preempt`), and
+//! time, the slots shared fairly between namespaces (`schedule::Slots`), and
 //! turns each round's outcome into when to look at the pod again.
 //!
 //! Each round is supervised ([`serve_rounds`]): a round that panics is logged, counted
@@ -122,17 +122,27 @@ impl Daemon {
         stop: impl std::future::Future<Output = ()> + Send,
     ) {
         let daemon = self.clone();
+        let wants = self.clone();
         serve_rounds(
             self.queue.clone(),
             parallel,
             stop,
             self.metrics.round_panics.clone(),
+            move |key: &str| wants.has_work(key),
             move |key, preemption| {
                 let daemon = daemon.clone();
                 async move { daemon.reconcile(&key, preemption).await }
             },
         )
         .await;
+    }
+
+    /// Whether the pod `key` has a request to work on, as the cache shows it (a key queued by
+    /// an event about a finished request has none, and preempts nobody).
+    fn has_work(&self, key: &str) -> bool {
+        self.store.state().iter().any(|crr| {
+            pod_key(crr) == key && !crate::round::must_leave_alone(&self.requests.current(crr))
+        })
     }
 
     /// One round for one pod; returns when to look again (None: on the next event).
@@ -207,15 +217,17 @@ struct Started {
 }
 
 /// Runs `round(key, preemption)` for the keys `queue` hands out, at most `limit` at once, the
-/// slots shared between namespaces by `schedule::to_start`, a namespace above its share
-/// preempted by `schedule::to_preempt` when another waits; each round supervised: a panic is
+/// slots shared between namespaces by `schedule::Slots::to_start`, a namespace above its share
+/// preempted by `Slots::to_preempt` when another waits; each round supervised: a panic is
 /// logged, counted in `panics`, and the key released and retried after [`RETRY_AFTER_PANIC`].
-/// When `stop` resolves, every running round is preempted and waited for.
+/// Only waiting keys that `has_work` preempt anyone. When `stop` resolves, every running round is
+/// preempted and waited for.
 pub async fn serve_rounds<F, Fut>(
     queue: Arc<WorkQueue>,
     limit: usize,
     stop: impl Future<Output = ()> + Send,
     panics: Counter,
+    has_work: impl Fn(&str) -> bool,
     round: F,
 ) where
     F: Fn(String, Preemption) -> Fut,
@@ -227,9 +239,35 @@ pub async fn serve_rounds<F, Fut>(
     let mut waiting: Vec<String> = vec![];
     let mut running: HashMap<String, Started> = HashMap::new();
     let mut by_namespace = schedule::Running::new();
+    let mut resting = std::collections::BTreeSet::new();
     let mut runs: u64 = 0;
     loop {
-        for key in schedule::to_start(limit, &by_namespace, &waiting) {
+        let slots = schedule::Slots {
+            limit,
+            running: &by_namespace,
+            waiting: &waiting,
+            resting: &resting,
+        };
+        let mut to_preempt = slots.to_preempt();
+        if !to_preempt.is_empty() {
+            let demanding: Vec<String> = waiting
+                .iter()
+                .filter(|key| has_work(key))
+                .cloned()
+                .collect();
+            to_preempt = schedule::Slots {
+                waiting: &demanding,
+                ..slots
+            }
+            .to_preempt();
+        }
+        let to_start = slots.to_start();
+        for key in to_preempt {
+            if let Some(started) = running.get(&key) {
+                started.preempt.send_replace(true);
+            }
+        }
+        for key in to_start {
             waiting.retain(|waiting| *waiting != key);
             runs = runs.wrapping_add(1);
             let (preempt, preemption) = Preemption::new();
@@ -257,21 +295,19 @@ pub async fn serve_rounds<F, Fut>(
                 let _ = ended.send(Ended { key, run, requeue });
             });
         }
-        for key in schedule::to_preempt(limit, &by_namespace, &waiting) {
-            if let Some(started) = running.get(&key) {
-                started.preempt.send_replace(true);
-            }
-        }
         tokio::select! {
             () = queue.added() => {
                 for key in queue.take() {
+                    resting.remove(&key);
                     if !waiting.contains(&key) {
                         waiting.push(key);
                     }
                 }
             }
             Some(ended) = ended_rx.recv() => {
-                release(&queue, &mut running, &mut by_namespace, ended);
+                if let Some(resting_key) = release(&queue, &mut running, &mut by_namespace, ended) {
+                    resting.insert(resting_key);
+                }
             }
             () = &mut stop => break,
         }
@@ -287,18 +323,19 @@ pub async fn serve_rounds<F, Fut>(
     }
 }
 
-/// A round ended: frees its slot and queues its key again as its outcome asks.
+/// A round ended: frees its slot and queues its key again as its outcome asks; returns the key
+/// when it rests (is to be looked at again after a delay).
 fn release(
     queue: &Arc<WorkQueue>,
     running: &mut HashMap<String, Started>,
     by_namespace: &mut schedule::Running,
     ended: Ended,
-) {
+) -> Option<String> {
     if running
         .get(&ended.key)
         .is_none_or(|started| started.run != ended.run)
     {
-        return;
+        return None;
     }
     running.remove(&ended.key);
     let namespace = schedule::namespace_of(&ended.key);
@@ -315,9 +352,11 @@ fn release(
         if after.is_zero() {
             queue.add(key);
         } else {
-            queue.add_after(key, after.min(LONGEST_REQUEUE));
+            queue.add_after(key.clone(), after.min(LONGEST_REQUEUE));
+            return Some(key);
         }
     }
+    None
 }
 
 /// The message of a panic's payload (a `&str` or a `String`, as `panic!` makes them).
@@ -378,6 +417,7 @@ mod tests {
                         let _ = stop_rx.await;
                     },
                     panics,
+                    |_| true,
                     move |key, _| {
                         let nth = calls.record(&key);
                         async move {
@@ -420,6 +460,7 @@ mod tests {
                         let _ = stop_rx.await;
                     },
                     Counter::default(),
+                    |key| key != "idle/1",
                     move |key, preemption: Preemption| {
                         calls.record(&key);
                         async move {
@@ -438,6 +479,9 @@ mod tests {
         queue.add("hog/1".into());
         queue.add("hog/2".into());
         settle().await;
+        queue.add("idle/1".into());
+        settle().await;
+        assert_eq!(calls.of("hog/2"), 1, "a key without work preempts nobody");
         queue.add("tenant/1".into());
         settle().await;
         assert_eq!(calls.of("tenant/1"), 1, "the other namespace got a slot");

@@ -1,8 +1,8 @@
 //! The node daemon against a real cluster and its real containerd (the local one from `hack/`,
 //! see hack/README.md).
 //!
-//! Each test gets a fresh namespace, runs the real `crr-node-daemon` binary restricted to that
-//! namespace (`--watch-namespace`) inside the node's network namespace (`nsenter`, so that pod
+//! Each test gets a fresh namespace (or two), runs the real `crr-node-daemon` binary restricted
+//! to it (`--watch-namespace`) inside the node's network namespace (`nsenter`, so that pod
 //! IPs are reachable, as from a host-network DaemonSet pod), and deletes the namespace
 //! afterwards (keep it with `CRR_KEEP_NAMESPACES=1`). The daemon's log goes to a file whose path
 //! the test prints.
@@ -33,6 +33,7 @@ use crr_crds::v1beta1::{
     ContainerRecreateRequestStrategy, Phase, ProbeHandler,
 };
 use crr_testbed as testbed;
+use futures::FutureExt as _;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -136,20 +137,29 @@ fn spawn(program: &Path, args: &[&str], log: &Path) -> Process {
 }
 
 fn start_daemon(namespace: &str, node: &str) -> Process {
+    start_daemon_with(namespace, node, &[])
+}
+
+/// The daemon for `namespaces` (comma-separated), with more flags.
+fn start_daemon_with(namespaces: &str, node: &str, flags: &[&str]) -> Process {
     let socket = cri_socket();
-    let log = std::env::temp_dir().join(format!("{namespace}-node-daemon.log"));
+    let log =
+        std::env::temp_dir().join(format!("{}-node-daemon.log", namespaces.replace(',', "+")));
+    let socket = socket.to_string_lossy();
+    let mut args = vec![
+        "--node-name",
+        node,
+        "--watch-namespace",
+        namespaces,
+        "--cri-socket",
+        &socket,
+        "--admin-listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(flags);
     spawn(
         Path::new(env!("CARGO_BIN_EXE_crr-node-daemon")),
-        &[
-            "--node-name",
-            node,
-            "--watch-namespace",
-            namespace,
-            "--cri-socket",
-            &socket.to_string_lossy(),
-            "--admin-listen",
-            "127.0.0.1:0",
-        ],
+        &args,
         &log,
     )
 }
@@ -401,6 +411,191 @@ async fn recreates_one_container_of_two_in_place() {
             .expect("app's log");
         assert_eq!(log.matches("started").count(), 2, "{log}");
         assert!(log.contains("prestop ran"), "{log}");
+    })
+    .await;
+}
+
+/// A running one-container pod `name` whose `app` container has `pre_stop` (a shell command) as
+/// its preStop hook, and `grace_seconds` as its grace period.
+async fn pod_with_hook(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    pre_stop: Option<&str>,
+    grace_seconds: i64,
+) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut app = json!({
+        "name": "app",
+        "image": "crr.local/busybox:1.35",
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", LOOP],
+    });
+    if let Some(command) = pre_stop {
+        app["lifecycle"] = json!({"preStop": {"exec": {"command": ["sh", "-c", command]}}});
+    }
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"terminationGracePeriodSeconds": grace_seconds, "containers": [app]},
+    }))
+    .expect("a pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("creating the pod");
+    testbed::wait_for(pods, name, all_ready, "the pod to be Ready", WAIT)
+        .await
+        .expect("the pod")
+}
+
+/// Creates a request named after its pod, for the pod's `app`.
+async fn recreate_app(client: &Client, pod: &Pod, webhook: bool) {
+    let namespace = pod.namespace().expect("a namespaced pod");
+    let mut crr = request(pod, &["app"], webhook);
+    crr.metadata.name = Some(pod.name_any());
+    Api::<ContainerRecreateRequest>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &crr)
+        .await
+        .expect("creating the request");
+}
+
+/// Whether the daemon announced the kill of the request's container: its preStop hook runs.
+fn in_pre_stop(crr: Option<&ContainerRecreateRequest>) -> bool {
+    crr.and_then(|crr| crr.status.as_ref())
+        .is_some_and(|status| {
+            status.container_recreate_states.iter().any(|state| {
+                state
+                    .message
+                    .as_deref()
+                    .and_then(crr_node_daemon::kill_marker::KillMarker::parse)
+                    .is_some()
+            })
+        })
+}
+
+/// Deletes the hook pods at once, so their hour-long hooks do not keep the namespace.
+async fn delete_now(client: &Client, namespace: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let _ = pods
+        .delete_collection(
+            &kube::api::DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+            &Default::default(),
+        )
+        .await;
+}
+
+/// How long a freed slot may take to be used: far below the hooks' grace period (600 s), so a
+/// slot freed only by a hook running out fails the test.
+const SOON: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+#[ignore = "needs the local test bed (hack/README.md); hack/cluster-test.sh runs it"]
+async fn hanging_hooks_of_one_namespace_never_starve_another() {
+    with_namespace("hog", |client, hog| async move {
+        let tenant_client = client.clone();
+        let hog_for_tenant = hog.clone();
+        // Boxed: the nested test futures are too large for the test thread's stack.
+        Box::pin(with_namespace("tenant", |_, tenant| async move {
+            let client = tenant_client;
+            let hog = hog_for_tenant;
+            let installed = installed(&client).await;
+            for namespace in [&hog, &tenant] {
+                testbed::deny_writes(
+                    &client,
+                    namespace,
+                    &[INSTALLED_DAEMON],
+                    "requests of this namespace belong to the node daemon under test",
+                    WAIT,
+                )
+                .await;
+            }
+            let _operators: Vec<_> = if installed.operator {
+                vec![]
+            } else {
+                vec![start_operator(&hog), start_operator(&tenant)]
+            };
+            let hook = "sleep 3600";
+            let mut hogs = vec![];
+            for name in ["hog-1", "hog-2", "hog-3"] {
+                hogs.push(pod_with_hook(&client, &hog, name, Some(hook), 600).await);
+            }
+            let plain = pod_with_hook(&client, &tenant, "plain", None, 5).await;
+            let node = plain
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.node_name.clone())
+                .expect("a scheduled pod");
+            let _daemon = start_daemon_with(
+                &format!("{hog},{tenant}"),
+                &node,
+                &["--max-parallel-pods", "2"],
+            );
+            let result = Box::pin(async {
+                let hog_requests: Api<ContainerRecreateRequest> =
+                    Api::namespaced(client.clone(), &hog);
+                // Two hooks that never end take both slots.
+                recreate_app(&client, &hogs[0], installed.webhook).await;
+                recreate_app(&client, &hogs[1], installed.webhook).await;
+                for name in ["hog-1", "hog-2"] {
+                    testbed::wait_for(
+                        hog_requests.clone(),
+                        name,
+                        in_pre_stop,
+                        "the hanging preStop hook to run",
+                        WAIT,
+                    )
+                    .await;
+                }
+                recreate_app(&client, &hogs[2], installed.webhook).await;
+                // Deleting a request cancels its hook and frees its slot: the third starts.
+                hog_requests
+                    .delete("hog-1", &Default::default())
+                    .await
+                    .expect("deleting a request");
+                testbed::wait_for(
+                    hog_requests.clone(),
+                    "hog-3",
+                    in_pre_stop,
+                    "the slot of the deleted request to go to the waiting one",
+                    SOON,
+                )
+                .await;
+                // Every slot is held by a hanging hook again; another namespace still gets one.
+                recreate_app(&client, &plain, installed.webhook).await;
+                let tenant_requests: Api<ContainerRecreateRequest> =
+                    Api::namespaced(client.clone(), &tenant);
+                let done = testbed::wait_for(
+                    tenant_requests,
+                    "plain",
+                    completed,
+                    "the other namespace's request to complete",
+                    SOON,
+                )
+                .await
+                .expect("the request");
+                assert_eq!(
+                    done.condition(keys::CONDITION_SUCCEEDED)
+                        .map(|condition| condition.status.as_str()),
+                    Some("True"),
+                    "{:#?}",
+                    done.status
+                );
+                // The hooks never ran out: no hog container was stopped.
+                let pods: Api<Pod> = Api::namespaced(client.clone(), &hog);
+                for before in &hogs {
+                    let after = pods.get(&before.name_any()).await.expect("the pod");
+                    assert_eq!(container(&after, "app"), container(before, "app"));
+                }
+            });
+            let outcome = std::panic::AssertUnwindSafe(result).catch_unwind().await;
+            delete_now(&client, &hog).await;
+            if let Err(panic) = outcome {
+                std::panic::resume_unwind(panic);
+            }
+        }))
+        .await;
     })
     .await;
 }
