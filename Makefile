@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: demo install uninstall bench test deps fmt-check clippy unit cluster-test cluster-up cluster-down cluster-smoke crd manifests manifests-check
+.PHONY: demo install uninstall bench test deps fmt-check clippy unit cluster-test chaos cluster-up cluster-down cluster-smoke crd manifests manifests-check
 
 ## demo: show the system working: the local cluster comes up, crr is built and installed from
 ## manifests/, and a CRR recreates one container of a Deployment's pod in place.
@@ -13,7 +13,7 @@ demo: cluster-up
 
 ## test: everything CI runs: static checks, unit tests, then the cluster tests on the local
 ## test bed (built and started by hack/, taken down afterwards).
-test: deps fmt-check manifests-check clippy unit cluster-test
+test: deps fmt-check manifests-check clippy unit fuzz-smoke cluster-test
 
 ## deps: the Debian packages the build and the test bed need (hack/install-deps.sh).
 deps:
@@ -30,6 +30,27 @@ unit:
 
 cluster-test:
 	hack/cluster-test.sh
+
+## fuzz: each cargo-fuzz target for CRR_FUZZ_SECONDS (600) with the corpus kept across runs;
+## fuzz-smoke: a few seconds each from the committed seeds, as CI runs it (fuzz/README.md).
+.PHONY: fuzz fuzz-smoke
+fuzz:
+	hack/fuzz.sh
+
+fuzz-smoke:
+	hack/fuzz.sh --smoke
+
+## chaos: the fault suite of issue 16 (tests/e2e/tests/chaos.rs) on the local test bed: starts
+## the test bed if none runs and installs crr if it is not installed (both left running), then
+## restarts the apiserver and containerd and SIGKILLs crr's processes in the middle of recreates.
+## hack/cluster-test.sh (make test, CI) runs it after the e2e suite.
+chaos:
+	. hack/versions.sh && . hack/cluster-env.sh && \
+	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then \
+	  hack/cluster.sh up; fi && \
+	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" -n crr-system get deployment crr-operator >/dev/null 2>&1; then \
+	  hack/install.sh; fi && \
+	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test -p crr-e2e --test chaos -- --include-ignored
 
 ## cluster-up / cluster-down: the local Kubernetes test bed (hack/README.md).
 cluster-up: deps

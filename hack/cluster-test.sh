@@ -2,7 +2,7 @@
 # The cluster half of `make test`: brings the local test bed up (unless one
 # already runs), proves it with the smoke test, runs every crate's cluster
 # tests against it, installs crr from manifests/ (hack/install.sh) and runs the
-# end-to-end suite, then takes down what it started. Cluster tests and e2e
+# end-to-end suite and the fault suite (make chaos), then takes down what it started. Cluster tests and e2e
 # scenarios are ignored by a plain `cargo test`; `--include-ignored` runs them
 # here, and a missing test bed then fails them (tests/testbed/src/lib.rs).
 set -euo pipefail
@@ -38,3 +38,6 @@ cargo test --workspace --test '*cluster*' -- --include-ignored
 "$here/install.sh"
 cargo build -p kubectl-crr  # the plugin scenarios run it
 cargo test -p crr-e2e --test e2e -- --include-ignored
+# The fault suite last: it restarts the apiserver and containerd and SIGKILLs crr's processes
+# (tests/e2e/tests/chaos.rs; `make chaos` runs it alone).
+cargo test -p crr-e2e --test chaos -- --include-ignored
