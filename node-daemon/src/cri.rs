@@ -49,14 +49,46 @@ pub enum CriError {
 
 impl From<tonic::Status> for CriError {
     fn from(status: tonic::Status) -> Self {
+        if is_transient(&status) {
+            return Self::Unavailable(format!("{:?}: {}", status.code(), status.message()));
+        }
         match status.code() {
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => {
-                Self::Unavailable(status.message().to_owned())
-            }
             tonic::Code::NotFound => Self::NotFound(status.message().to_owned()),
             _ => Self::Other(format!("{:?}: {}", status.code(), status.message())),
         }
     }
+}
+
+impl CriError {
+    /// Whether the call may succeed if made again: the runtime was unreachable or slow, not
+    /// wrong. A round that meets such an error is retried, never turned into a failure.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::Connect { .. })
+    }
+}
+
+/// A runtime that restarts (containerd, in place) answers the calls under way with
+/// `Unavailable`, `Cancelled` (the connection went with it) or, from tonic's transport, `Unknown:
+/// transport error`; a call past its deadline with `DeadlineExceeded`. All worth another try.
+fn is_transient(status: &tonic::Status) -> bool {
+    match status.code() {
+        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => true,
+        tonic::Code::Unknown => status.message().starts_with("transport error"),
+        _ => false,
+    }
+}
+
+/// Bound of a call that only reads (Version, ListContainers, ContainerStatus).
+const READ_DEADLINE: Duration = Duration::from_secs(10);
+/// What a call that waits on the runtime (ExecSync, StopContainer) gets beyond its own timeout.
+const WAIT_MARGIN: Duration = Duration::from_secs(10);
+
+/// A CRI request with a deadline: every call has one, so a runtime that hangs ends a round
+/// with `DeadlineExceeded` (retried) instead of holding its pod slot.
+fn with_deadline<T>(message: T, deadline: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(deadline);
+    request
 }
 
 /// The socket to use: the given one, or the first known one that exists.
@@ -102,9 +134,12 @@ impl Runtime {
             })?;
         let mut client = RuntimeServiceClient::new(channel);
         let version = client
-            .version(VersionRequest {
-                version: "v1".into(),
-            })
+            .version(with_deadline(
+                VersionRequest {
+                    version: "v1".into(),
+                },
+                READ_DEADLINE,
+            ))
             .await?
             .into_inner();
         Ok(Self {
@@ -128,7 +163,7 @@ impl Runtime {
         let containers = self
             .client
             .clone()
-            .list_containers(request)
+            .list_containers(with_deadline(request, READ_DEADLINE))
             .await?
             .into_inner()
             .containers;
@@ -187,10 +222,13 @@ impl Runtime {
         let status = self
             .client
             .clone()
-            .container_status(ContainerStatusRequest {
-                container_id: strip_scheme(container_id).to_owned(),
-                verbose: false,
-            })
+            .container_status(with_deadline(
+                ContainerStatusRequest {
+                    container_id: strip_scheme(container_id).to_owned(),
+                    verbose: false,
+                },
+                READ_DEADLINE,
+            ))
             .await?
             .into_inner()
             .status;
@@ -223,7 +261,12 @@ impl Runtime {
             cmd: command,
             timeout: i64::try_from(timeout.as_secs().max(1)).unwrap_or(i64::MAX),
         };
-        let response = self.client.clone().exec_sync(request).await?.into_inner();
+        let response = self
+            .client
+            .clone()
+            .exec_sync(with_deadline(request, timeout.saturating_add(WAIT_MARGIN)))
+            .await?
+            .into_inner();
         let mut output = String::from_utf8_lossy(&response.stdout).into_owned();
         output.push_str(&String::from_utf8_lossy(&response.stderr));
         Ok((response.exit_code, output))
@@ -235,7 +278,11 @@ impl Runtime {
             container_id: strip_scheme(container_id).to_owned(),
             timeout: grace_seconds,
         };
-        self.client.clone().stop_container(request).await?;
+        let waits = Duration::from_secs(u64::try_from(grace_seconds).unwrap_or(0));
+        self.client
+            .clone()
+            .stop_container(with_deadline(request, waits.saturating_add(WAIT_MARGIN)))
+            .await?;
         Ok(())
     }
 }
@@ -245,4 +292,32 @@ pub fn strip_scheme(container_id: &str) -> &str {
     container_id
         .split_once("://")
         .map_or(container_id, |(_, id)| id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restarting_runtime_is_transient_a_wrong_request_is_not() {
+        for status in [
+            tonic::Status::unavailable("connection refused"),
+            tonic::Status::deadline_exceeded("slow"),
+            tonic::Status::cancelled("connection closed"),
+            tonic::Status::unknown("transport error"),
+        ] {
+            assert!(CriError::from(status.clone()).is_transient(), "{status:?}");
+        }
+        for status in [
+            tonic::Status::unknown("exec failed: no such process"),
+            tonic::Status::invalid_argument("bad id"),
+            tonic::Status::internal("boom"),
+        ] {
+            assert!(!CriError::from(status.clone()).is_transient(), "{status:?}");
+        }
+        assert!(matches!(
+            CriError::from(tonic::Status::not_found("gone")),
+            CriError::NotFound(_)
+        ));
+    }
 }

@@ -60,6 +60,8 @@ pub struct FakeState {
     pub exec: ExecBehaviour,
     /// Container IDs whose StopContainer fails.
     pub failing_stops: Vec<String>,
+    /// How many StopContainer calls to come find the runtime away (restarting): `Unavailable`.
+    pub unavailable_stops: usize,
     /// Play the kubelet: replace a stopped container by a running new attempt.
     pub restart_on_stop: bool,
 }
@@ -258,6 +260,10 @@ impl RuntimeService for FakeRuntime {
             .push((request.container_id.clone(), request.timeout));
         if state.failing_stops.contains(&request.container_id) {
             return Err(Status::internal("cannot stop"));
+        }
+        if state.unavailable_stops > 0 {
+            state.unavailable_stops -= 1;
+            return Err(Status::unavailable("connection refused: the runtime restarts"));
         }
         let restart = state.restart_on_stop;
         let container = state

@@ -389,6 +389,16 @@ impl<R: Requests> Round<'_, R> {
         let stop_started = Instant::now();
         let killed = self.runtime.stop(container_id, grace).await;
         let stop_took = stop_started.elapsed();
+        let killed = match killed {
+            // The runtime is away (restarting, say): not a failure of this container. The
+            // round is retried; the kill marker stays, and the next round kills again if the
+            // container still runs (its preStop hook may run again).
+            Err(error) if error.is_transient() => {
+                tracing::warn!(container = %container.name, %error, "runtime unavailable for the kill; retrying");
+                return Err(RoundError::Runtime(error));
+            }
+            other => other,
+        };
         states[index] = match &killed {
             // A container already removed is as good as stopped: the kubelet makes a new one.
             Ok(()) | Err(CriError::NotFound(_)) => State {
@@ -963,6 +973,57 @@ mod tests {
                 .unwrap()
                 .contains("app")
         );
+    }
+
+    #[tokio::test]
+    async fn a_runtime_away_during_the_kill_is_retried_not_a_failure() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().unavailable_stops = 2;
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app"], Default::default()));
+        let metrics = Metrics::register(&mut Default::default());
+        let round = Round {
+            requests: &memory,
+            runtime: &runtime,
+            metrics: &metrics,
+            max_grace_seconds: 300,
+            preemption: Preemption::never(),
+        };
+        let mut transient = 0;
+        for _ in 0..12 {
+            let crr = memory.get();
+            if must_leave_alone(&crr) {
+                break;
+            }
+            match round.run(crr).await {
+                Ok(_) => {}
+                Err(RoundError::Runtime(error)) if error.is_transient() => transient += 1,
+                Err(error) => panic!("a round failed: {error}"),
+            }
+            assert!(
+                memory
+                    .get()
+                    .status
+                    .unwrap_or_default()
+                    .container_recreate_states
+                    .iter()
+                    .all(|state| state.phase != Phase::Failed),
+                "a runtime restart never fails a container"
+            );
+            operator_snapshot(&memory, &fake, &[]);
+        }
+        assert_eq!(transient, 2, "both failed kills were retried");
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+        assert_eq!(
+            fake.lock()
+                .stops
+                .iter()
+                .filter(|(id, _)| id == "app-1")
+                .count(),
+            3,
+            "two refused calls, then the one kill"
+        );
+        assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
     }
 
     #[tokio::test]

@@ -38,10 +38,6 @@ const COMPLETION: Duration = Duration::from_secs(90);
 /// What each scenario's slow preStop writes to its container's log as it starts.
 const HOOK_STARTED: &str = "chaos: preStop started";
 
-/// The CRI fix the containerd scenario waits for (node-daemon/, another change).
-const CRI_RETRY_FIX: &str = "waiting for the CRI retry fix (node daemon: CRI Unavailable and \
-                             DeadlineExceeded retryable, a deadline on every CRI call)";
-
 fn scenarios() -> Vec<(Scenario, Expect)> {
     vec![
         (
@@ -77,7 +73,7 @@ fn scenarios() -> Vec<(Scenario, Expect)> {
                 name: "containerd-restart",
                 run: |ctx| Box::pin(containerd_restart(ctx)),
             },
-            Expect::KnownFailure(CRI_RETRY_FIX),
+            Expect::Pass,
         ),
     ]
 }
