@@ -263,7 +263,9 @@ impl RuntimeService for FakeRuntime {
         }
         if state.unavailable_stops > 0 {
             state.unavailable_stops -= 1;
-            return Err(Status::unavailable("connection refused: the runtime restarts"));
+            return Err(Status::unavailable(
+                "connection refused: the runtime restarts",
+            ));
         }
         let restart = state.restart_on_stop;
         let container = state
