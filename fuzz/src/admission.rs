@@ -483,36 +483,6 @@ pub fn run_raw(data: &[u8]) {
     }
 }
 
-/// A known finding, tolerated so the fuzzer looks for others until it is fixed (then delete this
-/// and its call): the mutating hook copies the pod's `terminationGracePeriodSeconds` into a
-/// request that has none without checking it, so a pod's value below 0 or above the schema's 7
-/// days is admitted by the mutating hook and then refused by the validating hook (below 0) or by
-/// the CRD schema (above 7 days). Kept as tests in `webhook/tests/fuzz_regressions.rs`.
-fn copies_an_out_of_schema_grace_period(input: &Input) -> bool {
-    let requested = input
-        .request
-        .spec
-        .strategy
-        .as_ref()
-        .and_then(|strategy| strategy.termination_grace_period_seconds);
-    let from_pod = match &input.pod {
-        PodLookup::Found(pod) if !pod.without_spec => pod.termination_grace_period_seconds,
-        _ => None,
-    };
-    requested.is_none()
-        && from_pod
-            .is_some_and(|seconds| !(0..=MAX_TERMINATION_GRACE_PERIOD_SECONDS).contains(&seconds))
-}
-
-/// A known finding, tolerated like the one above: the mutating hook computes its patch against
-/// the object re-encoded from the model, not the object as sent. A v1alpha1 status that holds
-/// nothing is already gone from the re-encoding when the legacy annotations carry the status (an
-/// empty `status: {}`, as Go clients send it, beside `unready-acquired`), so the patch removes the
-/// annotations but not that status, and the validating hook refuses the stored object.
-fn leaves_an_empty_v1alpha1_status(admitted: &Value) -> bool {
-    admitted["apiVersion"] == "apps.kruise.io/v1alpha1" && admitted.get("status").is_some()
-}
-
 /// The structured review through both hooks, with the oracles of the module comment. Returns the
 /// mutating hook's verdict (to see which rules a corpus reaches).
 pub fn run_structured(input: &Input) -> Verdict {
@@ -548,9 +518,6 @@ pub fn run_structured(input: &Input) -> Verdict {
     let mut admitted = object.clone();
     if let Some(patch) = &mutated.patch {
         json_patch::patch(&mut admitted, patch).expect("the patch applies to the object as sent");
-    }
-    if copies_an_out_of_schema_grace_period(input) || leaves_an_empty_v1alpha1_status(&admitted) {
-        return mutated.verdict;
     }
     // The API server checks the schema after the mutating hook: what the hook injects itself
     // (terminationGracePeriodSeconds, from the pod) must pass it.

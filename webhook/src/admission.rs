@@ -172,8 +172,11 @@ pub fn admit_create(
     }
     let strategy = crr.spec.strategy.get_or_insert_with(Default::default);
     if strategy.termination_grace_period_seconds.is_none() {
-        strategy.termination_grace_period_seconds =
-            pod_spec.and_then(|spec| spec.termination_grace_period_seconds);
+        // The pod's own value, within what the schema takes: a pod has no upper limit, and the
+        // API server would refuse a request whose user never set a grace period (fuzz finding).
+        strategy.termination_grace_period_seconds = pod_spec
+            .and_then(|spec| spec.termination_grace_period_seconds)
+            .map(|seconds| seconds.clamp(0, crr_crds::limits::MAX_TERMINATION_GRACE_PERIOD_SECONDS));
     }
 
     let mut names = ContainerNames::default();

@@ -152,7 +152,11 @@ async fn decide_crr(
     match request.operation {
         Operation::Create => {
             let mut crr = decode(request.object.as_ref(), "object")?;
-            let original = conversion::encode_from_hub(crr.clone(), version);
+            // The patch applies to the object as sent, so it is computed against that, not
+            // against its re-encoding: what the model drops (an empty v1alpha1 `status: {}`
+            // beside the legacy annotations, say) is removed by the patch too (fuzz finding).
+            let original = serde_json::to_value(request.object.as_ref())
+                .map_err(|error| bad_request(error.to_string()))?;
             let namespace = request
                 .namespace
                 .clone()

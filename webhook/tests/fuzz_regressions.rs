@@ -2,9 +2,9 @@
 //! Each fixture in `tests/fuzz/` holds the pod and node the review is answered against and the
 //! CREATE AdmissionReview body; its `note` says what the fuzzer saw.
 //!
-//! The ignored tests are findings not fixed yet: remove the `ignore` with the fix, and the
-//! tolerances for them in `fuzz/src/admission.rs` (`copies_an_out_of_schema_grace_period`,
-//! `leaves_an_empty_v1alpha1_status`).
+//! Each was a finding of `admission_create`, fixed in `webhook/src/admission.rs` (the pod's
+//! grace period is clamped to the schema) and `webhook/src/review.rs` (the patch is computed
+//! against the object as sent).
 
 use std::sync::Arc;
 
@@ -76,7 +76,6 @@ async fn validate(cluster: &Cluster, body: &Value, object: Value) -> Verdict {
 /// Both hooks re-run the same creation rules, so what the mutating hook admits the validating
 /// hook admits too.
 #[tokio::test]
-#[ignore = "fuzz finding (issue 16), not fixed yet: the mutating hook copies a negative pod terminationGracePeriodSeconds"]
 async fn validating_hook_admits_what_mutating_hook_admitted_for_a_pod_with_negative_grace_period() {
     let (cluster, body) = fixture("pod-grace-period-negative.json");
     let (verdict, admitted) = mutate(&cluster, &body).await;
@@ -93,7 +92,6 @@ async fn validating_hook_admits_what_mutating_hook_admitted_for_a_pod_with_negat
 /// The API server checks the CRD schema after the mutating hook: a value the hook injects on its
 /// own must be within the schema, or a request the user wrote correctly is refused.
 #[tokio::test]
-#[ignore = "fuzz finding (issue 16), not fixed yet: the mutating hook copies a pod terminationGracePeriodSeconds above the schema maximum"]
 async fn injected_grace_period_stays_within_the_schema_for_a_pod_with_a_long_grace_period() {
     let (cluster, body) = fixture("pod-grace-period-above-schema-maximum.json");
     let (verdict, admitted) = mutate(&cluster, &body).await;
@@ -109,7 +107,6 @@ async fn injected_grace_period_stays_within_the_schema_for_a_pod_with_a_long_gra
 /// A new request's status, in either form, is removed with a warning by the mutating hook, so
 /// the validating hook never sees one.
 #[tokio::test]
-#[ignore = "fuzz finding (issue 16), not fixed yet: the patch is computed against the re-encoded object, so an empty v1alpha1 status survives"]
 async fn validating_hook_admits_a_v1alpha1_request_sent_with_empty_status_and_legacy_annotation() {
     let (cluster, body) = fixture("v1alpha1-empty-status-with-legacy-annotation.json");
     let (verdict, admitted) = mutate(&cluster, &body).await;
