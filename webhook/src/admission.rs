@@ -176,7 +176,9 @@ pub fn admit_create(
         // API server would refuse a request whose user never set a grace period (fuzz finding).
         strategy.termination_grace_period_seconds = pod_spec
             .and_then(|spec| spec.termination_grace_period_seconds)
-            .map(|seconds| seconds.clamp(0, crr_crds::limits::MAX_TERMINATION_GRACE_PERIOD_SECONDS));
+            .map(|seconds| {
+                seconds.clamp(0, crr_crds::limits::MAX_TERMINATION_GRACE_PERIOD_SECONDS)
+            });
     }
 
     let mut names = ContainerNames::default();
