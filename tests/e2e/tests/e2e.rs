@@ -20,7 +20,6 @@ use crr_e2e::{
 use crr_testbed::SuiteArgs;
 use futures::stream::BoxStream;
 use futures::{AsyncBufReadExt as _, StreamExt as _};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt as _;
@@ -874,24 +873,25 @@ async fn leader_deleted(ctx: Ctx) -> anyhow::Result<()> {
                             "strategy": {"unreadyGracePeriodSeconds": 4}}}),
         )
         .await?;
-    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
-    let leader = leases
-        .get("crr-operator")
-        .await?
-        .spec
-        .and_then(|spec| spec.holder_identity)
-        .ok_or_else(|| anyhow!("no operator leader"))?;
-    let system_pods: Api<Pod> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
-    system_pods
-        .delete(&leader, &DeleteParams::default())
-        .await
-        .with_context(|| format!("deleting leader {leader}"))?;
+    delete_operator_leader(&ctx).await?;
     succeeded(
         &ctx.wait_completed(&name, Duration::from_secs(120)).await?,
         1,
     )?;
     ctx.wait_pod("led", "Ready again", Duration::from_secs(60), pod_ready)
         .await?;
+    Ok(())
+}
+
+/// Deletes the operator's leader pod (the Lease holder); its Deployment makes a new one.
+async fn delete_operator_leader(ctx: &Ctx) -> anyhow::Result<()> {
+    let leader = crr_e2e::faults::operator_leader(&ctx.client)
+        .await?
+        .name_any();
+    Api::<Pod>::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE)
+        .delete(&leader, &DeleteParams::default())
+        .await
+        .with_context(|| format!("deleting leader {leader}"))?;
     Ok(())
 }
 
@@ -1012,17 +1012,7 @@ async fn gate_without_label(ctx: Ctx) -> anyhow::Result<()> {
         || "the pod was labelled although the webhook was away".to_owned(),
     )?;
     // A new leader sweeps at once.
-    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
-    let leader = leases
-        .get("crr-operator")
-        .await?
-        .spec
-        .and_then(|spec| spec.holder_identity)
-        .ok_or_else(|| anyhow!("no operator leader"))?;
-    Api::<Pod>::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE)
-        .delete(&leader, &DeleteParams::default())
-        .await
-        .with_context(|| format!("deleting leader {leader}"))?;
+    delete_operator_leader(&ctx).await?;
     ctx.wait_pod("before-crr", "Ready", Duration::from_secs(90), pod_ready)
         .await?;
     Ok(())
@@ -1053,36 +1043,8 @@ async fn webhook_down(ctx: Ctx) -> anyhow::Result<()> {
         .await
         .context("waiting for the readiness hold")?;
 
-    let deployment = ["-n", crr_e2e::SYSTEM_NAMESPACE, "deployment/crr-webhook"];
-    let replicas = kubectl_ok(&[
-        "get",
-        deployment[0],
-        deployment[1],
-        deployment[2],
-        "-o",
-        "jsonpath={.spec.replicas}",
-    ])
-    .await?;
-    kubectl_ok(&[
-        "scale",
-        deployment[0],
-        deployment[1],
-        deployment[2],
-        "--replicas=0",
-    ])
-    .await?;
+    let replicas = scale_webhook_to_zero().await?;
     let scenario = async {
-        kubectl_ok(&[
-            "wait",
-            "-n",
-            crr_e2e::SYSTEM_NAMESPACE,
-            "--for=delete",
-            "pod",
-            "-l",
-            "app.kubernetes.io/name=crr-webhook",
-            "--timeout=90s",
-        ])
-        .await?;
         let refused = ctx
             .create_crr(
                 Version::V1beta1,
@@ -1109,24 +1071,7 @@ async fn webhook_down(ctx: Ctx) -> anyhow::Result<()> {
     }
     .await;
     // Whatever happened, bring the webhook back for the scenarios after this one.
-    let replicas = format!("--replicas={}", replicas.trim());
-    kubectl_ok(&[
-        "scale",
-        deployment[0],
-        deployment[1],
-        deployment[2],
-        &replicas,
-    ])
-    .await?;
-    kubectl_ok(&[
-        "rollout",
-        "status",
-        deployment[0],
-        deployment[1],
-        deployment[2],
-        "--timeout=120s",
-    ])
-    .await?;
+    restore_webhook(&replicas).await?;
     scenario?;
     let name = ctx
         .create_crr(
