@@ -196,8 +196,10 @@ pub fn container_states(
             }
             let replaced =
                 current.id != context.container_id || current.restart_count > context.restart_count;
+            // A container found Recreating is marked killed (spec section 4): exited, the
+            // kubelet restarts it, and forceRecreate must not kill its successor again.
             if !current.running {
-                return state(Phase::Recreating, None, is_killed);
+                return state(Phase::Recreating, None, true);
             }
             if strategy.force_recreate && !is_killed {
                 return state(Phase::Pending, None, false);
@@ -215,12 +217,10 @@ pub fn container_states(
                 let started_long_enough = current
                     .started_at
                     .is_some_and(|started| now.duration_since(started) >= min_started);
-                let phase = if ready && started_long_enough {
-                    Phase::Succeeded
-                } else {
-                    Phase::Recreating
-                };
-                return state(phase, None, is_killed);
+                if ready && started_long_enough {
+                    return state(Phase::Succeeded, None, is_killed);
+                }
+                return state(Phase::Recreating, None, true);
             }
             state(Phase::Pending, None, is_killed)
         })
@@ -559,6 +559,64 @@ mod tests {
         );
         assert!(!states[0].is_killed);
         assert_eq!(next_step(&request, &states), Next::Kill(0));
+    }
+
+    #[test]
+    fn a_container_found_exiting_is_marked_killed_and_force_recreate_never_kills_it_again() {
+        let mut request = crr(
+            &["app"],
+            ContainerRecreateRequestStrategy {
+                force_recreate: true,
+                ..Default::default()
+            },
+        );
+        let mut exiting = running("containerd://app-1", 0, 100);
+        exiting.running = false;
+        let states = container_states(&request, &|_| Some(exiting.clone()), now());
+        assert_eq!(states[0].phase, Phase::Recreating);
+        assert!(
+            states[0].is_killed,
+            "a container found Recreating is marked killed"
+        );
+        request.status.as_mut().unwrap().container_recreate_states = states;
+        // The kubelet restarted it: replaced, already killed, so no second kill.
+        let states = container_states(
+            &request,
+            &|_| Some(running("containerd://app-2", 1, 1)),
+            now(),
+        );
+        assert_eq!(states[0].phase, Phase::Recreating);
+        assert!(states[0].is_killed);
+        assert_eq!(next_step(&request, &states), Next::Wait);
+    }
+
+    #[test]
+    fn a_container_never_killed_is_not_marked_killed() {
+        // Running, never touched: Pending, not marked.
+        let request = crr(&["app"], Default::default());
+        let states = container_states(
+            &request,
+            &|_| Some(running("containerd://app-1", 0, 100)),
+            now(),
+        );
+        assert_eq!(states[0].phase, Phase::Pending);
+        assert!(!states[0].is_killed);
+        // Restarted on its own under forceRecreate: still to be killed once, not marked.
+        let forced = crr(
+            &["app"],
+            ContainerRecreateRequestStrategy {
+                force_recreate: true,
+                ..Default::default()
+            },
+        );
+        let states = container_states(
+            &forced,
+            &|_| Some(running("containerd://app-2", 1, 100)),
+            now(),
+        );
+        assert_eq!(states[0].phase, Phase::Pending);
+        assert!(!states[0].is_killed);
+        assert_eq!(next_step(&forced, &states), Next::Kill(0));
     }
 
     #[test]

@@ -1090,6 +1090,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn force_recreate_never_kills_again_a_container_found_exiting_once_it_restarted() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().containers[0].running = false;
+        let runtime = fake.serve().await;
+        let strategy = ContainerRecreateRequestStrategy {
+            force_recreate: true,
+            ..Default::default()
+        };
+        let memory = Memory::new(request(&["app"], strategy));
+        drive(&memory, &fake, &runtime, 1, &[]).await;
+        assert_eq!(memory.states(), [("app".into(), Phase::Recreating, true)]);
+        // The kubelet restarts the exited container.
+        fake.lock()
+            .containers
+            .push(crate::fake_runtime::FakeContainer {
+                id: "app-2".into(),
+                name: "app".into(),
+                namespace_label: None,
+                attempt: 1,
+                running: true,
+                started_at: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60),
+            });
+        operator_snapshot(&memory, &fake, &[]);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert!(fake.lock().stops.is_empty(), "{:?}", fake.lock().stops);
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+        assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
+    }
+
+    #[tokio::test]
     async fn min_started_seconds_holds_success_until_the_new_container_ran_that_long() {
         let fake = FakeRuntime::with_containers(&["app"]);
         let runtime = fake.serve().await;
