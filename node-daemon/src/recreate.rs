@@ -171,6 +171,23 @@ pub fn container_states(
                 message,
                 is_killed,
             };
+            // Without the container admission recorded (a request created while the webhook
+            // was away), nothing tells the old container from its replacement: fail, as
+            // upstream does, never count it as already replaced.
+            let Some(context) = container
+                .status_context
+                .clone()
+                .filter(|context| !context.container_id.is_empty())
+            else {
+                return state(
+                    Phase::Failed,
+                    Some(format!(
+                        "no statusContext or empty containerID in {} container",
+                        container.name
+                    )),
+                    is_killed,
+                );
+            };
             let Some(current) = runtime(&container.name) else {
                 return state(
                     Phase::Pending,
@@ -182,7 +199,6 @@ pub fn container_states(
                 // Never run a hook in or stop a container the request does not own.
                 return state(Phase::Failed, Some(mismatch), is_killed);
             }
-            let context = container.status_context.clone().unwrap_or_default();
             // A kill that was under way when the daemon stopped: it happened if the container
             // it named is gone or stopped.
             if let Some(previous) = previous
@@ -617,6 +633,38 @@ mod tests {
         assert_eq!(states[0].phase, Phase::Pending);
         assert!(!states[0].is_killed);
         assert_eq!(next_step(&forced, &states), Next::Kill(0));
+    }
+
+    #[test]
+    fn a_container_without_status_context_fails_and_never_counts_as_replaced() {
+        for context in [
+            None,
+            Some(
+                crr_crds::v1beta1::ContainerRecreateRequestContainerContext {
+                    container_id: String::new(),
+                    restart_count: 0,
+                },
+            ),
+        ] {
+            let mut request = crr(&["app"], Default::default());
+            request.spec.containers[0].status_context = context.clone();
+            let found = running("containerd://app-1", 0, 100);
+            snapshot(&mut request, "app", "containerd://app-1", true);
+            let states = container_states(&request, &|_| Some(found.clone()), now());
+            assert_eq!(states[0].phase, Phase::Failed, "{context:?}");
+            assert_eq!(
+                states[0].message.as_deref(),
+                Some("no statusContext or empty containerID in app container")
+            );
+            assert!(!states[0].is_killed);
+            assert!(matches!(
+                next_step(&request, &states),
+                Next::Complete {
+                    succeeded: false,
+                    ..
+                }
+            ));
+        }
     }
 
     #[test]

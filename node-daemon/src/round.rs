@@ -1120,6 +1120,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_container_without_status_context_fails_the_request_without_a_kill() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let mut crr = request(&["app"], Default::default());
+        // Created while the webhook was away: nothing recorded which container to replace.
+        crr.spec.containers[0].status_context = None;
+        let memory = Memory::new(crr);
+        operator_snapshot(&memory, &fake, &[]);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert!(fake.lock().stops.is_empty(), "{:?}", fake.lock().stops);
+        assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+        assert_eq!(memory.states(), [("app".into(), Phase::Failed, false)]);
+        let message = memory.get().status.unwrap().message.unwrap_or_default();
+        assert!(
+            message.contains("no statusContext or empty containerID in app container"),
+            "{message}"
+        );
+    }
+
+    #[tokio::test]
     async fn min_started_seconds_holds_success_until_the_new_container_ran_that_long() {
         let fake = FakeRuntime::with_containers(&["app"]);
         let runtime = fake.serve().await;
