@@ -20,7 +20,7 @@ use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_runtime::events::EventPublisher;
 use futures::{Stream, TryStreamExt as _};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{Api, Patch};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
@@ -218,5 +218,15 @@ impl Requests for ApiRequests {
         self.events
             .publish(&crr.object_ref(&()), type_, reason, note)
             .await;
+    }
+
+    async fn pod_event(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+    ) {
+        self.events.publish(regarding, type_, reason, note).await;
     }
 }

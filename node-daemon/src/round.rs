@@ -19,7 +19,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 
 use crr_crds::keys::LABEL_POD_UID;
 use crr_crds::status::{
@@ -28,8 +28,8 @@ use crr_crds::status::{
 use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState as State, Phase,
 };
-use kube::ResourceExt as _;
 use kube::runtime::events::EventType;
+use kube::{Resource as _, ResourceExt as _};
 
 use crate::cri::{CriError, Runtime};
 use crate::kill_marker::KillMarker;
@@ -96,6 +96,16 @@ pub trait Requests: Send + Sync {
     fn event(
         &self,
         crr: &ContainerRecreateRequest,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// Records an Event about the pod (`regarding`: the live pod's reference), where the
+    /// kubelet and upstream put `Killing` and `FailedPreStopHook` (best effort).
+    fn pod_event(
+        &self,
+        regarding: &ObjectReference,
         type_: EventType,
         reason: &str,
         note: &str,
@@ -307,6 +317,8 @@ impl<R: Requests> Round<'_, R> {
             tracing::info!("the pod is gone; the operator completes the request");
             return Ok(Outcome::After(LEFT_TO_THE_OPERATOR));
         };
+        // Killing and FailedPreStopHook also go on the pod, where the kubelet puts them.
+        let pod_reference = pod.object_ref(&());
         let pod = LivePod::of(&pod);
         if pod.uid.is_none()
             || pod.uid.as_deref() != crr.labels().get(LABEL_POD_UID).map(String::as_str)
@@ -372,6 +384,18 @@ impl<R: Requests> Round<'_, R> {
                 tracing::warn!(container = %container.name, %error, "preStop failed; killing anyway");
                 self.requests
                     .event(&crr, EventType::Warning, "FailedPreStopHook", &note)
+                    .await;
+                self.requests
+                    .pod_event(
+                        &pod_reference,
+                        EventType::Warning,
+                        "FailedPreStopHook",
+                        &format!(
+                            "preStop hook of container {} failed (ContainerRecreateRequest {}): {error}",
+                            container.name,
+                            crr.name_any()
+                        ),
+                    )
                     .await;
             }
         }
@@ -448,6 +472,20 @@ impl<R: Requests> Round<'_, R> {
                 ),
             )
             .await;
+        if ok {
+            self.requests
+                .pod_event(
+                    &pod_reference,
+                    EventType::Normal,
+                    "Killing",
+                    &format!(
+                        "Stopping container {} for ContainerRecreateRequest {} (grace period {grace}s)",
+                        container.name,
+                        crr.name_any()
+                    ),
+                )
+                .await;
+        }
         self.requests
             .write_status(&patch_of(&crr)?.container_recreate_states(states.to_vec()))
             .await?;
@@ -527,6 +565,8 @@ mod tests {
     struct Memory {
         crr: Mutex<Option<ContainerRecreateRequest>>,
         events: Mutex<Vec<(String, String)>>,
+        /// Events on the pod: its reference, type, reason and note.
+        pod_events: Mutex<Vec<(ObjectReference, EventType, String, String)>>,
         /// The live pod (`None`: deleted).
         pod: Mutex<Option<Pod>>,
         /// The operator completes the request when the daemon re-reads it (before a kill).
@@ -682,6 +722,21 @@ mod tests {
                 .lock()
                 .unwrap()
                 .push((reason.to_owned(), note.to_owned()));
+        }
+
+        async fn pod_event(
+            &self,
+            regarding: &ObjectReference,
+            type_: EventType,
+            reason: &str,
+            note: &str,
+        ) {
+            self.pod_events.lock().unwrap().push((
+                regarding.clone(),
+                type_,
+                reason.to_owned(),
+                note.to_owned(),
+            ));
         }
     }
 
@@ -1137,6 +1192,46 @@ mod tests {
             message.contains("no statusContext or empty containerID in app container"),
             "{message}"
         );
+    }
+
+    #[tokio::test]
+    async fn killing_and_failed_pre_stop_hook_go_on_the_pod_with_a_summary_on_the_request() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().exec.exit_code = 3;
+        let runtime = fake.serve().await;
+        let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["false"]), vec![]);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+        let pod_events = memory.pod_events.lock().unwrap().clone();
+        let summary: Vec<_> = pod_events
+            .iter()
+            .map(|(_, type_, reason, _)| (*type_, reason.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (EventType::Warning, "FailedPreStopHook"),
+                (EventType::Normal, "Killing")
+            ]
+        );
+        for (regarding, _, reason, note) in &pod_events {
+            assert_eq!(regarding.kind.as_deref(), Some("Pod"), "{reason}");
+            assert_eq!(regarding.api_version.as_deref(), Some("v1"), "{reason}");
+            assert_eq!(regarding.namespace.as_deref(), Some("ns"), "{reason}");
+            assert_eq!(regarding.name.as_deref(), Some("p"), "{reason}");
+            assert_eq!(regarding.uid.as_deref(), Some(POD_UID), "{reason}");
+            assert!(note.contains("app"), "{reason}: {note}");
+            assert!(
+                note.contains("ContainerRecreateRequest r"),
+                "{reason}: {note}"
+            );
+        }
+        let on_request = memory.events();
+        assert!(
+            on_request.contains(&"FailedPreStopHook".to_owned()),
+            "{on_request:?}"
+        );
+        assert!(on_request.contains(&"Killing".to_owned()), "{on_request:?}");
     }
 
     #[tokio::test]
