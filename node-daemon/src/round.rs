@@ -41,6 +41,11 @@ use crate::recreate::{self, IN_FLIGHT_POLL, Next};
 /// operator completes such a request) or whose deadline passed (the operator completes it).
 pub const LEFT_TO_THE_OPERATOR: Duration = Duration::from_secs(5);
 
+/// How long a round waits for an API server that is away (restarting) after a preStop hook ran.
+const API_AWAY_BOUND: Duration = Duration::from_secs(30);
+/// Between two reads while it is away.
+const API_RETRY: Duration = Duration::from_millis(500);
+
 /// A write the API server refused or could not take.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -401,8 +406,10 @@ impl<R: Requests> Round<'_, R> {
         }
 
         let pre_stop_took = started.elapsed();
-        // The operator may have completed the request while the hook ran: then no kill.
-        let crr = match self.requests.fresh(&crr).await? {
+        // The operator may have completed the request while the hook ran: then no kill. The
+        // hook has run: an API server away for a moment (restarting) must not send the round
+        // back to the start, where the hook would run a second time. Read again for a while.
+        let crr = match self.fresh_after_the_hook(&crr).await? {
             Some(fresh) if !must_leave_alone(&fresh) => fresh,
             _ => {
                 tracing::info!(container = %container.name, "request finished before the kill; container left running");
@@ -490,6 +497,23 @@ impl<R: Requests> Round<'_, R> {
             .write_status(&patch_of(&crr)?.container_recreate_states(states.to_vec()))
             .await?;
         Ok(Outcome::After(IN_FLIGHT_POLL))
+    }
+
+    /// The request as it is now, read again on API errors for up to [`API_AWAY_BOUND`].
+    async fn fresh_after_the_hook(
+        &self,
+        crr: &ContainerRecreateRequest,
+    ) -> Result<Option<ContainerRecreateRequest>, WriteError> {
+        let started = Instant::now();
+        loop {
+            match self.requests.fresh(crr).await {
+                Err(WriteError::Api(error)) if started.elapsed() < API_AWAY_BOUND => {
+                    tracing::warn!(%error, "reading the request after its preStop hook; trying again");
+                    tokio::time::sleep(API_RETRY).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     async fn complete(
