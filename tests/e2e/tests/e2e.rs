@@ -18,12 +18,12 @@ use crr_e2e::{
     kubectl_with_stdin, pod_ready, timestamp, uid, wait,
 };
 use crr_testbed::SuiteArgs;
+use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use futures::{AsyncBufReadExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::{Value, json};
 
@@ -791,15 +791,9 @@ async fn daemon_deleted(ctx: Ctx) -> anyhow::Result<()> {
     let name = ctx
         .create_crr(Version::V1beta1, json!({"metadata": {"name": "survivor"}, "spec": {"podName": "survivor", "containers": [{"name": "app"}]}}))
         .await?;
-    log_line(
-        &ctx,
-        "survivor",
-        "app",
-        PRE_STOP_STARTED,
-        Duration::from_secs(60),
-    )
-    .await
-    .context("the daemon never started the preStop hook")?;
+    ctx.log_line("survivor", "app", PRE_STOP_STARTED, Duration::from_secs(60))
+        .await
+        .context("the daemon never started the preStop hook")?;
     let output = kubectl(&[
         "-n",
         crr_e2e::SYSTEM_NAMESPACE,
@@ -824,41 +818,6 @@ async fn daemon_deleted(ctx: Ctx) -> anyhow::Result<()> {
         .await?;
     let (_, restarts) = id_and_restarts(&pod, "app")?;
     check(restarts == 1, || format!("app restarted {restarts} times"))
-}
-
-/// Follows the log of a container (from its start) until a line contains `text`.
-async fn log_line(
-    ctx: &Ctx,
-    pod: &str,
-    container: &str,
-    text: &str,
-    within: Duration,
-) -> anyhow::Result<()> {
-    let params = LogParams {
-        container: Some(container.to_owned()),
-        follow: true,
-        ..Default::default()
-    };
-    let following = async {
-        let mut lines = ctx.pods().log_stream(pod, &params).await?.lines();
-        while let Some(line) = lines.next().await {
-            if line?.contains(text) {
-                return Ok(true);
-            }
-        }
-        Ok::<_, anyhow::Error>(false)
-    };
-    match tokio::time::timeout(within, following).await {
-        Ok(Ok(true)) => Ok(()),
-        Ok(Ok(false)) => Err(anyhow!(
-            "the log of {pod}/{container} ended without {text:?}"
-        )),
-        Ok(Err(error)) => Err(error.context(format!("following the log of {pod}/{container}"))),
-        Err(_) => Err(anyhow!(
-            "no {text:?} in the log of {pod}/{container} within {}s",
-            within.as_secs()
-        )),
-    }
 }
 
 // The operator's leader deleted mid-flight: the other replica takes over, the request completes
