@@ -9,4 +9,5 @@
 pub mod admission;
 pub mod conversion;
 pub mod objects;
+pub mod pre_stop_response;
 pub mod readiness;

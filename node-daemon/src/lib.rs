@@ -3,7 +3,7 @@
 //! Decisions, as functions of values: `schedule` (which request of a pod goes next), `recreate`
 //! (each container's state, the next step, grace arithmetic), `kill_marker` (the status text
 //! that announces a kill), `live_pod` (what a recreate takes from the live pod). Time: `timers` (one delayed wake-up per key) under `queue` (the work
-//! queue of pods). I/O: `cri` talks to the runtime, `pre_stop` runs hooks, `api_server` watches
+//! queue of pods). I/O: `cri` talks to the runtime, `pre_stop` runs hooks (`http_hook`: httpGet through hyper), `api_server` watches
 //! and writes requests. `round` carries out one request's next step; `worker` wires the watch,
 //! the queue and rounds together; `run` wires the process with the shared runtime
 //! (`crr-runtime`), and `main.rs` only parses flags (`args`).
@@ -15,6 +15,7 @@ pub mod args;
 pub mod cri;
 #[cfg(test)]
 mod fake_runtime;
+pub mod http_hook;
 pub mod kill_marker;
 pub mod live_pod;
 pub mod metrics;

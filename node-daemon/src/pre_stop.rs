@@ -10,12 +10,10 @@
 
 use std::time::Duration;
 
+use crate::cri::Runtime;
 use crr_crds::v1beta1::ProbeHandler;
 use k8s_openapi::api::core::v1::ContainerPort;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-use crate::cri::Runtime;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum HookError {
@@ -25,6 +23,8 @@ pub enum HookError {
     Timeout(u64),
     #[error("named port {0} not found in the container's ports")]
     UnknownPort(String),
+    #[error("invalid httpGet handler: {0}")]
+    InvalidHttpRequest(String),
     #[error("http GET {url}: {message}")]
     Http { url: String, message: String },
     #[error("tcp connect to {address}: {message}")]
@@ -92,20 +92,23 @@ pub async fn run(
     if let Some(http) = &handler.http_get {
         let port = resolve_port(&http.port, ports)?;
         let host = host(&http.host)?;
-        let path = http
-            .path
-            .clone()
-            .filter(|path| !path.is_empty())
-            .unwrap_or_else(|| "/".into());
         let headers: Vec<(String, String)> = http
             .http_headers
             .iter()
             .flatten()
             .map(|header| (header.name.clone(), header.value.clone()))
             .collect();
-        return tokio::time::timeout(budget, http_get(&host, port, &path, &headers))
+        let request = crate::http_hook::HookRequest::new(
+            http.scheme.as_deref(),
+            &host,
+            port,
+            http.path.as_deref(),
+            &headers,
+        )?;
+        return tokio::time::timeout(budget, crate::http_hook::get(&request))
             .await
-            .map_err(|_| timed_out())?;
+            .map_err(|_| timed_out())?
+            .map(drop);
     }
     if let Some(tcp) = &handler.tcp_socket {
         let port = resolve_port(&tcp.port, ports)?;
@@ -126,50 +129,6 @@ pub async fn tcp_connect(host: &str, port: u16) -> Result<(), HookError> {
             address: format!("{host}:{port}"),
             message: error.to_string(),
         })
-}
-
-/// A plain HTTP/1.1 GET; success is a 2xx or 3xx status, as for the kubelet.
-pub async fn http_get(
-    host: &str,
-    port: u16,
-    path: &str,
-    headers: &[(String, String)],
-) -> Result<(), HookError> {
-    let url = format!("http://{host}:{port}{path}");
-    let error = |message: String| HookError::Http {
-        url: url.clone(),
-        message,
-    };
-    let mut stream = tokio::net::TcpStream::connect((host, port))
-        .await
-        .map_err(|e| error(e.to_string()))?;
-    let mut request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: crr-node-daemon\r\nConnection: close\r\n"
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .map_err(|e| error(e.to_string()))?;
-    let mut head = vec![0u8; 64];
-    let read = stream
-        .read(&mut head)
-        .await
-        .map_err(|e| error(e.to_string()))?;
-    let line = String::from_utf8_lossy(&head[..read]);
-    let code: u16 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| error(format!("not an HTTP response: {line:?}")))?;
-    if (200..400).contains(&code) {
-        Ok(())
-    } else {
-        Err(error(format!("status {code}")))
-    }
 }
 
 #[cfg(test)]
@@ -196,48 +155,6 @@ mod tests {
             resolve_port(&IntOrString::String("grpc".into()), &ports),
             Err(HookError::UnknownPort("grpc".into()))
         );
-    }
-
-    async fn one_shot_server(response: &'static str) -> (u16, tokio::task::JoinHandle<String>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let task = tokio::spawn(async move {
-            let (mut stream, _) = listener.accept().await.expect("accept");
-            let mut buffer = vec![0u8; 1024];
-            let read = stream.read(&mut buffer).await.expect("read");
-            stream.write_all(response.as_bytes()).await.expect("write");
-            String::from_utf8_lossy(&buffer[..read]).into_owned()
-        });
-        (port, task)
-    }
-
-    #[tokio::test]
-    async fn http_get_succeeds_on_2xx_and_sends_path_and_headers() {
-        let (port, server) = one_shot_server("HTTP/1.1 204 No Content\r\n\r\n").await;
-        let headers = vec![("X-Drain".to_owned(), "now".to_owned())];
-        http_get("127.0.0.1", port, "/drain", &headers)
-            .await
-            .expect("2xx is success");
-        let request = server.await.expect("server");
-        assert!(request.starts_with("GET /drain HTTP/1.1\r\n"), "{request}");
-        assert!(request.contains("X-Drain: now\r\n"), "{request}");
-    }
-
-    #[tokio::test]
-    async fn http_get_fails_on_5xx_and_on_refused_connections() {
-        let (port, _server) = one_shot_server("HTTP/1.1 503 Service Unavailable\r\n\r\n").await;
-        let error = http_get("127.0.0.1", port, "/", &[])
-            .await
-            .expect_err("5xx fails");
-        assert!(error.to_string().contains("status 503"), "{error}");
-        let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = closed.local_addr().expect("addr").port();
-        drop(closed);
-        assert!(http_get("127.0.0.1", port, "/", &[]).await.is_err());
     }
 
     fn tcp(port: u16) -> ProbeHandler {
