@@ -38,6 +38,17 @@ pub struct Args {
     )]
     pub max_grace_period_seconds: u64,
 
+    /// How long the runtime may stay unreachable through the mounted socket before the daemon
+    /// exits, so that the kubelet starts it again with the runtime's current socket (a runtime
+    /// that restarts binds a new one; the old mount keeps the dead one). Longer than a runtime
+    /// restart takes.
+    #[arg(
+        long,
+        env = "CRR_NODE_DAEMON_CRI_UNAVAILABLE_EXIT_SECONDS",
+        default_value_t = 20
+    )]
+    pub cri_unavailable_exit_seconds: u64,
+
     /// Address of /healthz, /readyz and /metrics.
     #[arg(
         long,

@@ -149,6 +149,20 @@ impl Runtime {
         })
     }
 
+    /// Asks the runtime its version within `deadline`: is it reachable through our socket?
+    pub async fn version_probe(&self, deadline: Duration) -> Result<(), CriError> {
+        self.client
+            .clone()
+            .version(with_deadline(
+                VersionRequest {
+                    version: "v1".into(),
+                },
+                deadline,
+            ))
+            .await?;
+        Ok(())
+    }
+
     /// The newest attempt of each container of the pod, by container name.
     pub async fn pod_containers(
         &self,

@@ -64,6 +64,8 @@ pub struct FakeState {
     pub unavailable_stops: usize,
     /// Play the kubelet: replace a stopped container by a running new attempt.
     pub restart_on_stop: bool,
+    /// The runtime is away: Version answers `Unavailable`.
+    pub away: bool,
 }
 
 impl FakeState {
@@ -178,6 +180,9 @@ impl RuntimeService for FakeRuntime {
         &self,
         _: Request<VersionRequest>,
     ) -> Result<Response<VersionResponse>, Status> {
+        if self.lock().away {
+            return Err(Status::unavailable("the runtime is restarting"));
+        }
         Ok(Response::new(VersionResponse {
             version: "0.1.0".into(),
             runtime_name: "containerd".into(),

@@ -25,6 +25,7 @@ pub mod recreate;
 pub mod round;
 pub mod run;
 pub mod schedule;
+pub mod socket_watch;
 pub mod timers;
 pub mod worker;
 

@@ -2,7 +2,9 @@
 //! workers, the admin server and the signals. `main.rs` only parses flags ([`Args`]).
 //!
 //! Shutdown (SIGTERM or Ctrl+C): `/readyz` turns unready and the kills under way finish; a
-//! second signal exits at once.
+//! second signal exits at once. A runtime unreachable through the mounted socket for
+//! `--cri-unavailable-exit-seconds` makes the process exit with an error (`socket_watch`), so the
+//! kubelet mounts the runtime's new socket; `/readyz` is unready while the runtime is away.
 
 use anyhow::Context as _;
 use crr_runtime::admin::{self, Readiness};
@@ -26,6 +28,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .context("checking the container runtime")?;
     tracing::info!(socket = %socket.display(), runtime = %runtime.name, version = %runtime.version, node = %args.node_name, "connected to the runtime");
     let runtime_name = format!("runtime {} {}", runtime.name, runtime.version);
+    let watched_runtime = runtime.clone();
 
     let api = ApiClient::infer(FIELD_MANAGER)
         .await
@@ -36,6 +39,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let synced = readiness.gate("request watch");
+    let runtime_reachable = readiness.gate("container runtime");
+    runtime_reachable.open();
     let (daemon, feeder) = Daemon::new(
         api.client(),
         runtime,
@@ -58,8 +63,21 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     });
 
-    daemon
-        .run(args.max_parallel_pods, shutdown.requested())
-        .await;
-    Ok(())
+    let budget = std::time::Duration::from_secs(args.cri_unavailable_exit_seconds);
+    let socket_dead = crate::socket_watch::watch(watched_runtime, budget, move |reachable| {
+        if reachable {
+            runtime_reachable.open();
+        } else {
+            runtime_reachable.close();
+        }
+    });
+    tokio::select! {
+        () = daemon.run(args.max_parallel_pods, shutdown.requested()) => Ok(()),
+        down = socket_dead => Err(anyhow::anyhow!(
+            "the container runtime has not answered through {} for {} s; exiting so that the \
+             kubelet starts this container again with the runtime's current socket",
+            socket.display(),
+            down.as_secs()
+        )),
+    }
 }

@@ -28,7 +28,8 @@ pub struct Readiness {
     shutting_down: Arc<AtomicBool>,
 }
 
-/// One thing readiness waits for; opened once with [`ReadyGate::open`].
+/// One thing readiness waits for; opened with [`ReadyGate::open`], closed again with
+/// [`ReadyGate::close`] when what it stands for goes away (the node daemon's runtime).
 #[derive(Clone, Debug)]
 pub struct ReadyGate {
     what: &'static str,
@@ -43,7 +44,14 @@ impl ReadyGate {
         }
     }
 
-    /// Whether [`ReadyGate::open`] was called.
+    /// This part is no longer ready (logged when it was).
+    pub fn close(&self) {
+        if self.open.swap(false, Ordering::Relaxed) {
+            tracing::warn!(what = self.what, "not ready");
+        }
+    }
+
+    /// Whether the gate is open.
     pub fn is_open(&self) -> bool {
         self.open.load(Ordering::Relaxed)
     }

@@ -47,6 +47,28 @@ pub async fn restart_daemon(name: &str, stop_seconds: u32) -> anyhow::Result<Dur
     Ok(start.elapsed())
 }
 
+/// Stops a test-bed daemon (`hack/cluster.sh stop NAME`), leaves it down for `down`, and starts
+/// it again; returns how long it was gone.
+pub async fn stop_for(name: &str, down: Duration) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    for action in ["stop", "start"] {
+        if action == "start" {
+            tokio::time::sleep(down).await;
+        }
+        let output = tokio::process::Command::new(cluster_script())
+            .args([action, name])
+            .output()
+            .await
+            .context("running hack/cluster.sh")?;
+        ensure!(
+            output.status.success(),
+            "hack/cluster.sh {action} {name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(start.elapsed())
+}
+
 /// Waits until the control plane acts on new objects again after an apiserver restart: a fresh
 /// namespace gets its default ServiceAccount from the controller manager, whose informers may sit
 /// in their reconnect backoff for tens of seconds after the apiserver came back (seen: over 30 s).

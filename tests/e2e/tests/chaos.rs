@@ -480,19 +480,53 @@ async fn leader_sigkill(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-// containerd restarted while the daemon runs a preStop (3 s). Known failure today: the daemon's
-// ExecSync / StopContainer get `Unavailable` and the request ends Completed with app Failed
-// ("kill container error: runtime unavailable"), the container never recreated.
+// containerd stopped for 3 s and started again while the daemon runs a preStop (3 s). Before issue 16 the daemon's
+// ExecSync / StopContainer got `Unavailable` and the request ended Completed with app Failed
+// ("kill container error: runtime unavailable"), the container never recreated. Now those are
+// retried; and since the daemon mounts the socket alone, which containerd replaces when it
+// starts, the daemon exits after --cri-unavailable-exit-seconds and the kubelet starts it with
+// the new socket (the scenario checks that restart happened).
 async fn containerd_restart(ctx: Ctx) -> anyhow::Result<()> {
     let name = "runtime";
     let pod = ctx.two_container_pod(name, slow_pre_stop(3)).await?;
     let before = snapshot(&pod)?;
     create_request(&ctx, name, json!({})).await?;
     hook_running(&ctx, name).await?;
-    let gone = faults::restart_daemon("containerd", 10).await?;
+    let daemon_restarts = || async {
+        let daemons = faults::component_pods(&ctx.client, NODE_DAEMON_LABEL).await?;
+        let [daemon] = daemons.as_slice() else {
+            return Err(anyhow!("{} node daemon pods, want 1", daemons.len()));
+        };
+        let status = daemon.status.clone().unwrap_or_default();
+        let container = status
+            .container_statuses
+            .unwrap_or_default()
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("the node daemon pod has no container status"))?;
+        Ok::<_, anyhow::Error>((container.restart_count, container.ready))
+    };
+    let (restarts_before, _) = daemon_restarts().await?;
+    let gone = faults::stop_for("containerd", Duration::from_secs(3)).await?;
     println!(
-        "chaos:   containerd restarted in {:.1}s",
+        "chaos:   containerd stopped and started again in {:.1}s",
         gone.as_secs_f64()
     );
-    settled(&ctx, name, &before, false).await
+    settled(&ctx, name, &before, false).await?;
+    // The daemon's mount kept the socket containerd unlinked: it exited and the kubelet started
+    // it again with the new one; it is Ready.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let (restarts, ready) = daemon_restarts().await?;
+        if restarts > restarts_before && ready {
+            println!("chaos:   node daemon restarted {restarts_before} -> {restarts}, Ready");
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!(
+                "the node daemon did not come back with the new socket: restarts {restarts_before} -> {restarts}, ready {ready}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
