@@ -95,17 +95,40 @@ pub fn saturating_after(start: jiff::Timestamp, seconds: i64) -> jiff::Timestamp
         })
 }
 
-/// When the unready grace is over: `None` while the operator has not marked PreRecreateGrace.
-pub fn grace_ends_at(crr: &ContainerRecreateRequest) -> Option<jiff::Timestamp> {
-    let grace = crr.strategy().unready_grace_period_seconds?;
+/// The unready grace a request waits out before its first kill, once the operator marked
+/// PreRecreateGrace: `key` names that marking (the request's UID and the condition's transition
+/// time, so a grace marked anew is a new one), `length` is `unreadyGracePeriodSeconds`.
+///
+/// The grace is measured from when this daemon first saw the marking, on its own monotonic
+/// clock (`timers::GraceClock`), never by comparing the operator's `lastTransitionTime` with
+/// this node's wall clock: a daemon whose clock runs ahead would shorten the grace by the skew.
+/// A daemon that restarts mid-grace waits the whole grace again (longer, never shorter).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadyGrace {
+    pub key: String,
+    pub length: Duration,
+}
+
+/// The request's unready grace: `None` while the operator has not marked PreRecreateGrace.
+pub fn unready_grace(crr: &ContainerRecreateRequest) -> Option<UnreadyGrace> {
+    let seconds = crr.strategy().unready_grace_period_seconds?;
     let condition = crr.condition(CONDITION_PRE_RECREATE_GRACE)?;
     if condition.status != "True" {
         return None;
     }
-    Some(saturating_after(
-        condition.last_transition_time.0,
-        grace.max(0),
-    ))
+    Some(UnreadyGrace {
+        key: format!(
+            "{}/{}",
+            crr.metadata.uid.as_deref().unwrap_or_default(),
+            condition.last_transition_time.0
+        ),
+        length: Duration::from_secs(u64::try_from(seconds).unwrap_or(0)),
+    })
+}
+
+/// What is left of a grace of `length` first seen at `seen`, at `now` (monotonic instants).
+pub fn grace_left(length: Duration, seen: std::time::Instant, now: std::time::Instant) -> Duration {
+    length.saturating_sub(now.saturating_duration_since(seen))
 }
 
 /// When the request's `activeDeadlineSeconds` (counted from its creation) runs out; `None`
@@ -823,25 +846,63 @@ mod tests {
         assert_eq!(states[0].phase, Phase::Failed);
     }
 
-    #[test]
-    fn an_unready_grace_beyond_the_end_of_time_is_the_end_of_time() {
+    fn grace_marked(seconds: i64, at: jiff::Timestamp) -> ContainerRecreateRequest {
         let mut request = crr(
             &["app"],
             ContainerRecreateRequestStrategy {
-                unready_grace_period_seconds: Some(i64::MAX),
+                unready_grace_period_seconds: Some(seconds),
                 ..Default::default()
             },
         );
+        request.metadata.uid = Some("uid-1".into());
         request.status.as_mut().unwrap().conditions =
             vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
                 type_: CONDITION_PRE_RECREATE_GRACE.into(),
                 status: "True".into(),
-                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at),
                 message: String::new(),
                 reason: "PreRecreateGrace".into(),
                 observed_generation: None,
             }];
-        assert_eq!(grace_ends_at(&request), Some(jiff::Timestamp::MAX));
+        request
+    }
+
+    #[test]
+    fn an_unready_grace_beyond_the_end_of_time_is_the_longest_duration_and_never_panics() {
+        let grace = unready_grace(&grace_marked(i64::MAX, now())).expect("marked");
+        assert_eq!(grace.length, Duration::from_secs(i64::MAX as u64));
+        let seen = std::time::Instant::now();
+        assert!(grace_left(grace.length, seen, seen) > Duration::from_secs(1 << 40));
+        assert_eq!(
+            unready_grace(&grace_marked(i64::MIN, now())).map(|grace| grace.length),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn the_grace_ignores_how_far_the_operator_s_clock_is_from_ours() {
+        // Marked "an hour ago" by the operator's clock (or ours runs an hour ahead): the grace
+        // still lasts its whole length from when this daemon saw it.
+        let an_hour_ago = now()
+            .checked_sub(jiff::SignedDuration::from_hours(1))
+            .unwrap();
+        let grace = unready_grace(&grace_marked(30, an_hour_ago)).expect("marked");
+        let seen = std::time::Instant::now();
+        assert_eq!(
+            grace_left(grace.length, seen, seen),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            grace_left(grace.length, seen, seen + Duration::from_secs(12)),
+            Duration::from_secs(18)
+        );
+        assert_eq!(
+            grace_left(grace.length, seen, seen + Duration::from_secs(31)),
+            Duration::ZERO
+        );
+        // A grace marked anew (another transition time) is another grace.
+        let again = unready_grace(&grace_marked(30, now())).expect("marked");
+        assert_ne!(grace.key, again.key);
     }
 
     #[test]
@@ -958,8 +1019,12 @@ mod properties {
             let states = container_states(&crr, &|_| Some(found.clone()), now);
             prop_assert_eq!(states.len(), 1);
             let _ = next_step(&crr, &states);
-            if let Some(end) = grace_ends_at(&crr) {
-                prop_assert!(end >= granted, "a grace never ends before it began");
+            if let Some(grace) = unready_grace(&crr) {
+                let seen = std::time::Instant::now();
+                prop_assert!(grace_left(grace.length, seen, seen) == grace.length);
+                if let Some(end) = seen.checked_add(grace.length) {
+                    prop_assert!(grace_left(grace.length, seen, end).is_zero());
+                }
             }
             let left = time_left(deadline(&crr), now);
             if let (Some(left), Some(seconds)) = (left, active_deadline)

@@ -209,6 +209,8 @@ pub struct Round<'a, R> {
     /// The daemon's cap on a recreate's grace period (preStop and stop), in seconds.
     pub max_grace_seconds: u64,
     pub preemption: Preemption,
+    /// When this daemon first saw each unready grace (the grace is measured from there).
+    pub grace_clock: &'a crate::timers::GraceClock,
 }
 
 impl<R: Requests> Round<'_, R> {
@@ -231,14 +233,14 @@ impl<R: Requests> Round<'_, R> {
         }
         if recreate::needs_grace(&crr) {
             // The operator marks PreRecreateGrace; its write wakes the round.
-            let Some(end) = recreate::grace_ends_at(&crr) else {
+            let Some(grace) = recreate::unready_grace(&crr) else {
                 return Ok(Outcome::OnChange);
             };
-            let left = end.duration_since(jiff::Timestamp::now());
-            if left.is_positive() {
-                return Ok(Outcome::After(
-                    Duration::try_from(left).unwrap_or(IN_FLIGHT_POLL),
-                ));
+            let now = std::time::Instant::now();
+            let seen = self.grace_clock.first_seen(&grace.key, now);
+            let left = recreate::grace_left(grace.length, seen, now);
+            if !left.is_zero() {
+                return Ok(Outcome::After(left));
             }
         }
         let Some(pod_uid) = crr.labels().get(LABEL_POD_UID).cloned() else {
@@ -857,6 +859,7 @@ mod tests {
             metrics: &metrics,
             max_grace_seconds: 300,
             preemption: Preemption::never(),
+            grace_clock: &crate::timers::GraceClock::default(),
         };
         let mut outcomes = vec![];
         for _ in 0..rounds {
@@ -1067,6 +1070,7 @@ mod tests {
             metrics: &metrics,
             max_grace_seconds: 300,
             preemption: Preemption::never(),
+            grace_clock: &crate::timers::GraceClock::default(),
         };
         let mut transient = 0;
         for _ in 0..12 {
@@ -1416,6 +1420,7 @@ mod tests {
             metrics: &metrics,
             max_grace_seconds: 300,
             preemption: Preemption::never(),
+            grace_clock: &crate::timers::GraceClock::default(),
         };
         let error = round.run(stale).await.expect_err("a conflict");
         assert!(matches!(error, RoundError::Write(WriteError::Conflict)));
@@ -1458,6 +1463,7 @@ mod tests {
             metrics: &metrics,
             max_grace_seconds: 300,
             preemption: Preemption::never(),
+            grace_clock: &crate::timers::GraceClock::default(),
         };
         round.run(memory.get()).await.expect("a round");
         assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
@@ -1561,6 +1567,7 @@ mod tests {
             metrics: &metrics,
             max_grace_seconds: 20,
             preemption: Preemption::never(),
+            grace_clock: &crate::timers::GraceClock::default(),
         };
         for _ in 0..3 {
             round.run(memory.get()).await.expect("a round");
@@ -1638,6 +1645,7 @@ mod tests {
                     metrics: &metrics,
                     max_grace_seconds: 300,
                     preemption,
+                    grace_clock: &crate::timers::GraceClock::default(),
                 };
                 loop {
                     match round.run(memory.get()).await? {
@@ -1765,6 +1773,43 @@ mod tests {
         let outcomes = drive(&memory, &fake, &runtime, 1, &[]).await;
         assert!(
             matches!(outcomes.as_slice(), [Outcome::After(after)] if *after > Duration::from_secs(1_000_000)),
+            "{outcomes:?}"
+        );
+        assert!(fake.lock().stops.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_grace_marked_an_hour_ago_by_another_clock_is_still_waited_out_here() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let mut crr = request(
+            &["app"],
+            ContainerRecreateRequestStrategy {
+                unready_grace_period_seconds: Some(30),
+                ..Default::default()
+            },
+        );
+        crr.status = Some(crr_crds::v1beta1::ContainerRecreateRequestStatus {
+            phase: Some(Phase::Recreating),
+            conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: crr_crds::keys::CONDITION_PRE_RECREATE_GRACE.into(),
+                status: "True".into(),
+                // The operator's clock an hour behind this node's (or ours an hour ahead).
+                last_transition_time: Time(
+                    jiff::Timestamp::now()
+                        .checked_sub(jiff::SignedDuration::from_hours(1))
+                        .expect("an hour ago"),
+                ),
+                message: String::new(),
+                reason: "PreRecreateGrace".into(),
+                observed_generation: None,
+            }],
+            ..Default::default()
+        });
+        let memory = Memory::new(crr);
+        let outcomes = drive(&memory, &fake, &runtime, 1, &[]).await;
+        assert!(
+            matches!(outcomes.as_slice(), [Outcome::After(after)] if *after > Duration::from_secs(29) && *after <= Duration::from_secs(30)),
             "{outcomes:?}"
         );
         assert!(fake.lock().stops.is_empty());

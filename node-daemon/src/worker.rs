@@ -57,6 +57,8 @@ pub struct Daemon {
     queue: Arc<WorkQueue>,
     /// The cap on a recreate's grace period (`--max-grace-period-seconds`).
     max_grace_seconds: u64,
+    /// When each unready grace was first seen here.
+    grace_clock: crate::timers::GraceClock,
 }
 
 impl Daemon {
@@ -78,6 +80,7 @@ impl Daemon {
             store,
             queue: Arc::default(),
             max_grace_seconds,
+            grace_clock: Default::default(),
         });
         let events = watch_requests(client, &watch, writer);
         let feeder = {
@@ -92,6 +95,9 @@ impl Daemon {
                         }
                         Ok(watcher::Event::Delete(crr)) => {
                             daemon.requests.forget(&crr);
+                            daemon
+                                .grace_clock
+                                .forget(crr.metadata.uid.as_deref().unwrap_or_default());
                             daemon.queue.add(pod_key(&crr));
                         }
                         Ok(watcher::Event::InitDone) => {
@@ -180,6 +186,7 @@ impl Daemon {
             metrics: &self.metrics,
             max_grace_seconds: self.max_grace_seconds,
             preemption,
+            grace_clock: &self.grace_clock,
         };
         match round.run(crr.clone()).instrument(span).await {
             Ok(Outcome::After(after)) => Some(after),
