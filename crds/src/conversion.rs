@@ -103,6 +103,25 @@ pub fn decode_to_hub(
     }
 }
 
+/// [`decode_to_hub`] from raw JSON: decoded straight into the version's typed model.
+pub fn decode_raw_to_hub(
+    object: &serde_json::value::RawValue,
+    version: Version,
+) -> Result<v1beta1::ContainerRecreateRequest, ConversionError> {
+    let invalid = |source, version: &str| ConversionError::InvalidObject {
+        api_version: format!("{GROUP}/{version}"),
+        source,
+    };
+    match version {
+        Version::V1beta1 => {
+            serde_json::from_str(object.get()).map_err(|source| invalid(source, V1BETA1))
+        }
+        Version::V1alpha1 => serde_json::from_str(object.get())
+            .map(to_v1beta1)
+            .map_err(|source| invalid(source, V1ALPHA1)),
+    }
+}
+
 /// Encodes a hub object as JSON of the given version (with its apiVersion and kind).
 pub fn encode_from_hub(object: v1beta1::ContainerRecreateRequest, version: Version) -> Value {
     // Serializing these plain data types cannot fail: all map keys are strings.

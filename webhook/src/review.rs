@@ -47,14 +47,52 @@ pub enum Hook {
     Validate,
 }
 
-fn read_request(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
-    serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
-        .map_err(|error| error.to_string())
-        .and_then(|review| {
-            review
-                .try_into()
-                .map_err(|_| "the AdmissionReview has no request".to_owned())
-        })
+/// The part of a CRR AdmissionReview admission reads, borrowed from the body: the objects stay
+/// raw JSON and are decoded once, straight into the typed model of their version (no
+/// `DynamicObject`, no `Value` tree; a mutating CREATE builds one `Value` of the object as sent,
+/// which its JSON patch is computed against).
+#[derive(serde::Deserialize)]
+struct CrrReviewIn<'a> {
+    #[serde(rename = "apiVersion", default)]
+    api_version: Option<String>,
+    #[serde(borrow)]
+    request: Option<CrrRequestIn<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CrrRequestIn<'a> {
+    uid: String,
+    kind: kube::core::GroupVersionKind,
+    operation: Operation,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    old_object: Option<&'a RawValue>,
+}
+
+/// The apiVersion of AdmissionReviews (the only one the API server sends since 1.22).
+const ADMISSION_REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+
+fn read_request(body: &[u8]) -> Result<(CrrRequestIn<'_>, AdmissionResponse), String> {
+    let review: CrrReviewIn<'_> =
+        serde_json::from_slice(body).map_err(|error| error.to_string())?;
+    let request = review
+        .request
+        .ok_or_else(|| "the AdmissionReview has no request".to_owned())?;
+    let mut response = AdmissionResponse::invalid("");
+    response.types = kube::core::TypeMeta {
+        api_version: review
+            .api_version
+            .unwrap_or_else(|| ADMISSION_REVIEW_API_VERSION.to_owned()),
+        kind: "AdmissionReview".to_owned(),
+    };
+    response.uid = request.uid.clone();
+    response.allowed = true;
+    response.result = Status::default();
+    Ok((request, response))
 }
 
 fn invalid(error: &str) -> (AdmissionReview<DynamicObject>, Verdict) {
@@ -71,11 +109,10 @@ pub async fn review_crr(
     node_daemon_enabled: bool,
     hook: Hook,
 ) -> (AdmissionReview<DynamicObject>, Verdict) {
-    let request = match read_request(body) {
-        Ok(request) => request,
+    let (request, response) = match read_request(body) {
+        Ok(read) => read,
         Err(error) => return invalid(&error),
     };
-    let response = AdmissionResponse::from(&request);
     match decide_crr(&request, cluster, node_daemon_enabled, hook).await {
         Ok(Decision { patch, warnings }) => {
             let mut response = response;
@@ -130,7 +167,7 @@ fn http_reason(code: u16) -> &'static str {
 
 /// The decision for one request: `None` = allow as is, `Some(patch)` = allow with changes.
 async fn decide_crr(
-    request: &AdmissionRequest<DynamicObject>,
+    request: &CrrRequestIn<'_>,
     cluster: &impl ClusterLookup,
     node_daemon_enabled: bool,
     hook: Hook,
@@ -144,19 +181,15 @@ async fn decide_crr(
     }
     let version = Version::from_version(&request.kind.version)
         .map_err(|error| bad_request(error.to_string()))?;
-    let decode = |object: Option<&DynamicObject>, what: &str| {
+    let decode = |object: Option<&RawValue>, what: &str| {
         let object = object.ok_or_else(|| bad_request(format!("the request has no {what}")))?;
-        let value = serde_json::to_value(object).map_err(|error| bad_request(error.to_string()))?;
-        conversion::decode_to_hub(value, version).map_err(|error| bad_request(error.to_string()))
+        conversion::decode_raw_to_hub(object, version)
+            .map_err(|error| bad_request(error.to_string()))
     };
     match request.operation {
         Operation::Create => {
-            let mut crr = decode(request.object.as_ref(), "object")?;
-            // The patch applies to the object as sent, so it is computed against that, not
-            // against its re-encoding: what the model drops (an empty v1alpha1 `status: {}`
-            // beside the legacy annotations, say) is removed by the patch too (fuzz finding).
-            let original = serde_json::to_value(request.object.as_ref())
-                .map_err(|error| bad_request(error.to_string()))?;
+            let raw = request.object;
+            let mut crr = decode(raw, "object")?;
             let namespace = request
                 .namespace
                 .clone()
@@ -181,6 +214,13 @@ async fn decide_crr(
                         admission::strip_status(&mut crr).into_iter().collect();
                     let admitted = admission::admit_create(crr, as_ref(&pod), as_ref(&node))?;
                     warnings.extend(admitted.caveats.iter().map(ToString::to_string));
+                    // The patch applies to the object as sent, so it is computed against that,
+                    // not against its re-encoding: what the model drops (an empty v1alpha1
+                    // `status: {}` beside the legacy annotations, say) is removed by the patch
+                    // too (fuzz finding).
+                    let original: serde_json::Value =
+                        serde_json::from_str(raw.map_or("null", RawValue::get))
+                            .map_err(|error| bad_request(error.to_string()))?;
                     let patch = json_patch::diff(
                         &original,
                         &conversion::encode_from_hub(admitted.crr, version),
@@ -197,8 +237,8 @@ async fn decide_crr(
             }
         }
         Operation::Update => {
-            let old = decode(request.old_object.as_ref(), "oldObject")?;
-            let new = decode(request.object.as_ref(), "object")?;
+            let old = decode(request.old_object, "oldObject")?;
+            let new = decode(request.object, "object")?;
             admission::admit_update(&old, &new, version == Version::V1alpha1)?;
             Ok(Decision::default())
         }

@@ -95,7 +95,12 @@ async fn run(
 ) -> (Verdict, Value, Option<Value>) {
     let body = review_body(operation, version, object.clone(), old);
     let (review, verdict) = review::review_crr(&body, cluster, true, Hook::Mutate).await;
-    let response = serde_json::to_value(&review).unwrap()["response"].clone();
+    let review = serde_json::to_value(&review).unwrap();
+    // The envelope the API server matches the answer by.
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1", "{review}");
+    assert_eq!(review["kind"], "AdmissionReview", "{review}");
+    assert_eq!(review["response"]["uid"], "u-1", "{review}");
+    let response = review["response"].clone();
     // kube writes the patch bytes as a JSON array of numbers (Go's decoder accepts both forms).
     let patched = response["patch"].as_array().map(|bytes| {
         let bytes: Vec<u8> = bytes.iter().map(|b| b.as_u64().unwrap() as u8).collect();
