@@ -597,6 +597,8 @@ mod tests {
         pod: Mutex<Option<Pod>>,
         /// The operator completes the request when the daemon re-reads it (before a kill).
         complete_on_fresh: bool,
+        /// How many re-reads to come find the API server away.
+        failing_fresh_reads: std::sync::atomic::AtomicUsize,
         /// Every status patch written, as JSON.
         writes: Mutex<Vec<serde_json::Value>>,
     }
@@ -705,6 +707,18 @@ mod tests {
             &self,
             _: &ContainerRecreateRequest,
         ) -> Result<Option<ContainerRecreateRequest>, WriteError> {
+            use std::sync::atomic::Ordering;
+            if self
+                .failing_fresh_reads
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                    left.checked_sub(1)
+                })
+                .is_ok()
+            {
+                return Err(WriteError::Api(
+                    "connection refused (API server away)".into(),
+                ));
+            }
             if self.complete_on_fresh {
                 self.set(|crr| {
                     let status = crr.status.get_or_insert_default();
@@ -1404,6 +1418,26 @@ mod tests {
         assert_eq!(fake.lock().execs.len(), 1);
         assert!(fake.lock().stops.is_empty(), "no kill after completion");
         assert!(must_leave_alone(&memory.get()));
+    }
+
+    #[tokio::test]
+    async fn an_api_server_away_after_the_hook_is_waited_for_and_the_hook_runs_once() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
+        memory
+            .failing_fresh_reads
+            .store(3, std::sync::atomic::Ordering::Relaxed);
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(
+            memory
+                .failing_fresh_reads
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "the re-read was tried again"
+        );
+        assert_eq!(fake.lock().execs.len(), 1, "the hook ran once");
+        assert_eq!(fake.lock().stopped_ids(), ["app-1"], "then the kill");
     }
 
     #[tokio::test]
