@@ -341,6 +341,30 @@ pub fn recreatable_container<'a>(
     })
 }
 
+/// Why the kubelet will not start `name` again after its container `container_id` exited: it
+/// restarts only on failure (`OnFailure`) and that container ended with exit code 0. `None`
+/// while a restart may still come (a non-zero exit waits out the kubelet's back-off; another
+/// container ID is an older or newer attempt).
+pub fn not_restarted(pod: &Pod, name: &str, container_id: &str) -> Option<String> {
+    let container = recreatable_container(pod, name).ok()?;
+    if !matches!(container.caveat, Some(Caveat::RestartsOnlyOnFailure { .. })) {
+        return None;
+    }
+    let status = container.status?;
+    let terminated = status.state.as_ref()?.terminated.as_ref()?;
+    let same_container = terminated
+        .container_id
+        .as_deref()
+        .or(status.container_id.as_deref())
+        == Some(container_id);
+    (same_container && terminated.exit_code == 0).then(|| {
+        format!(
+            "container {name} exited with code 0 after the kill and its restartPolicy is \
+             OnFailure: the kubelet does not start it again"
+        )
+    })
+}
+
 /// Every container [`recreatable_container`] accepts, in the order the kubelet starts them
 /// (native sidecars, then regular containers).
 pub fn recreatable_containers(pod: &Pod) -> Vec<RecreatableContainer<'_>> {
@@ -447,6 +471,68 @@ mod tests {
         let mut pod = pod();
         pod.spec.as_mut().unwrap().restart_policy = Some(policy.to_owned());
         pod
+    }
+
+    fn exited(mut pod: Pod, name: &str, id: &str, code: i32) -> Pod {
+        let status = pod.status.get_or_insert_default();
+        let statuses = status.container_statuses.get_or_insert_default();
+        statuses.retain(|status| status.name != name);
+        statuses.push(
+            serde_json::from_value(serde_json::json!({
+                "name": name, "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "containerID": id,
+                "state": {"terminated": {"exitCode": code, "containerID": id}},
+            }))
+            .unwrap(),
+        );
+        pod
+    }
+
+    #[test]
+    fn only_an_on_failure_container_that_exited_zero_is_not_restarted() {
+        let on_failure = with_pod_restart_policy("OnFailure");
+        let message = not_restarted(
+            &exited(on_failure.clone(), "app", "containerd://a1", 0),
+            "app",
+            "containerd://a1",
+        )
+        .expect("exit 0 under OnFailure stays exited");
+        assert!(
+            message.contains("OnFailure") && message.contains("app"),
+            "{message}"
+        );
+        assert_eq!(
+            not_restarted(
+                &exited(on_failure.clone(), "app", "containerd://a1", 143),
+                "app",
+                "containerd://a1"
+            ),
+            None,
+            "a non-zero exit is restarted after the back-off"
+        );
+        assert_eq!(
+            not_restarted(
+                &exited(on_failure.clone(), "app", "containerd://a0", 0),
+                "app",
+                "containerd://a1"
+            ),
+            None,
+            "another attempt's exit says nothing of this one"
+        );
+        assert_eq!(
+            not_restarted(
+                &exited(pod(), "app", "containerd://a1", 0),
+                "app",
+                "containerd://a1"
+            ),
+            None,
+            "Always restarts after exit 0 too"
+        );
+        assert_eq!(
+            not_restarted(&on_failure, "app", "containerd://a1"),
+            None,
+            "no status yet"
+        );
     }
 
     fn with_container_restart_policy(name: &str, policy: &str) -> Pod {

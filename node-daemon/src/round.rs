@@ -286,6 +286,8 @@ impl<R: Requests> Round<'_, R> {
                 )
                 .await;
         }
+        self.fail_containers_not_restarted(&crr, &mut states, &containers)
+            .await?;
         if states != recorded {
             crr = self
                 .requests
@@ -306,6 +308,48 @@ impl<R: Requests> Round<'_, R> {
                     .await
             }
         }
+    }
+
+    /// A container killed and found exited may never come back: under `restartPolicy:
+    /// OnFailure` the kubelet does not start a container that exited 0. Such a state becomes
+    /// `Failed` with a message that says so, instead of waiting for a restart (or the deadline).
+    /// The pod is read only when a killed container is seen exited.
+    async fn fail_containers_not_restarted(
+        &self,
+        crr: &ContainerRecreateRequest,
+        states: &mut [State],
+        containers: &[(String, crate::recreate::RuntimeContainer)],
+    ) -> Result<(), WriteError> {
+        let exited: Vec<(usize, String)> = states
+            .iter()
+            .enumerate()
+            .filter(|(_, state)| state.phase == Phase::Recreating && state.is_killed)
+            .filter_map(|(index, state)| {
+                containers
+                    .iter()
+                    .find(|(name, container)| *name == state.name && !container.running)
+                    .map(|(_, container)| (index, container.id.clone()))
+            })
+            .collect();
+        if exited.is_empty() {
+            return Ok(());
+        }
+        let namespace = crr.namespace().unwrap_or_default();
+        let Some(pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
+            return Ok(());
+        };
+        for (index, container_id) in exited {
+            let name = states[index].name.clone();
+            if let Some(message) = crr_crds::rules::not_restarted(&pod, &name, &container_id) {
+                tracing::warn!(container = %name, %message, "container not restarted");
+                self.requests
+                    .event(crr, EventType::Warning, "NotRestarted", &message)
+                    .await;
+                states[index].phase = Phase::Failed;
+                states[index].message = Some(message);
+            }
+        }
+        Ok(())
     }
 
     /// preStop, then StopContainer with the grace period left; the kill is announced in the
@@ -1438,6 +1482,51 @@ mod tests {
         );
         assert_eq!(fake.lock().execs.len(), 1, "the hook ran once");
         assert_eq!(fake.lock().stopped_ids(), ["app-1"], "then the kill");
+    }
+
+    #[tokio::test]
+    async fn an_on_failure_container_that_exits_zero_after_the_kill_fails_with_a_message() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        // The kubelet does not start it again: it exited 0 under OnFailure.
+        fake.lock().restart_on_stop = false;
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app"], Default::default()));
+        memory.set_pod(|pod| {
+            pod.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+            pod.status = Some(
+                serde_json::from_value(json!({"containerStatuses": [{
+                    "name": "app", "image": "i", "imageID": "", "ready": false,
+                    "restartCount": 0, "containerID": "containerd://app-1",
+                    "state": {"terminated": {"exitCode": 0, "containerID": "containerd://app-1"}},
+                }]}))
+                .unwrap(),
+            );
+        });
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(fake.lock().stopped_ids(), ["app-1"], "killed once");
+        assert_eq!(memory.states(), [("app".to_owned(), Phase::Failed, true)]);
+        let status = memory.get().status.unwrap();
+        assert_eq!(status.phase, Some(Phase::Completed));
+        let message = status.message.unwrap_or_default();
+        assert!(message.contains("OnFailure"), "{message}");
+        assert!(memory.events().contains(&"NotRestarted".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn an_exited_container_of_an_always_pod_is_waited_for() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().restart_on_stop = false;
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app"], Default::default()));
+        let outcomes = drive(&memory, &fake, &runtime, 3, &[]).await;
+        assert_eq!(
+            memory.states(),
+            [("app".to_owned(), Phase::Recreating, true)]
+        );
+        assert!(
+            matches!(outcomes.last(), Some(Outcome::After(_))),
+            "{outcomes:?}"
+        );
     }
 
     #[tokio::test]
