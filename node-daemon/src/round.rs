@@ -369,7 +369,9 @@ impl<R: Requests> Round<'_, R> {
             return Ok(Outcome::After(LEFT_TO_THE_OPERATOR));
         };
         // Killing and FailedPreStopHook also go on the pod, where the kubelet puts them.
-        let pod_reference = pod.object_ref(&());
+        // On the container, as the kubelet sets it (`spec.containers{app}`): Events of two
+        // containers are two Events, not one series under the first one's note.
+        let pod_reference = container_reference(&pod, &container.name);
         let pod = LivePod::of(&pod);
         if pod.uid.is_none()
             || pod.uid.as_deref() != crr.labels().get(LABEL_POD_UID).map(String::as_str)
@@ -605,6 +607,24 @@ impl<R: Requests> Round<'_, R> {
         tracing::info!(succeeded, message, "completed");
         Ok(())
     }
+}
+
+/// A reference to container `name` of `pod`, with the field path the kubelet's container Events
+/// carry: `spec.containers{name}`, or `spec.initContainers{name}` for a native sidecar.
+fn container_reference(pod: &Pod, name: &str) -> ObjectReference {
+    let mut reference = pod.object_ref(&());
+    let is_init = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.init_containers.as_ref())
+        .is_some_and(|init| init.iter().any(|container| container.name == name));
+    let field = if is_init {
+        "initContainers"
+    } else {
+        "containers"
+    };
+    reference.field_path = Some(format!("spec.{field}{{{name}}}"));
+    reference
 }
 
 #[cfg(test)]
@@ -1306,6 +1326,12 @@ mod tests {
             assert_eq!(regarding.namespace.as_deref(), Some("ns"), "{reason}");
             assert_eq!(regarding.name.as_deref(), Some("p"), "{reason}");
             assert_eq!(regarding.uid.as_deref(), Some(POD_UID), "{reason}");
+            // The kubelet's field path: one Event per container, not one series per pod.
+            assert_eq!(
+                regarding.field_path.as_deref(),
+                Some("spec.containers{app}"),
+                "{reason}"
+            );
             assert!(note.contains("app"), "{reason}: {note}");
             assert!(
                 note.contains("ContainerRecreateRequest r"),

@@ -107,6 +107,18 @@ fn scenarios() -> Vec<Scenario> {
             name: "gate-without-label",
             run: |ctx| Box::pin(gate_without_label(ctx)),
         },
+        Scenario {
+            name: "on-failure",
+            run: |ctx| Box::pin(on_failure(ctx)),
+        },
+        Scenario {
+            name: "v1beta1-min-started-ttl",
+            run: |ctx| Box::pin(v1beta1_min_started_ttl(ctx)),
+        },
+        Scenario {
+            name: "grace-in-v1beta1-view",
+            run: |ctx| Box::pin(grace_in_v1beta1_view(ctx)),
+        },
     ]
 }
 
@@ -244,26 +256,9 @@ async fn simple(ctx: Ctx) -> anyhow::Result<()> {
     check(id_and_restarts(&pod, "sidecar")?.0 == sidecar_id, || {
         "sidecar was restarted".into()
     })?;
-    let started = container(&pod, "app")?
-        .state
-        .as_ref()
-        .and_then(|state| state.running.as_ref())
-        .and_then(|running| running.started_at.as_ref())
-        .ok_or_else(|| anyhow!("app not running"))?;
-    let gap = timestamp(completion).duration_since(timestamp(started));
-    check(gap.as_secs() >= 4, || {
-        format!("completed {gap:?} after the new app started (minStartedSeconds 5)")
-    })?;
-
+    completed_min_started_after(&pod, "app", completion, 5)?;
     // TTL 3s: the operator deletes it.
-    wait(
-        ctx.crrs(),
-        &name,
-        Duration::from_secs(20),
-        |crr: Option<&ContainerRecreateRequest>| crr.is_none(),
-    )
-    .await
-    .context("CRR not deleted after ttlSecondsAfterFinished")?;
+    deleted_after_ttl(&ctx, &name).await?;
     Ok(())
 }
 
@@ -283,6 +278,14 @@ async fn two_containers(ctx: Ctx) -> anyhow::Result<()> {
         .await?;
     let done = ctx.wait_completed(&name, COMPLETION).await?;
     succeeded(&done, 2)?;
+    // Without orderedRecreate both go at once: the second kill follows the first within a
+    // round, not after the first container is back and Ready (a second or more here).
+    let kills = killing_events(&ctx, "both").await?;
+    let times: Vec<_> = kills.iter().map(|(_, time, _)| *time).collect();
+    check(
+        times.len() == 2 && times[1].duration_since(times[0]).as_millis() < 1000,
+        || format!("Killing events on the pod: {kills:?}"),
+    )?;
     let pod = ctx
         .wait_pod("both", "Ready", Duration::from_secs(30), pod_ready)
         .await?;
@@ -293,6 +296,81 @@ async fn two_containers(ctx: Ctx) -> anyhow::Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// The request completed at least `min_started` seconds (less the second `startedAt` truncates)
+/// after the new `container` started.
+fn completed_min_started_after(
+    pod: &Pod,
+    container_name: &str,
+    completion: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    min_started: i64,
+) -> anyhow::Result<()> {
+    let started = container(pod, container_name)?
+        .state
+        .as_ref()
+        .and_then(|state| state.running.as_ref())
+        .and_then(|running| running.started_at.as_ref())
+        .ok_or_else(|| anyhow!("{container_name} not running"))?;
+    let gap = timestamp(completion).duration_since(timestamp(started));
+    check(gap.as_secs() + 1 >= min_started, || {
+        format!(
+            "completed {gap:?} after the new {container_name} started (minStartedSeconds {min_started})"
+        )
+    })
+}
+
+/// The operator deletes the request after its `ttlSecondsAfterFinished` (a few seconds here).
+async fn deleted_after_ttl(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
+    wait(
+        ctx.crrs(),
+        name,
+        Duration::from_secs(20),
+        |crr: Option<&ContainerRecreateRequest>| crr.is_none(),
+    )
+    .await
+    .context("CRR not deleted after ttlSecondsAfterFinished")?;
+    Ok(())
+}
+
+/// The node daemon's `Killing` Events on pod `pod`: (container named in the note, event time,
+/// note), oldest first.
+async fn killing_events(
+    ctx: &Ctx,
+    pod: &str,
+) -> anyhow::Result<Vec<(String, jiff::Timestamp, String)>> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let mut found: Vec<(String, jiff::Timestamp, String)> = events
+        .list(&Default::default())
+        .await
+        .context("listing Events")?
+        .items
+        .into_iter()
+        .filter(|event| {
+            event.reason.as_deref() == Some("Killing")
+                && event.regarding.as_ref().is_some_and(|regarding| {
+                    regarding.kind.as_deref() == Some("Pod")
+                        && regarding.name.as_deref() == Some(pod)
+                })
+                && event
+                    .reporting_controller
+                    .as_deref()
+                    .is_some_and(|c| c.contains("crr"))
+        })
+        .filter_map(|event| {
+            let note = event.note.clone().unwrap_or_default();
+            let container = note.split_whitespace().nth(2)?.to_owned();
+            let time = event
+                .event_time
+                .as_ref()
+                .map(|time| time.0)
+                .or_else(|| event.deprecated_first_timestamp.as_ref().map(|time| time.0))?;
+            Some((container, time, note))
+        })
+        .collect();
+    found.sort_by_key(|(_, time, _)| *time);
+    Ok(found)
 }
 
 fn succeeded(crr: &ContainerRecreateRequest, count: usize) -> anyhow::Result<()> {
@@ -337,9 +415,11 @@ async fn post_start(ctx: Ctx) -> anyhow::Result<()> {
 
 // 3. preStop: injected from the pod, run by the daemon before the kill.
 async fn pre_stop(ctx: Ctx) -> anyhow::Result<()> {
+    // The hook takes 3 s of the pod's 7 s grace period: the stop gets the 4 s left.
     ctx.two_container_pod("prestop", |pod| {
-        pod["spec"]["containers"][0]["lifecycle"] =
-            json!({"preStop": {"exec": {"command": ["sh", "-c", "echo stopping >> /data/pre-stop"]}}});
+        pod["spec"]["terminationGracePeriodSeconds"] = json!(7);
+        pod["spec"]["containers"][0]["lifecycle"] = json!({"preStop": {"exec": {"command":
+            ["sh", "-c", "echo stopping >> /data/pre-stop; sleep 3"]}}});
     })
     .await?;
     let name = ctx
@@ -363,7 +443,11 @@ async fn pre_stop(ctx: Ctx) -> anyhow::Result<()> {
     check(id_and_restarts(&pod, "app")?.1 == 1, || {
         "app not restarted once".into()
     })?;
-    Ok(())
+    let kills = killing_events(&ctx, "prestop").await?;
+    check(
+        kills.len() == 1 && kills[0].2.contains("grace period 4s"),
+        || format!("the hook's 3 s not deducted from the 7 s grace: {kills:?}"),
+    )
 }
 
 // 4. A container restarted after the CRR was made: forceRecreate kills it again (restartCount
@@ -450,9 +534,36 @@ async fn v1beta1_ordered(ctx: Ctx) -> anyhow::Result<()> {
         let done = ctx.wait_completed(&name, COMPLETION).await?;
         succeeded(&done, 2)?;
         let status = done.status.clone().unwrap_or_default();
-        check(!status.container_status_snapshot.is_empty(), || {
-            "containerStatusSnapshot empty".into()
-        })
+        // The snapshot holds each named container as the pod shows it at completion: the new
+        // container ID, Ready, restarted once.
+        let pod = ctx.pods().get("ordered").await?;
+        let mut snapshot = status.container_status_snapshot.clone();
+        snapshot.sort_by(|a, b| a.name.cmp(&b.name));
+        let expected: Vec<(String, String, bool, i32)> = ["app", "sidecar"]
+            .into_iter()
+            .map(|name| {
+                let (id, restarts) = id_and_restarts(&pod, name)?;
+                Ok((name.to_owned(), id, true, restarts))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let got: Vec<(String, String, bool, i32)> = snapshot
+            .iter()
+            .map(|entry| {
+                (
+                    entry.name.clone(),
+                    entry.container_id.clone(),
+                    entry.ready,
+                    entry.restart_count,
+                )
+            })
+            .collect();
+        check(
+            got == expected
+                && expected.iter().all(|(_, id, _, restarts)| {
+                    *restarts == 1 && id != &app_id && id != &sidecar_id
+                }),
+            || format!("containerStatusSnapshot {got:?}, pod {expected:?}"),
+        )
     };
     let (first_new_sidecar, ()) = tokio::try_join!(first_new_sidecar, recreate)?;
     let app = container(&first_new_sidecar, "app")?;
@@ -1223,4 +1334,130 @@ async fn plugin_batch(ctx: Ctx) -> anyhow::Result<()> {
     check(most == 1, || {
         format!("{most} requests of the batch were active at once")
     })
+}
+
+// restartPolicy OnFailure (issue 17): accepted. `app` exits 0 on SIGTERM, so the kubelet does not
+// start it again: its state ends Failed with a message that says so, not stuck until a deadline.
+// `sidecar` ignores SIGTERM (PID 1 without a trap), is SIGKILLed at the end of its grace period,
+// exits non-zero and is restarted: Succeeded.
+async fn on_failure(ctx: Ctx) -> anyhow::Result<()> {
+    let pod = ctx
+        .two_container_pod("onfailure", |pod| {
+            pod["spec"]["restartPolicy"] = json!("OnFailure");
+            pod["spec"]["containers"][1]["command"] =
+                json!(["sh", "-c", "while true; do sleep 1 & wait $!; done"]);
+        })
+        .await?;
+    let (sidecar_id, _) = id_and_restarts(&pod, "sidecar")?;
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "onfailure"},
+                   "spec": {"podName": "onfailure", "containers": [{"name": "app"}, {"name": "sidecar"}],
+                            "strategy": {"failurePolicy": "Ignore"}}}),
+        )
+        .await?;
+    let done = ctx.wait_completed(&name, COMPLETION).await?;
+    let status = done.status.clone().unwrap_or_default();
+    let state = |container: &str| {
+        status
+            .container_recreate_states
+            .iter()
+            .find(|state| state.name == container)
+            .cloned()
+    };
+    let app = state("app").ok_or_else(|| anyhow!("no state for app: {status:?}"))?;
+    check(
+        app.phase == Phase::Failed
+            && app.is_killed
+            && app
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("OnFailure")),
+        || format!("app: {app:?}"),
+    )?;
+    let sidecar = state("sidecar").ok_or_else(|| anyhow!("no state for sidecar: {status:?}"))?;
+    check(sidecar.phase == Phase::Succeeded, || {
+        format!("sidecar: {sidecar:?}")
+    })?;
+    let pod = ctx.pods().get("onfailure").await?;
+    let (id, restarts) = id_and_restarts(&pod, "sidecar")?;
+    check(id != sidecar_id && restarts == 1, || {
+        format!("sidecar {id} restarts {restarts}")
+    })
+}
+
+// Upstream's v1beta1 scenario: minStartedSeconds and ttlSecondsAfterFinished through v1beta1.
+async fn v1beta1_min_started_ttl(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("beta-min", plain).await?;
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "beta-min"},
+                   "spec": {"podName": "beta-min", "containers": [{"name": "app"}],
+                            "strategy": {"minStartedSeconds": 4}, "ttlSecondsAfterFinished": 3}}),
+        )
+        .await?;
+    let done = ctx.wait_completed(&name, COMPLETION).await?;
+    succeeded(&done, 1)?;
+    let completion = done
+        .status
+        .as_ref()
+        .and_then(|status| status.completion_time.clone())
+        .ok_or_else(|| anyhow!("no completionTime"))?;
+    let pod = ctx.pods().get("beta-min").await?;
+    completed_min_started_after(&pod, "app", &completion, 4)?;
+    deleted_after_ttl(&ctx, &name).await
+}
+
+// A request created through v1alpha1 shows its PreRecreateGrace condition in the v1beta1 view
+// while the grace runs (upstream keeps it in an annotation of the v1alpha1 object).
+async fn grace_in_v1beta1_view(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("alpha-grace", gated).await?;
+    let name = ctx
+        .create_crr(
+            Version::V1alpha1,
+            json!({"metadata": {"name": "alpha-grace"},
+                   "spec": {"podName": "alpha-grace", "containers": [{"name": "app"}],
+                            "strategy": {"unreadyGracePeriodSeconds": 8}}}),
+        )
+        .await?;
+    let beta = ctx.crrs_in(Version::V1beta1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    let condition = loop {
+        let view = beta.get(&name).await?;
+        let found = view.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|condition| condition["type"] == keys::CONDITION_PRE_RECREATE_GRACE)
+            .cloned();
+        if let Some(condition) = found {
+            break condition;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!(
+                "no PreRecreateGrace condition in the v1beta1 view: {}",
+                view.data["status"]
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    check(
+        condition["status"] == "True" && condition["lastTransitionTime"].is_string(),
+        || format!("PreRecreateGrace {condition}"),
+    )?;
+    let alpha = ctx.crrs_in(Version::V1alpha1).get(&name).await?;
+    check(
+        alpha
+            .annotations()
+            .contains_key(keys::ANNOTATION_UNREADY_ACQUIRED),
+        || {
+            format!(
+                "v1alpha1 view without {}",
+                keys::ANNOTATION_UNREADY_ACQUIRED
+            )
+        },
+    )?;
+    succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)
 }
