@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: demo install uninstall bench test deps fmt-check clippy unit cluster-test chaos cluster-up cluster-down cluster-smoke crd manifests manifests-check
+.PHONY: demo install uninstall bench test deps fmt-check clippy unit cluster-test chaos migration cluster-up cluster-down cluster-smoke crd manifests manifests-check
 
 ## demo: show the system working: the local cluster comes up, crr is built and installed from
 ## manifests/, and a CRR recreates one container of a Deployment's pod in place.
@@ -51,6 +51,16 @@ chaos:
 	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" -n crr-system get deployment crr-operator >/dev/null 2>&1; then \
 	  hack/install.sh; fi && \
 	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test -p crr-e2e --test chaos -- --include-ignored
+
+## migration: the switch from OpenKruise by docs/migrating-from-openkruise.md, on the test bed
+## (removes crr, stands in OpenKruise, installs crr again). hack/cluster-test.sh runs it last.
+migration:
+	. hack/versions.sh && . hack/cluster-env.sh && \
+	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then \
+	  hack/cluster.sh up; fi && \
+	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" -n crr-system get deployment crr-operator >/dev/null 2>&1; then \
+	  hack/install.sh; fi && \
+	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test -p crr-e2e --test migration -- --include-ignored
 
 ## cluster-up / cluster-down: the local Kubernetes test bed (hack/README.md).
 cluster-up: deps

@@ -41,3 +41,6 @@ cargo test -p crr-e2e --test e2e -- --include-ignored
 # The fault suite last: it restarts the apiserver and containerd and SIGKILLs crr's processes
 # (tests/e2e/tests/chaos.rs; `make chaos` runs it alone).
 cargo test -p crr-e2e --test chaos -- --include-ignored
+# The switch from OpenKruise by the commands of docs/migrating-from-openkruise.md: it removes crr,
+# stands in OpenKruise, and installs crr again with Helm and kustomize (tests/e2e/tests/migration.rs).
+cargo test -p crr-e2e --test migration -- --include-ignored

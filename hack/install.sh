@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds crr's three binaries, turns them into images in the test bed's containerd, installs
 # everything with `kubectl apply -k manifests/overlays/local` and waits until the operator,
-# the webhook and the node daemon are ready and the webhook has published its CA.
+# the webhook and the node daemon are ready and the webhook has published its CA. Refuses, before
+# building anything, while another admission webhook for ContainerRecreateRequests (OpenKruise's)
+# is registered.
 #   CRR_PROFILE=release hack/install.sh   (default: dev, the build the tests already made)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -11,6 +13,24 @@ root="$here/.."
 kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 started=$(date +%s)
 step() { echo "install: $* ($(( $(date +%s) - started ))s)" >&2; }
+
+# Another admission webhook for ContainerRecreateRequests (OpenKruise's) would answer every
+# request beside ours: refuse, naming it (the chart's templates/preflight.yaml does the same).
+foreign_crr_webhooks() {
+  local kind template
+  # shellcheck disable=SC2016 # a Go template, not shell
+  template='{{range .items}}{{$config := .metadata.name}}{{if ne $config "crr-webhook"}}{{range .webhooks}}{{$webhook := .name}}{{range .rules}}{{$rule := .}}{{range .apiGroups}}{{if eq . "apps.kruise.io"}}{{range $rule.resources}}{{if or (eq . "containerrecreaterequests") (eq . "*")}}{{$config}} (webhook {{$webhook}}){{"\n"}}{{end}}{{end}}{{end}}{{end}}{{end}}{{end}}{{end}}{{end}}'
+  for kind in MutatingWebhookConfiguration ValidatingWebhookConfiguration; do
+    kubectl get "$kind" -o go-template="$template" | sort -u | sed "s/^/$kind /"
+  done
+}
+foreign=$(foreign_crr_webhooks)
+if [[ -n $foreign ]]; then
+  echo "install: refusing to install crr beside another ContainerRecreateRequest admission webhook:" >&2
+  echo "$foreign" | sed 's/^/  /' >&2
+  echo "install: is OpenKruise still installed? Remove it first (docs/migrating-from-openkruise.md)." >&2
+  exit 1
+fi
 
 profile="${CRR_PROFILE:-dev}"
 dir=debug; [[ $profile == dev ]] || dir="$profile"

@@ -1,14 +1,14 @@
-//! Static checks of what `kubectl apply -k manifests/base` installs (no cluster needed): the
+//! Static checks of what `kubectl apply -k manifests/system` installs (the CRD is manifests/crd) (no cluster needed): the
 //! node daemon's pod gets only what it needs from its node (issue 16).
 
 use serde_json::Value;
 
-const BASE: &str = include_str!("../../../manifests/base/crr.yaml");
+const BASE: &str = include_str!("../../../manifests/system/crr.yaml");
 
 fn objects() -> Vec<Value> {
     BASE.split("\n---\n")
         .filter(|document| document.lines().any(|line| line.starts_with("kind:")))
-        .map(|document| serde_saphyr::from_str(document).expect("manifests/base/crr.yaml parses"))
+        .map(|document| serde_saphyr::from_str(document).expect("manifests/system/crr.yaml parses"))
         .collect()
 }
 
