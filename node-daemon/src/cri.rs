@@ -253,6 +253,37 @@ impl Runtime {
             }))
     }
 
+    /// How an exited container ended: its exit code and when (this node's clock); `None` while
+    /// it runs or when the runtime no longer knows it.
+    pub async fn exit(
+        &self,
+        container_id: &str,
+    ) -> Result<Option<(i32, jiff::Timestamp)>, CriError> {
+        let status = match self
+            .client
+            .clone()
+            .container_status(with_deadline(
+                ContainerStatusRequest {
+                    container_id: strip_scheme(container_id).to_owned(),
+                    verbose: false,
+                },
+                READ_DEADLINE,
+            ))
+            .await
+        {
+            Ok(response) => response.into_inner().status,
+            Err(status) if status.code() == tonic::Code::NotFound => None,
+            Err(status) => return Err(status.into()),
+        };
+        Ok(status
+            .filter(|status| status.finished_at > 0)
+            .and_then(|status| {
+                jiff::Timestamp::from_nanosecond(i128::from(status.finished_at))
+                    .ok()
+                    .map(|at| (status.exit_code, at))
+            }))
+    }
+
     /// `containerd` for containerd, as the kubelet writes IDs (`containerd://...`).
     pub fn scheme(&self) -> &str {
         match self.name.as_str() {

@@ -38,6 +38,8 @@ pub struct FakeContainer {
     pub attempt: u32,
     pub running: bool,
     pub started_at: jiff::Timestamp,
+    /// When it exited (set by StopContainer), with exit code 0.
+    pub finished_at: Option<jiff::Timestamp>,
 }
 
 /// How ExecSync answers.
@@ -66,6 +68,8 @@ pub struct FakeState {
     pub restart_on_stop: bool,
     /// The runtime is away: Version answers `Unavailable`.
     pub away: bool,
+    /// How long ago a stopped container's exit is reported (as if rounds ran later).
+    pub exited_ago: std::time::Duration,
 }
 
 impl FakeState {
@@ -106,6 +110,7 @@ impl FakeRuntime {
                     attempt: 0,
                     running: true,
                     started_at: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(3600),
+                    finished_at: None,
                 });
             }
         }
@@ -222,6 +227,10 @@ impl RuntimeService for FakeRuntime {
             status: Some(ContainerStatus {
                 id: container.id.clone(),
                 started_at: i64::try_from(container.started_at.as_nanosecond()).unwrap_or(i64::MAX),
+                finished_at: container.finished_at.map_or(0, |at| {
+                    i64::try_from(at.as_nanosecond()).unwrap_or(i64::MAX)
+                }),
+                exit_code: 0,
                 ..Default::default()
             }),
             ..Default::default()
@@ -273,12 +282,17 @@ impl RuntimeService for FakeRuntime {
             ));
         }
         let restart = state.restart_on_stop;
+        let state_exited_ago = state.exited_ago;
         let container = state
             .containers
             .iter_mut()
             .find(|container| container.id == request.container_id)
             .ok_or_else(|| Status::not_found(request.container_id.clone()))?;
         container.running = false;
+        container.finished_at = Some(
+            jiff::Timestamp::now()
+                - jiff::SignedDuration::try_from(state_exited_ago).unwrap_or_default(),
+        );
         let (name, attempt) = (container.name.clone(), container.attempt + 1);
         let namespace_label = container.namespace_label.clone();
         if restart {
@@ -289,6 +303,7 @@ impl RuntimeService for FakeRuntime {
                 attempt,
                 running: true,
                 started_at: jiff::Timestamp::now(),
+                finished_at: None,
             });
         }
         Ok(Response::new(StopContainerResponse {}))

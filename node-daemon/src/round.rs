@@ -45,6 +45,9 @@ pub const LEFT_TO_THE_OPERATOR: Duration = Duration::from_secs(5);
 const API_AWAY_BOUND: Duration = Duration::from_secs(30);
 /// Between two reads while it is away.
 const API_RETRY: Duration = Duration::from_millis(500);
+/// How long a killed container must have been exited (with code 0) before the daemon asks
+/// whether the kubelet will ever start it again (`restartPolicy: OnFailure`).
+const NOT_RESTARTED_AFTER: Duration = Duration::from_secs(3);
 
 /// A write the API server refused or could not take.
 #[derive(Debug, thiserror::Error)]
@@ -313,14 +316,16 @@ impl<R: Requests> Round<'_, R> {
     /// A container killed and found exited may never come back: under `restartPolicy:
     /// OnFailure` the kubelet does not start a container that exited 0. Such a state becomes
     /// `Failed` with a message that says so, instead of waiting for a restart (or the deadline).
-    /// The pod is read only when a killed container is seen exited.
+    /// The runtime says first how the container ended: the pod is read only for one that exited
+    /// 0 at least [`NOT_RESTARTED_AFTER`] ago (the kubelet restarts within a second or two), so
+    /// an ordinary recreate costs no extra read.
     async fn fail_containers_not_restarted(
         &self,
         crr: &ContainerRecreateRequest,
         states: &mut [State],
         containers: &[(String, crate::recreate::RuntimeContainer)],
     ) -> Result<(), WriteError> {
-        let exited: Vec<(usize, String)> = states
+        let candidates: Vec<(usize, String)> = states
             .iter()
             .enumerate()
             .filter(|(_, state)| state.phase == Phase::Recreating && state.is_killed)
@@ -331,6 +336,26 @@ impl<R: Requests> Round<'_, R> {
                     .map(|(_, container)| (index, container.id.clone()))
             })
             .collect();
+        let mut exited = Vec::new();
+        for (index, container_id) in candidates {
+            let ended = self
+                .runtime
+                .exit(&container_id)
+                .await
+                .unwrap_or_else(|error| {
+                    tracing::debug!(%error, "reading an exited container's status");
+                    None
+                });
+            let long_enough = |at: jiff::Timestamp| {
+                jiff::Timestamp::now()
+                    .duration_since(at)
+                    .unsigned_abs()
+                    .ge(&NOT_RESTARTED_AFTER)
+            };
+            if ended.is_some_and(|(code, at)| code == 0 && long_enough(at)) {
+                exited.push((index, container_id));
+            }
+        }
         if exited.is_empty() {
             return Ok(());
         }
@@ -663,6 +688,8 @@ mod tests {
         complete_on_fresh: bool,
         /// How many re-reads to come find the API server away.
         failing_fresh_reads: std::sync::atomic::AtomicUsize,
+        /// How many times the live pod was read.
+        pod_reads: std::sync::atomic::AtomicUsize,
         /// Every status patch written, as JSON.
         writes: Mutex<Vec<serde_json::Value>>,
     }
@@ -796,6 +823,8 @@ mod tests {
         }
 
         async fn pod(&self, _: &str, _: &str) -> Result<Option<Pod>, WriteError> {
+            self.pod_reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(self.pod.lock().unwrap().clone())
         }
 
@@ -1220,6 +1249,7 @@ mod tests {
             attempt: 1,
             running: true,
             started_at: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60),
+            finished_at: None,
         });
     }
 
@@ -1272,6 +1302,7 @@ mod tests {
                 attempt: 1,
                 running: true,
                 started_at: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60),
+                finished_at: None,
             });
         operator_snapshot(&memory, &fake, &[]);
         drive(&memory, &fake, &runtime, 10, &[]).await;
@@ -1513,8 +1544,9 @@ mod tests {
     #[tokio::test]
     async fn an_on_failure_container_that_exits_zero_after_the_kill_fails_with_a_message() {
         let fake = FakeRuntime::with_containers(&["app"]);
-        // The kubelet does not start it again: it exited 0 under OnFailure.
+        // The kubelet does not start it again: it exited 0 under OnFailure, a while ago.
         fake.lock().restart_on_stop = false;
+        fake.lock().exited_ago = Duration::from_secs(10);
         let runtime = fake.serve().await;
         let memory = Memory::new(request(&["app"], Default::default()));
         memory.set_pod(|pod| {
@@ -1552,6 +1584,11 @@ mod tests {
         assert!(
             matches!(outcomes.last(), Some(Outcome::After(_))),
             "{outcomes:?}"
+        );
+        // Just exited: the runtime's answer spares a pod read (the kill round's is the only one).
+        assert_eq!(
+            memory.pod_reads.load(std::sync::atomic::Ordering::Relaxed),
+            1
         );
     }
 
