@@ -11,3 +11,19 @@ SERVICE_CIDR=10.0.0.0/24
 APISERVER="https://$NODE_IP:6443"
 CONTAINERD_SOCK="$CLUSTER_DIR/containerd/containerd.sock"
 KUBECONFIG_ADMIN="$CLUSTER_DIR/admin.kubeconfig"
+
+# More nodes (CRR_NODES=N at `hack/cluster.sh up`; 1 by default): node k (2..N) is crr-node-k,
+# with its own network namespace of that name, IP 10.213.1.k on the bridge crr-br inside
+# crr-node's namespace (crr-node is 10.213.1.1 there), pod range 10.244.(k-1).0/24, and its own
+# containerd, kubelet and kube-proxy. Its files live in $CLUSTER_DIR/nodes/crr-node-k; inside
+# its own mount namespace they also appear at crr-node's paths ($CLUSTER_DIR/containerd,
+# $CLUSTER_DIR/kubelet), so a DaemonSet's hostPath names the same socket on every node.
+CLUSTER_NODES_DIR="$CLUSTER_DIR/nodes"
+# The extra nodes of the test bed, one name per line (none on a one-node test bed).
+extra_nodes() { ls "$CLUSTER_NODES_DIR" 2>/dev/null | grep '^crr-node-[0-9]*$' | sort -t- -k3 -n || true; }
+# The containerd socket of every node, as the root namespace reaches it.
+node_sockets() {
+  echo "$CONTAINERD_SOCK"
+  local node
+  for node in $(extra_nodes); do echo "$CLUSTER_NODES_DIR/$node/containerd/containerd.sock"; done
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The cluster half of `make test`: brings the local test bed up (unless one
 # already runs), proves it with the smoke test, runs every crate's cluster
-# tests against it, installs crr from manifests/ (hack/install.sh) and runs the
-# end-to-end suite and the fault suite (make chaos), then takes down what it started. Cluster tests and e2e
+# tests against it, adds a second node, installs crr from manifests/ (hack/install.sh) and runs
+# the end-to-end suite, the multi-node suite, the fault suite (make chaos) and the migration
+# from OpenKruise, then takes down what it started. Cluster tests and e2e
 # scenarios are ignored by a plain `cargo test`; `--include-ignored` runs them
 # here, and a missing test bed then fails them (tests/testbed/src/lib.rs).
 set -euo pipefail
@@ -35,9 +36,15 @@ fi
 export KUBECONFIG="$KUBECONFIG_ADMIN"
 cargo build -p crr-operator  # the node daemon's cluster test runs it when no crr is installed
 cargo test --workspace --test '*cluster*' -- --include-ignored
+# crr itself runs on several nodes: a second node joins the running test bed (as a node joins a
+# cluster), then crr is installed on both (CRR_TEST_NODES, 2 by default).
+CRR_NODES="${CRR_TEST_NODES:-2}" "$here/cluster.sh" up
 "$here/install.sh"
 cargo build -p kubectl-crr  # the plugin scenarios run it
 cargo test -p crr-e2e --test e2e -- --include-ignored
+# Across nodes: a request per node, a rolling batch, a node lost mid-recreate, a node that joins
+# late (tests/e2e/tests/nodes.rs; it leaves a third node in the test bed).
+cargo test -p crr-e2e --test nodes -- --include-ignored
 # The fault suite last: it restarts the apiserver and containerd and SIGKILLs crr's processes
 # (tests/e2e/tests/chaos.rs; `make chaos` runs it alone).
 cargo test -p crr-e2e --test chaos -- --include-ignored

@@ -2,12 +2,16 @@
 # The project's local Kubernetes test bed: upstream etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet and kube-proxy (built by
 # hack/build-kube.sh), Debian's containerd and runc, one node, all inside the
-# network namespace crr-node. See hack/README.md for the design and its why.
+# network namespace crr-node; with CRR_NODES=N, N-1 more nodes crr-node-2.. with their own
+# network and mount namespaces, containerd, kubelet and kube-proxy (hack/cluster-env.sh). See
+# hack/README.md for the design and its why.
 #
-#   hack/cluster.sh up       build what is missing, start everything, wait for a Ready node
+#   hack/cluster.sh up       build what is missing, start everything, wait for Ready nodes
+#                            (CRR_NODES=N: N nodes; on a running test bed, adds the missing ones)
 #   hack/cluster.sh down     stop everything and remove every trace (mounts, netns, cgroups)
 #   hack/cluster.sh status   what runs, and the node
 #   hack/cluster.sh restart NAME   stop one daemon and start it again, the rest left running
+#                                  (an extra node's: containerd@crr-node-2, kubelet@..., kube-proxy@...)
 #   hack/cluster.sh stop NAME | start NAME   the two halves of restart (a fault held open)
 #   hack/cluster.sh env      prints `export KUBECONFIG=...` for eval
 set -euo pipefail
@@ -22,11 +26,36 @@ CNI_CONF_DIR="$CLUSTER_DIR/cni/net.d"
 CNI_BIN_DIR=/usr/lib/cni
 # Order matters: `down` stops them in reverse.
 DAEMONS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+# What each extra node runs, as `<daemon>@<node>`.
+NODE_DAEMONS=(containerd kubelet kube-proxy)
+
+# Every daemon of the test bed: crr-node's and the control plane, then each extra node's.
+all_daemons() {
+  local node daemon
+  printf '%s\n' "${DAEMONS[@]}"
+  for node in $(extra_nodes); do
+    for daemon in "${NODE_DAEMONS[@]}"; do echo "$daemon@$node"; done
+  done
+}
+
+# node_env NODE: N_DIR, N_IP, N_SUBNET, N_CGROUP of extra node NODE (crr-node-K).
+node_env() {
+  local index="${1##*-}"
+  [[ "$1" =~ ^crr-node-[0-9]+$ ]] && (( index >= 2 && index <= 250 )) || die "no node $1 (crr-node-2 .. crr-node-250)"
+  N_DIR="$CLUSTER_NODES_DIR/$1"
+  N_IP="10.213.1.$index"
+  N_SUBNET="10.244.$(( index - 1 )).0/24"
+  N_CGROUP="/$1"
+}
+# Runs a command in an extra node's network namespace.
+in_node() { local node="$1"; shift; nsenter --net="/run/netns/$node" -- "$@"; }
 
 log() { echo "cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 in_netns() { nsenter --net="/run/netns/$CLUSTER_NETNS" -- "$@"; }
+BRIDGE=crr-br          # inside crr-node's namespace: the extra nodes' link to it and each other
+BRIDGE_IP=10.213.1.1
 
 # ---------------------------------------------------------------- checks
 
@@ -65,7 +94,48 @@ network_up() {
   in_netns sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
 }
 
+# The extra node NODE: its namespace, a veth into crr-node's bridge, and routes: to the control
+# plane and the root namespace through crr-node, to every node's pod range through that node.
+node_network_up() {
+  local node="$1" N_DIR N_IP N_SUBNET N_CGROUP
+  node_env "$node"
+  if ! in_netns ip link show "$BRIDGE" >/dev/null 2>&1; then
+    in_netns ip link add "$BRIDGE" type bridge
+    in_netns ip addr add "$BRIDGE_IP/24" dev "$BRIDGE"
+    in_netns ip link set "$BRIDGE" up
+  fi
+  ip netns list | grep -qw "$node" || ip netns add "$node"
+  if ! in_node "$node" ip link show eth0 >/dev/null 2>&1; then
+    ip -n "$CLUSTER_NETNS" link add "$node" type veth peer name eth0 netns "$node"
+    ip -n "$CLUSTER_NETNS" link set "$node" master "$BRIDGE" up
+    in_node "$node" ip addr add "$N_IP/24" dev eth0
+    in_node "$node" ip link set eth0 up
+  fi
+  in_node "$node" ip link set lo up
+  in_node "$node" ip route replace 10.213.0.0/24 via "$BRIDGE_IP"
+  in_node "$node" ip route replace "$SERVICE_CIDR" dev lo
+  in_node "$node" sysctl -qw net.ipv4.ip_forward=1
+  in_node "$node" sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
+}
+
+# Pod routes between every pair of nodes (after each node's network is up).
+pod_routes() {
+  local node other N_DIR N_IP N_SUBNET N_CGROUP
+  for node in $(extra_nodes); do
+    node_env "$node"
+    in_netns ip route replace "$N_SUBNET" via "$N_IP"
+    in_node "$node" ip route replace "$POD_SUBNET" via "$BRIDGE_IP"
+    local subnet="$N_SUBNET" ip="$N_IP"
+    for other in $(extra_nodes); do
+      [[ $other == "$node" ]] && continue
+      in_node "$other" ip route replace "$subnet" via "$ip"
+    done
+  done
+}
+
 network_down() {
+  local node
+  for node in $(extra_nodes); do ip netns del "$node" 2>/dev/null || true; done
   ip link del crr-host 2>/dev/null || true
   ip netns del "$CLUSTER_NETNS" 2>/dev/null || true
 }
@@ -140,26 +210,40 @@ pki() {
   kubeconfig kube-proxy kube-proxy
 }
 
+node_pki() {
+  local node="$1" N_DIR N_IP N_SUBNET N_CGROUP
+  node_env "$node"
+  cert "kubelet-serving-$node" "system:node:$node" system:nodes "IP:$N_IP,DNS:$node"
+  cert "kubelet-$node" "system:node:$node" system:nodes
+  kubeconfig "kubelet-$node" "kubelet-$node"
+}
+
 # ---------------------------------------------------------------- config files
 
-configs() {
-  mkdir -p "$CNI_CONF_DIR" "$CLUSTER_DIR/containerd" "$CLUSTER_DIR/kubelet"
-  cat > "$CNI_CONF_DIR/10-crr.conflist" <<EOF
+# node_configs DIR NODE IP SUBNET CGROUP_ROOT: one node's CNI, containerd, kubelet and kube-proxy
+# configuration under DIR (crr-node's: $CLUSTER_DIR). Every path written into them is the path
+# the node's own daemons see: an extra node's containerd socket and kubelet directory appear at
+# crr-node's paths inside its mount namespace.
+node_configs() {
+  local dir="$1" node="$2" ip="$3" subnet="$4" cgroup_root="$5" certs=""
+  [[ $node == "$CLUSTER_NODE" ]] || certs="-$node"
+  mkdir -p "$dir/cni/net.d" "$dir/containerd" "$dir/kubelet"
+  cat > "$dir/cni/net.d/10-crr.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "crr",
   "plugins": [
     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "dataDir": "$CLUSTER_DIR/cni/ipam",
-              "ranges": [[{"subnet": "$POD_SUBNET"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+     "ipam": {"type": "host-local", "dataDir": "$dir/cni/ipam",
+              "ranges": [[{"subnet": "$subnet"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
 EOF
-  cat > "$CLUSTER_DIR/containerd/config.toml" <<EOF
+  cat > "$dir/containerd/config.toml" <<EOF
 version = 2
-root = "$CLUSTER_DIR/containerd/root"
-state = "$CLUSTER_DIR/containerd/state"
+root = "$dir/containerd/root"
+state = "$dir/containerd/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
   address = "$CONTAINERD_SOCK"
@@ -180,12 +264,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$CNI_BIN_DIR"
-    conf_dir = "$CNI_CONF_DIR"
+    conf_dir = "$dir/cni/net.d"
 EOF
-  cat > "$CLUSTER_DIR/kubelet/config.yaml" <<EOF
+  cat > "$dir/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: $NODE_IP
+address: $ip
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -195,10 +279,11 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: $PKI/ca.crt}
 authorization: {mode: Webhook}
-tlsCertFile: $PKI/kubelet-serving.crt
-tlsPrivateKeyFile: $PKI/kubelet-serving.key
+tlsCertFile: $PKI/kubelet-serving$certs.crt
+tlsPrivateKeyFile: $PKI/kubelet-serving$certs.key
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 cgroupDriver: cgroupfs
+cgroupRoot: $cgroup_root
 failSwapOn: false
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
@@ -215,12 +300,12 @@ nodeStatusUpdateFrequency: 4s
 syncFrequency: 10s
 fileCheckFrequency: 10s
 EOF
-  cat > "$CLUSTER_DIR/kube-proxy.yaml" <<EOF
+  cat > "$dir/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $CLUSTER_DIR/kube-proxy.kubeconfig}
-hostnameOverride: $CLUSTER_NODE
-bindAddress: $NODE_IP
+hostnameOverride: $node
+bindAddress: $ip
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 mode: iptables
@@ -229,6 +314,49 @@ iptables: {masqueradeAll: true}
 # Leave the conntrack sysctls alone: they are not this namespace's to change.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
+}
+
+configs() {
+  node_configs "$CLUSTER_DIR" "$CLUSTER_NODE" "$NODE_IP" "$POD_SUBNET" /
+}
+
+# An extra node's files, its cgroup root and its mount namespace: a private view in which its
+# own directories sit at crr-node's paths, and /run/containerd and the pod log directories are
+# its own (two kubelets would collect each other's pod logs as orphans).
+node_setup() {
+  local node="$1" N_DIR N_IP N_SUBNET N_CGROUP hierarchy dir
+  node_env "$node"
+  node_configs "$N_DIR" "$node" "$N_IP" "$N_SUBNET" "$N_CGROUP"
+  # runc's state of this node's containers, apart from crr-node's.
+  sed -i "s|SystemdCgroup = false|SystemdCgroup = false\n        Root = \"$N_DIR/runc\"|" "$N_DIR/containerd/config.toml"
+  mkdir -p "$N_DIR/run-containerd" "$N_DIR/log-pods" "$N_DIR/log-containers" "$N_DIR/runc" /run/containerd /var/log/pods /var/log/containers
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    mkdir -p "/sys/fs/cgroup$N_CGROUP"
+  else
+    for hierarchy in /sys/fs/cgroup/*/; do
+      [[ $(basename "$hierarchy") == unified ]] && continue
+      mkdir -p "$hierarchy${N_CGROUP#/}"
+    done
+    if [[ -d /sys/fs/cgroup/cpuset ]]; then
+      cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset$N_CGROUP/cpuset.cpus"
+      cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset$N_CGROUP/cpuset.mems"
+    fi
+  fi
+  # A mount namespace outlives its processes when bound to a file on a private mount.
+  if ! grep -q " $CLUSTER_NODES_DIR " /proc/self/mounts; then
+    mount --bind "$CLUSTER_NODES_DIR" "$CLUSTER_NODES_DIR"
+    mount --make-private "$CLUSTER_NODES_DIR"
+  fi
+  if ! grep -q " $N_DIR/mnt " /proc/self/mounts; then
+    touch "$N_DIR/mnt"
+    unshare --mount="$N_DIR/mnt" --propagation private true
+    for dir in containerd kubelet; do
+      nsenter --mount="$N_DIR/mnt" -- mount --bind "$N_DIR/$dir" "$CLUSTER_DIR/$dir"
+    done
+    nsenter --mount="$N_DIR/mnt" -- mount --bind "$N_DIR/run-containerd" /run/containerd
+    nsenter --mount="$N_DIR/mnt" -- mount --bind "$N_DIR/log-pods" /var/log/pods
+    nsenter --mount="$N_DIR/mnt" -- mount --bind "$N_DIR/log-containers" /var/log/containers
+  fi
 }
 
 # ---------------------------------------------------------------- processes
@@ -243,7 +371,7 @@ daemon_running() {
   state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
   [[ -n "$state" && "$state" != Z && "$state" != X ]] || return 1
   exe="$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -n 1)" || return 1
-  [[ "$(basename "$exe")" == "$name" ]]
+  [[ "$(basename "$exe")" == "${name%@*}" ]]
 }
 
 start() {
@@ -257,8 +385,13 @@ start() {
   rm -f "$pidfile"
   # The daemon gets its own session (no signal from our terminal) and keeps
   # the pid written here: bash execs nsenter, which execs the daemon.
-  setsid bash -c 'echo $$ > "$0"; exec nsenter --net="$1" -- "${@:2}"' \
-    "$pidfile" "/run/netns/$CLUSTER_NETNS" "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null &
+  # An extra node's daemons run in its network and mount namespaces.
+  local enter=(nsenter --net="/run/netns/$CLUSTER_NETNS")
+  if [[ $name == *@* ]]; then
+    enter=(nsenter --net="/run/netns/${name#*@}" --mount="$CLUSTER_NODES_DIR/${name#*@}/mnt")
+  fi
+  setsid bash -c 'echo $$ > "$0"; exec "$@"' \
+    "$pidfile" "${enter[@]}" -- "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null &
   local i
   for i in $(seq 1 50); do [[ -s "$pidfile" ]] && break; sleep 0.1; done
 }
@@ -281,7 +414,7 @@ wait_for() {
 
 check_alive() {
   local name pidfile
-  for name in "${DAEMONS[@]}"; do
+  for name in $(all_daemons); do
     pidfile="$PIDS/$name.pid"
     if [[ -f "$pidfile" ]] && ! daemon_running "$name"; then
       log "$name exited; its log ends with:"
@@ -292,7 +425,7 @@ check_alive() {
 }
 
 node_ready() {
-  [[ "$(kubectl get node "$CLUSTER_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" == True ]]
+  [[ "$(kubectl get node "${1:-$CLUSTER_NODE}" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" == True ]]
 }
 
 # ---------------------------------------------------------------- the daemons
@@ -300,6 +433,10 @@ node_ready() {
 # daemon_command NAME: sets DAEMON_CMD to NAME's command line. The one definition `up` and
 # `restart` both use, so a restarted daemon runs exactly as it was first started.
 daemon_command() {
+  if [[ $1 == *@* ]]; then
+    node_daemon_command "${1%@*}" "${1#*@}"
+    return
+  fi
   case "$1" in
     etcd) DAEMON_CMD=("$KUBE_BIN/etcd" --name crr --data-dir "$CLUSTER_DIR/etcd"
       --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379
@@ -345,6 +482,23 @@ daemon_command() {
   esac
 }
 
+# node_daemon_command DAEMON NODE: an extra node's containerd, kubelet or kube-proxy. Inside the
+# node's mount namespace its kubelet directory is at crr-node's path.
+node_daemon_command() {
+  local daemon="$1" node="$2" N_DIR N_IP N_SUBNET N_CGROUP
+  node_env "$node"
+  case "$daemon" in
+    containerd) DAEMON_CMD=(containerd --config "$N_DIR/containerd/config.toml") ;;
+    kubelet) DAEMON_CMD=("$KUBE_BIN/kubelet" --config "$N_DIR/kubelet/config.yaml"
+      --kubeconfig "$CLUSTER_DIR/kubelet-$node.kubeconfig"
+      --root-dir "$CLUSTER_DIR/kubelet/root"
+      --hostname-override "$node" --node-ip "$N_IP"
+      --pod-infra-container-image crr.local/pause:3.10) ;;
+    kube-proxy) DAEMON_CMD=("$KUBE_BIN/kube-proxy" --config "$N_DIR/kube-proxy.yaml") ;;
+    *) die "no daemon $daemon on $node (one of: ${NODE_DAEMONS[*]})" ;;
+  esac
+}
+
 start_daemon() {
   local DAEMON_CMD
   daemon_command "$1"
@@ -359,15 +513,27 @@ proxy_healthy() { http_ok 10256 /healthz; }
 controller_manager_healthy() { in_netns bash -c 'exec 3<>/dev/tcp/127.0.0.1/10257'; }
 scheduler_healthy() { in_netns bash -c 'exec 3<>/dev/tcp/127.0.0.1/10259'; }
 
-# http_ok PORT PATH: a plain-HTTP GET on the namespace's loopback answers 200 (bash, no curl).
+# http_ok PORT PATH [NETNS]: a plain-HTTP GET on the namespace's loopback answers 200 (bash, no
+# curl); crr-node's namespace unless NETNS is given.
 http_ok() {
-  in_netns bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf "GET %s HTTP/1.0\r\n\r\n" "$1" >&3 &&
+  nsenter --net="/run/netns/${3:-$CLUSTER_NETNS}" -- bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf "GET %s HTTP/1.0\r\n\r\n" "$1" >&3 &&
     head -n 1 <&3 | grep -q " 200 "' "$1" "$2"
 }
+node_kubelet_healthy() { http_ok 10248 /healthz "$1" && node_ready "$1"; }
 
 # wait_healthy NAME: waits until NAME serves: etcd its client port, containerd `ctr version` on
 # its socket, the apiserver /readyz, the kubelet a Ready node, the others their /healthz.
 wait_healthy() {
+  if [[ $1 == *@* ]]; then
+    local node="${1#*@}" N_DIR N_IP N_SUBNET N_CGROUP
+    node_env "$node"
+    case "${1%@*}" in
+      containerd) wait_for "containerd of $node" 60 ctr --address "$N_DIR/containerd/containerd.sock" version ;;
+      kubelet) wait_for "kubelet /healthz and node $node Ready" 180 node_kubelet_healthy "$node" ;;
+      kube-proxy) wait_for "kube-proxy /healthz on $node" 60 http_ok 10256 /healthz "$node" ;;
+    esac
+    return
+  fi
   case "$1" in
     etcd) wait_for "etcd health" 60 in_netns bash -c 'exec 3<>/dev/tcp/127.0.0.1/2379' ;;
     containerd) wait_for "containerd" 60 ctr --address "$CONTAINERD_SOCK" version ;;
@@ -384,6 +550,9 @@ wait_healthy() {
 require_up() {
   [[ -d "$PIDS" ]] && ip netns list | grep -qw "$CLUSTER_NETNS" ||
     die "no test bed in $CLUSTER_DIR: run hack/cluster.sh up"
+  if [[ $1 == *@* ]] && ! extra_nodes | grep -qx "${1#*@}"; then
+    die "no node ${1#*@} in this test bed (nodes: $CLUSTER_NODE $(extra_nodes | tr '\n' ' '))"
+  fi
   daemon_command "$1"  # dies on an unknown name
 }
 
@@ -420,7 +589,7 @@ restart_one() {
 # (a session that ended, a reboot) without `down`. Its pods, mounts and netns are stale.
 remains_of_killed_cluster() {
   local name pidfile
-  for name in "${DAEMONS[@]}"; do
+  for name in $(all_daemons); do
     pidfile="$PIDS/$name.pid"
     if [[ -f "$pidfile" ]] && ! daemon_running "$name"; then
       return 0
@@ -441,20 +610,35 @@ up() {
   network_up
   pki
   configs
+  # Extra nodes: those of an earlier `up`, and up to CRR_NODES.
+  local index node
+  for (( index = 2; index <= ${CRR_NODES:-1}; index++ )); do mkdir -p "$CLUSTER_NODES_DIR/crr-node-$index"; done
+  for node in $(extra_nodes); do
+    node_network_up "$node"
+    node_pki "$node"
+    node_setup "$node"
+  done
+  pod_routes
 
   start_daemon etcd
   start_daemon containerd
+  for node in $(extra_nodes); do start_daemon "containerd@$node"; done
   wait_healthy etcd
   start_daemon kube-apiserver
   wait_healthy kube-apiserver
   start_daemon kube-controller-manager
   start_daemon kube-scheduler
   wait_healthy containerd
+  for node in $(extra_nodes); do wait_healthy "containerd@$node"; done
   "$here/images.sh" base
+  # A node that joins a running test bed gets the images built before (crr's own, say).
+  [[ -z "$(extra_nodes)" ]] || "$here/images.sh" sync
   start_daemon kubelet
   start_daemon kube-proxy
+  for node in $(extra_nodes); do start_daemon "kubelet@$node"; start_daemon "kube-proxy@$node"; done
 
   wait_healthy kubelet
+  for node in $(extra_nodes); do wait_healthy "kubelet@$node"; done
   wait_for "default service account" 60 kubectl -n default get serviceaccount default
   echo "$KUBE_VERSION" > "$CLUSTER_DIR/version"
   log "up in $(( $(date +%s) - started ))s: export KUBECONFIG=$KUBECONFIG_ADMIN"
@@ -500,10 +684,11 @@ unmount_under() {
 }
 
 down() {
-  local i name
-  for (( i=${#DAEMONS[@]}-1; i>=0; i-- )); do
-    name="${DAEMONS[$i]}"
-    [[ $name == containerd ]] && kill_containers
+  local i name names
+  mapfile -t names < <(all_daemons)
+  for (( i=${#names[@]}-1; i>=0; i-- )); do
+    name="${names[$i]}"
+    [[ $name == containerd* ]] && kill_containers
     stop_daemon "$name"
   done
   kill_containers
@@ -516,6 +701,10 @@ down() {
   unmount_under /run/containerd/io.containerd.grpc.v1.cri
   remove_cgroups
   network_down
+  local node
+  for node in $(extra_nodes); do
+    find /sys/fs/cgroup -depth -type d -name "$node" -exec rmdir {} \; 2>/dev/null || true
+  done
   if [[ "${1:-}" == --keep-data ]]; then
     log "down (data kept in $CLUSTER_DIR)"
   else
@@ -526,7 +715,7 @@ down() {
 
 status() {
   local name pidfile
-  for name in "${DAEMONS[@]}"; do
+  for name in $(all_daemons); do
     pidfile="$PIDS/$name.pid"
     if daemon_running "$name"; then
       printf '%-24s running (pid %s)\n' "$name" "$(cat "$pidfile")"

@@ -4,7 +4,8 @@
 #   crr.local/pause:3.10     the sandbox image (hack/images/pause.c, static)
 #   crr.local/busybox:1.35   Debian's static busybox, for test pods
 #   crr.local/<bin>:dev      each Rust binary of ours named in $CRR_IMAGES
-# Usage: hack/images.sh base | hack/images.sh crr BIN...
+# Usage: hack/images.sh base | hack/images.sh crr BIN... | hack/images.sh sync
+#   sync: every image built before (in the cache) into every node, for a node that joins later
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
@@ -13,8 +14,12 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="$CRR_CACHE/images"
 mkdir -p "$out"
 
+# Into every node's containerd (hack/cluster-env.sh: node_sockets).
 import() {
-  ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$1" >/dev/null
+  local socket
+  for socket in $(node_sockets); do
+    ctr --address "$socket" -n k8s.io images import "$1" >/dev/null
+  done
   echo "images: imported $2"
 }
 
@@ -63,8 +68,17 @@ build_crr() {
   done
 }
 
+sync_all() {
+  local tar
+  for tar in "$out"/*.tar; do
+    [[ -f $tar ]] && import "$tar" "$(basename "$tar" .tar)"
+  done
+  return 0
+}
+
 case "${1:-}" in
   base) build_base ;;
   crr) shift; build_crr "$@" ;;
-  *) echo "usage: $0 base | crr BIN..." >&2; exit 2 ;;
+  sync) sync_all ;;
+  *) echo "usage: $0 base | crr BIN... | sync" >&2; exit 2 ;;
 esac

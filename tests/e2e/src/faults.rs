@@ -111,6 +111,25 @@ pub async fn component_pods(client: &Client, selector: &str) -> anyhow::Result<V
         .collect())
 }
 
+/// The node daemon pod of node `node`.
+pub async fn node_daemon_on(client: &Client, node: &str) -> anyhow::Result<Pod> {
+    let daemons = component_pods(client, NODE_DAEMON_LABEL).await?;
+    let names: Vec<String> = daemons
+        .iter()
+        .map(|pod| {
+            let on = pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref());
+            format!(
+                "{} on {on:?}",
+                pod.metadata.name.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    daemons
+        .into_iter()
+        .find(|pod| pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node))
+        .ok_or_else(|| anyhow::anyhow!("no node daemon on {node}: {names:?}"))
+}
+
 /// The operator's current leader: the Lease holder, a pod of the system namespace.
 pub async fn operator_leader(client: &Client) -> anyhow::Result<Pod> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);

@@ -123,6 +123,24 @@ impl Ctx {
             .await
     }
 
+    /// Runs the kubectl plugin (built by `cargo build -p kubectl-crr`, as hack/cluster-test.sh
+    /// does) in this namespace.
+    pub async fn plugin(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        let binary = std::env::var_os("CRR_KUBECTL_CRR").map_or_else(
+            || {
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../target/debug/kubectl-crr")
+            },
+            std::path::PathBuf::from,
+        );
+        tokio::process::Command::new(&binary)
+            .args(["-n", &self.namespace])
+            .args(args)
+            .output()
+            .await
+            .with_context(|| format!("running {} (cargo build -p kubectl-crr)", binary.display()))
+    }
+
     /// Waits (by watch) until `condition` holds for the pod; the pod must exist.
     pub async fn wait_pod(
         &self,
@@ -332,34 +350,70 @@ fn kubectl_path() -> PathBuf {
 /// The containerd socket of the test bed's node, for scenarios that act on a container behind
 /// the kubelet's back (as a crash would).
 pub fn containerd_socket() -> String {
-    let dir = std::env::var("CRR_CLUSTER_DIR").unwrap_or_else(|_| "/var/lib/crr-cluster".into());
-    format!("{dir}/containerd/containerd.sock")
+    format!("{}/containerd/containerd.sock", cluster_dir())
 }
 
-/// Kills a container's task through containerd, so the kubelet restarts it.
+fn cluster_dir() -> String {
+    std::env::var("CRR_CLUSTER_DIR").unwrap_or_else(|_| "/var/lib/crr-cluster".into())
+}
+
+/// The first node of the test bed (its control plane's); `CRR_NODES=N` adds crr-node-2...
+pub const FIRST_NODE: &str = "crr-node";
+
+/// The containerd socket of test-bed node `node`, as this (root) namespace reaches it.
+pub fn containerd_socket_of(node: &str) -> String {
+    if node == FIRST_NODE {
+        containerd_socket()
+    } else {
+        format!("{}/nodes/{node}/containerd/containerd.sock", cluster_dir())
+    }
+}
+
+/// Every node's containerd socket.
+fn containerd_sockets() -> Vec<String> {
+    let mut sockets = vec![containerd_socket()];
+    if let Ok(entries) = std::fs::read_dir(format!("{}/nodes", cluster_dir())) {
+        let mut nodes: Vec<String> = entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter(|name| name.starts_with("crr-node-"))
+            .collect();
+        nodes.sort();
+        sockets.extend(nodes.iter().map(|node| containerd_socket_of(node)));
+    }
+    sockets
+}
+
+/// Kills a container's task through containerd (whichever node runs it), so the kubelet
+/// restarts it.
 pub async fn kill_container(container_id: &str) -> anyhow::Result<()> {
     let id = container_id.trim_start_matches("containerd://");
-    let output = tokio::process::Command::new("ctr")
-        .args([
-            "--address",
-            &containerd_socket(),
-            "-n",
-            "k8s.io",
-            "tasks",
-            "kill",
-            "-s",
-            "SIGKILL",
-            id,
-        ])
-        .output()
-        .await
-        .context("running ctr")?;
-    ensure!(
-        output.status.success(),
-        "ctr tasks kill {id}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(())
+    let mut errors = Vec::new();
+    for socket in containerd_sockets() {
+        let output = tokio::process::Command::new("ctr")
+            .args([
+                "--address",
+                &socket,
+                "-n",
+                "k8s.io",
+                "tasks",
+                "kill",
+                "-s",
+                "SIGKILL",
+                id,
+            ])
+            .output()
+            .await
+            .context("running ctr")?;
+        if output.status.success() {
+            return Ok(());
+        }
+        errors.push(format!(
+            "{socket}: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Err(anyhow!("ctr tasks kill {id}: {}", errors.join("; ")))
 }
 
 /// What a scenario is expected to do today.

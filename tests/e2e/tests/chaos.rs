@@ -133,6 +133,15 @@ fn not_usable(reason: &str) -> bool {
 }
 
 /// Pod with the readiness gate injected by the webhook (opt-in label).
+/// The scenario's pod on the first node, whose daemons (containerd, the node daemon) the faults
+/// hit on a test bed of several nodes.
+fn on_first_node(customize: impl FnOnce(&mut Value)) -> impl FnOnce(&mut Value) {
+    move |pod| {
+        customize(pod);
+        pod["spec"]["nodeName"] = json!(crr_e2e::FIRST_NODE);
+    }
+}
+
 fn gated(pod: &mut Value) {
     pod["metadata"]["labels"][keys::LABEL_READINESS_GATE] = json!("true");
 }
@@ -342,7 +351,9 @@ async fn hook_running(ctx: &Ctx, pod: &str) -> anyhow::Result<()> {
 // happens while the apiserver is away; the status writes wait for it.
 async fn apiserver_restart(ctx: Ctx) -> anyhow::Result<()> {
     let name = "apiserver";
-    let pod = ctx.two_container_pod(name, slow_pre_stop(3)).await?;
+    let pod = ctx
+        .two_container_pod(name, on_first_node(slow_pre_stop(3)))
+        .await?;
     let before = snapshot(&pod)?;
     create_request(&ctx, name, json!({})).await?;
     hook_running(&ctx, name).await?;
@@ -366,7 +377,7 @@ async fn apiserver_restart(ctx: Ctx) -> anyhow::Result<()> {
 // 410 with a watch of its own from the old version, and looks for it in both components' logs.
 async fn watch_gone(ctx: Ctx) -> anyhow::Result<()> {
     let name = "gone";
-    let pod = ctx.two_container_pod(name, gated).await?;
+    let pod = ctx.two_container_pod(name, on_first_node(gated)).await?;
     let before = snapshot(&pod)?;
     create_request(&ctx, name, json!({"unreadyGracePeriodSeconds": 5})).await?;
     ctx.wait_pod(
@@ -434,15 +445,14 @@ async fn watch_gone(ctx: Ctx) -> anyhow::Result<()> {
 // The hook may run again (the new daemon cannot know how far the old one got).
 async fn daemon_sigkill(ctx: Ctx) -> anyhow::Result<()> {
     let name = "sigkill";
-    let pod = ctx.two_container_pod(name, slow_pre_stop(5)).await?;
+    let pod = ctx
+        .two_container_pod(name, on_first_node(slow_pre_stop(5)))
+        .await?;
     let before = snapshot(&pod)?;
     create_request(&ctx, name, json!({})).await?;
     hook_running(&ctx, name).await?;
-    let daemons = faults::component_pods(&ctx.client, NODE_DAEMON_LABEL).await?;
-    let [daemon] = daemons.as_slice() else {
-        return Err(anyhow!("{} node daemon pods, want 1", daemons.len()));
-    };
-    let pid = faults::process_of(daemon, NODE_DAEMON_PROGRAM)?;
+    let daemon = faults::node_daemon_on(&ctx.client, crr_e2e::FIRST_NODE).await?;
+    let pid = faults::process_of(&daemon, NODE_DAEMON_PROGRAM)?;
     faults::sigkill(pid).await?;
     println!("chaos:   SIGKILLed {NODE_DAEMON_PROGRAM} pid {pid}");
     settled(&ctx, name, &before, false).await?;
@@ -457,7 +467,7 @@ async fn daemon_sigkill(ctx: Ctx) -> anyhow::Result<()> {
 // request completes and the pod's readiness comes back.
 async fn leader_sigkill(ctx: Ctx) -> anyhow::Result<()> {
     let name = "leader";
-    let pod = ctx.two_container_pod(name, gated).await?;
+    let pod = ctx.two_container_pod(name, on_first_node(gated)).await?;
     let before = snapshot(&pod)?;
     create_request(&ctx, name, json!({"unreadyGracePeriodSeconds": 5})).await?;
     ctx.wait_pod(
@@ -488,15 +498,14 @@ async fn leader_sigkill(ctx: Ctx) -> anyhow::Result<()> {
 // the new socket (the scenario checks that restart happened).
 async fn containerd_restart(ctx: Ctx) -> anyhow::Result<()> {
     let name = "runtime";
-    let pod = ctx.two_container_pod(name, slow_pre_stop(3)).await?;
+    let pod = ctx
+        .two_container_pod(name, on_first_node(slow_pre_stop(3)))
+        .await?;
     let before = snapshot(&pod)?;
     create_request(&ctx, name, json!({})).await?;
     hook_running(&ctx, name).await?;
     let daemon_restarts = || async {
-        let daemons = faults::component_pods(&ctx.client, NODE_DAEMON_LABEL).await?;
-        let [daemon] = daemons.as_slice() else {
-            return Err(anyhow!("{} node daemon pods, want 1", daemons.len()));
-        };
+        let daemon = faults::node_daemon_on(&ctx.client, crr_e2e::FIRST_NODE).await?;
         let status = daemon.status.clone().unwrap_or_default();
         let container = status
             .container_statuses

@@ -1221,28 +1221,12 @@ async fn node_scope(ctx: Ctx) -> anyhow::Result<()> {
     }
     Ok(())
 }
-/// The kubectl plugin, built by `cargo build -p kubectl-crr` (hack/cluster-test.sh does).
-async fn plugin(ctx: &Ctx, args: &[&str]) -> anyhow::Result<std::process::Output> {
-    let binary = std::env::var_os("CRR_KUBECTL_CRR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/kubectl-crr"),
-        std::path::PathBuf::from,
-    );
-    let output = tokio::process::Command::new(&binary)
-        .args(["-n", &ctx.namespace])
-        .args(args)
-        .output()
-        .await
-        .with_context(|| format!("running {} (cargo build -p kubectl-crr)", binary.display()))?;
-    Ok(output)
-}
-
 // `kubectl crr recreate POD -c app --wait` against the real daemon: exits 0 once app is back.
 async fn plugin_wait(ctx: Ctx) -> anyhow::Result<()> {
     let pod = ctx.two_container_pod("plugged", plain).await?;
     let (app_id, _) = id_and_restarts(&pod, "app")?;
-    let output = plugin(
-        &ctx,
-        &[
+    let output = ctx
+        .plugin(&[
             "recreate",
             "plugged",
             "-c",
@@ -1250,9 +1234,8 @@ async fn plugin_wait(ctx: Ctx) -> anyhow::Result<()> {
             "--wait",
             "--timeout",
             "90s",
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     ensure!(
         output.status.success(),
         "kubectl crr exited {:?}: {}{}",
@@ -1301,9 +1284,8 @@ async fn plugin_batch(ctx: Ctx) -> anyhow::Result<()> {
             }
         }
     });
-    let output = plugin(
-        &ctx,
-        &[
+    let output = ctx
+        .plugin(&[
             "recreate",
             "-l",
             "tier=batch",
@@ -1313,9 +1295,8 @@ async fn plugin_batch(ctx: Ctx) -> anyhow::Result<()> {
             "1",
             "--timeout",
             "180s",
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     watcher_task.abort();
     ensure!(
         output.status.success(),
