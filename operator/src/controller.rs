@@ -163,7 +163,7 @@ pub async fn reconcile(
         info_span!("reconcile", crr = %format!("{namespace}/{name}"), pod = %crr.spec.pod_name);
     async move {
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-        let pod = if crr.spec.pod_name.is_empty() {
+        let pod = if crr.spec.pod_name.is_empty() || !reconcile::needs_pod(&crr) {
             None
         } else {
             pods.get_opt(&crr.spec.pod_name)

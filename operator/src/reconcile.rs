@@ -119,6 +119,18 @@ pub struct Plan {
 }
 
 /// Decides what to do with `crr`, given its pod and the time.
+/// Whether [`plan`] needs the live pod for `crr`: a request that is finished or being deleted
+/// needs it only to release the pod's readiness it still holds (its finalizer says so). The
+/// reconcile skips the pod GET otherwise (issue 18: finished requests cost no pod reads).
+pub fn needs_pod(crr: &ContainerRecreateRequest) -> bool {
+    let holds_finalizer = crr
+        .finalizers()
+        .iter()
+        .any(|finalizer| finalizer == keys::FINALIZER_UNREADY_ACQUIRED);
+    let done = crr.metadata.deletion_timestamp.is_some() || status::is_finished(crr);
+    !done || holds_finalizer
+}
+
 pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -> Plan {
     let mut actions = Vec::new();
     let holds_finalizer = crr
@@ -404,6 +416,23 @@ mod tests {
         status.phase = Some(Phase::Completed);
         status.completion_time = Some(Time(at(seconds)));
         crr
+    }
+
+    #[test]
+    fn only_requests_at_work_or_holding_readiness_need_the_pod() {
+        assert!(needs_pod(&crr()), "pending");
+        assert!(needs_pod(&with_phase(crr(), Phase::Recreating)));
+        let done = completed_at(crr(), 10);
+        assert!(!needs_pod(&done), "completed, holding nothing");
+        let mut holding = done.clone();
+        holding.metadata.finalizers = Some(vec![keys::FINALIZER_UNREADY_ACQUIRED.to_owned()]);
+        assert!(
+            needs_pod(&holding),
+            "completed, still holding the pod's readiness"
+        );
+        let mut deleting = crr();
+        deleting.metadata.deletion_timestamp = Some(Time(at(20)));
+        assert!(!needs_pod(&deleting));
     }
 
     fn with_unready_grace(mut crr: ContainerRecreateRequest) -> ContainerRecreateRequest {
