@@ -318,6 +318,18 @@ EOF
 
 configs() {
   node_configs "$CLUSTER_DIR" "$CLUSTER_NODE" "$NODE_IP" "$POD_SUBNET" /
+  # Who asked the API server for what (bench/api-costs.sh): every request's metadata, once,
+  # when it completes; Lease renewals left out (a heartbeat every few seconds from everyone).
+  mkdir -p "$CLUSTER_DIR/audit"
+  cat > "$CLUSTER_DIR/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: None
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+- level: Metadata
+EOF
 }
 
 # An extra node's files, its cgroup root and its mount namespace: a private view in which its
@@ -457,7 +469,9 @@ daemon_command() {
       --authorization-mode Node,RBAC --allow-privileged=true
       --enable-aggregator-routing=true
       --kubelet-preferred-address-types InternalIP
-      --endpoint-reconciler-type lease) ;;
+      --endpoint-reconciler-type lease
+      --audit-policy-file "$CLUSTER_DIR/audit-policy.yaml"
+      --audit-log-path "$CLUSTER_DIR/audit/audit.log" --audit-log-maxsize 200 --audit-log-maxbackup 1) ;;
     kube-controller-manager) DAEMON_CMD=("$KUBE_BIN/kube-controller-manager"
       --kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig"
       --authentication-kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig"

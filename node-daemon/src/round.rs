@@ -220,19 +220,17 @@ impl<R: Requests> Round<'_, R> {
     /// One round for a request that is not finished.
     pub async fn run(&self, mut crr: ContainerRecreateRequest) -> Result<Outcome, RoundError> {
         let round_started = Instant::now();
-        if crr.phase() != Some(Phase::Recreating) {
+        // Writes are folded (issue 18): the phase goes with the round's first status write.
+        // Only a request with an unready grace announces it at once, since the operator acquires
+        // the pod's readiness for a request the daemon has taken up.
+        let mut phase_pending = crr.phase() != Some(Phase::Recreating);
+        if phase_pending && recreate::needs_grace(&crr) {
             crr = self
                 .requests
                 .write_status(&patch_of(&crr)?.phase(Phase::Recreating))
                 .await?;
-            self.requests
-                .event(
-                    &crr,
-                    EventType::Normal,
-                    "Recreating",
-                    "started recreating containers",
-                )
-                .await;
+            self.recreating_event(&crr).await;
+            phase_pending = false;
         }
         if recreate::needs_grace(&crr) {
             // The operator marks PreRecreateGrace; its write wakes the round.
@@ -291,13 +289,21 @@ impl<R: Requests> Round<'_, R> {
         }
         self.fail_containers_not_restarted(&crr, &mut states, &containers)
             .await?;
-        if states != recorded {
-            crr = self
-                .requests
-                .write_status(&patch_of(&crr)?.container_recreate_states(states.clone()))
-                .await?;
+        let next = recreate::next_step(&crr, &states);
+        // A kill or a completion writes the states itself: one write, not two.
+        let written_by_next = matches!(next, Next::Kill(_) | Next::Complete { .. });
+        if (states != recorded || phase_pending) && !written_by_next {
+            let mut patch = patch_of(&crr)?.container_recreate_states(states.clone());
+            if phase_pending {
+                patch = patch.phase(Phase::Recreating);
+            }
+            crr = self.requests.write_status(&patch).await?;
+            if phase_pending {
+                self.recreating_event(&crr).await;
+                phase_pending = false;
+            }
         }
-        match recreate::next_step(&crr, &states) {
+        match next {
             Next::Wait => Ok(Outcome::After(IN_FLIGHT_POLL)),
             Next::Complete { succeeded, message } => {
                 self.complete(&crr, states, succeeded, &message).await?;
@@ -307,10 +313,28 @@ impl<R: Requests> Round<'_, R> {
                 let Some(current) = lookup(&crr.spec.containers[index].name) else {
                     return Ok(Outcome::After(IN_FLIGHT_POLL));
                 };
-                self.kill(crr, &mut states, index, &current.id, round_started)
-                    .await
+                self.kill(
+                    crr,
+                    &mut states,
+                    index,
+                    &current.id,
+                    round_started,
+                    phase_pending,
+                )
+                .await
             }
         }
+    }
+
+    async fn recreating_event(&self, crr: &ContainerRecreateRequest) {
+        self.requests
+            .event(
+                crr,
+                EventType::Normal,
+                "Recreating",
+                "started recreating containers",
+            )
+            .await;
     }
 
     /// A container killed and found exited may never come back: under `restartPolicy:
@@ -386,6 +410,7 @@ impl<R: Requests> Round<'_, R> {
         index: usize,
         container_id: &str,
         round_started: Instant,
+        phase_pending: bool,
     ) -> Result<Outcome, RoundError> {
         let container = crr.spec.containers[index].clone();
         let namespace = crr.namespace().unwrap_or_default();
@@ -416,10 +441,14 @@ impl<R: Requests> Round<'_, R> {
             self.max_grace_seconds,
         );
         states[index].message = Some(KillMarker::new(container_id).format());
-        let crr = self
-            .requests
-            .write_status(&patch_of(&crr)?.container_recreate_states(states.to_vec()))
-            .await?;
+        let mut patch = patch_of(&crr)?.container_recreate_states(states.to_vec());
+        if phase_pending {
+            patch = patch.phase(Phase::Recreating);
+        }
+        let crr = self.requests.write_status(&patch).await?;
+        if phase_pending {
+            self.recreating_event(&crr).await;
+        }
 
         let started = Instant::now();
         if let (Some(handler), Some(budget)) = (
@@ -995,10 +1024,16 @@ mod tests {
         drive(&memory, &fake, &runtime, 10, &[]).await;
         assert!(must_leave_alone(&memory.get()));
         let writes = memory.writes.lock().unwrap().clone();
+        // Folded (issue 18): the phase goes with the kill's announcement; then the kill's
+        // outcome; then the completion. Three writes for one container.
         assert_eq!(
             writes[0],
-            json!({"metadata": {"resourceVersion": "1"}, "status": {"phase": "Recreating"}})
+            json!({"metadata": {"resourceVersion": "1"}, "status": {
+                "phase": "Recreating",
+                "containerRecreateStates": [{"name": "app", "phase": "Pending",
+                                             "message": "killing container containerd://app-1"}]}})
         );
+        assert_eq!(writes.len(), 3, "{writes:#?}");
         let shapes: Vec<Vec<String>> = writes
             .iter()
             .map(|write| {
@@ -1015,13 +1050,11 @@ mod tests {
                 keys
             })
             .collect();
-        for shape in &shapes[1..shapes.len() - 1] {
-            assert_eq!(
-                shape,
-                &["metadata", "status", "containerRecreateStates"],
-                "{writes:#?}"
-            );
-        }
+        assert_eq!(
+            shapes[1],
+            ["metadata", "status", "containerRecreateStates"],
+            "{writes:#?}"
+        );
         let completion = writes.last().unwrap();
         assert_eq!(
             shapes.last().unwrap(),

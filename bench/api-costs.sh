@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# What one ContainerRecreateRequest costs the API server (issue 18): writes, pod GETs and webhook
+# calls per request, by crr component, from the test bed apiserver's audit log and metrics
+# (tests/e2e/src/bin/crr-api-costs.rs). Release build, installed on the local test bed.
+#   CRR_COST_REQUESTS=20 bench/api-costs.sh     Results: bench/results/<date>-api-costs.md
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/hack/versions.sh"
+. "$root/hack/cluster-env.sh"
+"$root/hack/cluster.sh" up
+CRR_PROFILE="${CRR_PROFILE:-release}" "$root/hack/install.sh"
+cd "$root"
+KUBECONFIG="$KUBECONFIG_ADMIN" CRR_BENCH_OUT="$root/bench/results" \
+  cargo run -q --release -p crr-e2e --bin crr-api-costs
