@@ -66,6 +66,9 @@ pub struct Context {
     pub metrics: Metrics,
     /// `true` while this replica holds the Lease.
     pub leader: watch::Receiver<bool>,
+    /// The pods of requests in flight as last read (a reconcile reads a pod again only when
+    /// the metadata watch reported a change).
+    pub pod_memo: Arc<crate::pod_memo::PodMemo>,
 }
 
 impl Context {
@@ -163,15 +166,24 @@ pub async fn reconcile(
         info_span!("reconcile", crr = %format!("{namespace}/{name}"), pod = %crr.spec.pod_name);
     async move {
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+        let pod_key = format!("{namespace}/{}", crr.spec.pod_name);
         let pod = if crr.spec.pod_name.is_empty() || !reconcile::needs_pod(&crr) {
+            ctx.pod_memo.forget(&pod_key);
             None
+        } else if let Some(pod) = ctx.pod_memo.current(&pod_key) {
+            Some((*pod).clone())
         } else {
-            pods.get_opt(&crr.spec.pod_name)
+            let pod = pods
+                .get_opt(&crr.spec.pod_name)
                 .await
                 .map_err(|source| Error::ReadPod {
-                    pod: format!("{namespace}/{}", crr.spec.pod_name),
+                    pod: pod_key.clone(),
                     source,
-                })?
+                })?;
+            if let Some(pod) = &pod {
+                ctx.pod_memo.keep(&pod_key, Arc::new(pod.clone()));
+            }
+            pod
         };
         let now = Timestamp::now();
         let plan = reconcile::plan(&crr, pod.as_ref(), now);
@@ -188,6 +200,10 @@ pub async fn reconcile(
             if executor.execute(action).await? == Step::Stop {
                 break;
             }
+        }
+        // The pod as this reconcile left it (a readiness write returns the new version).
+        if let Some(pod) = executor.pod.take() {
+            ctx.pod_memo.keep(&pod_key, Arc::new(pod));
         }
         ctx.metrics
             .reconciles
@@ -634,6 +650,7 @@ impl Executor<'_> {
 pub fn pod_triggers(
     client: Client,
     namespace: Option<&str>,
+    pod_memo: Arc<crate::pod_memo::PodMemo>,
     on_synced: impl Fn() + Send + 'static,
 ) -> impl Stream<Item = Result<PartialObjectMeta<Pod>, watcher::Error>> + Send + 'static {
     // `Api<PartialObjectMeta<_>>` makes metadata-only list and watch requests.
@@ -644,8 +661,18 @@ pub fn pod_triggers(
     watcher(pods, watcher::Config::default())
         .default_backoff()
         .inspect(move |event| {
-            if let Ok(watcher::Event::InitDone) = event {
-                on_synced();
+            let key = |pod: &PartialObjectMeta<Pod>| {
+                format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
+            };
+            match event {
+                Ok(watcher::Event::InitDone) => on_synced(),
+                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                    pod_memo.reported(&key(pod), pod.resource_version());
+                }
+                Ok(watcher::Event::Delete(pod)) => {
+                    pod_memo.deleted(&key(pod), pod.metadata.uid.clone());
+                }
+                _ => {}
             }
         })
         .touched_objects()
@@ -680,7 +707,12 @@ pub async fn run(
     let store: Store<ContainerRecreateRequest> = controller.store();
     controller
         .watches_stream(
-            pod_triggers(ctx.client.clone(), namespace, on_pods_synced),
+            pod_triggers(
+                ctx.client.clone(),
+                namespace,
+                ctx.pod_memo.clone(),
+                on_pods_synced,
+            ),
             move |pod| trigger::requests_for_pod(&store.state(), &pod.metadata),
         )
         .reconcile_all_on(became_leader)

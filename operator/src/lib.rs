@@ -16,6 +16,7 @@ pub mod elector;
 pub mod gate;
 pub mod lease;
 pub mod metrics;
+pub mod pod_memo;
 pub mod readiness;
 pub mod reconcile;
 pub mod run;

@@ -78,6 +78,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         events: EventPublisher::new(client.clone(), FIELD_MANAGER, identity),
         metrics: metrics.clone(),
         leader: leader.clone(),
+        pod_memo: Arc::default(),
     });
 
     let namespace = settings.watch_namespace.as_deref();

@@ -42,6 +42,7 @@ fn context(leader: bool) -> (Arc<Context>, Handle, watch::Sender<bool>) {
         client,
         metrics: Metrics::register(&mut Registry::default()),
         leader: leader_rx,
+        pod_memo: Arc::default(),
     };
     (Arc::new(ctx), handle, leader_tx)
 }
