@@ -231,9 +231,12 @@ impl Runtime {
         Ok(found)
     }
 
-    /// When the container started, by the runtime (this node's clock); `None` if it has not.
-    async fn started_at(&self, container_id: &str) -> Result<Option<jiff::Timestamp>, CriError> {
-        let status = self
+    /// The runtime's status of one container (`None` when it has none to give).
+    async fn status_of(
+        &self,
+        container_id: &str,
+    ) -> Result<Option<crate::proto::ContainerStatus>, CriError> {
+        Ok(self
             .client
             .clone()
             .container_status(with_deadline(
@@ -245,8 +248,14 @@ impl Runtime {
             ))
             .await?
             .into_inner()
-            .status;
-        Ok(status
+            .status)
+    }
+
+    /// When the container started, by the runtime (this node's clock); `None` if it has not.
+    async fn started_at(&self, container_id: &str) -> Result<Option<jiff::Timestamp>, CriError> {
+        Ok(self
+            .status_of(container_id)
+            .await?
             .filter(|status| status.started_at > 0)
             .and_then(|status| {
                 jiff::Timestamp::from_nanosecond(i128::from(status.started_at)).ok()
@@ -259,21 +268,10 @@ impl Runtime {
         &self,
         container_id: &str,
     ) -> Result<Option<(i32, jiff::Timestamp)>, CriError> {
-        let status = match self
-            .client
-            .clone()
-            .container_status(with_deadline(
-                ContainerStatusRequest {
-                    container_id: strip_scheme(container_id).to_owned(),
-                    verbose: false,
-                },
-                READ_DEADLINE,
-            ))
-            .await
-        {
-            Ok(response) => response.into_inner().status,
-            Err(status) if status.code() == tonic::Code::NotFound => None,
-            Err(status) => return Err(status.into()),
+        let status = match self.status_of(container_id).await {
+            Ok(status) => status,
+            Err(CriError::NotFound(_)) => None,
+            Err(error) => return Err(error),
         };
         Ok(status
             .filter(|status| status.finished_at > 0)

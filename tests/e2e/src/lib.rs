@@ -464,6 +464,69 @@ pub async fn run_all(client: Client, scenarios: &[Scenario], filter: Option<&str
     run_suite(client, "e2e", &expected).await
 }
 
+/// The `main` of a scenario suite built with `harness = false`, speaking libtest's language: with
+/// `--list` it names the selected scenarios; without `--ignored`/`--include-ignored` it reports
+/// them ignored (`ignored_because` says why) and runs none; asked to run them, it connects to the
+/// test bed, checks `ready` (crr installed, enough nodes...), runs them in order and exits 1 if
+/// one fails unexpectedly or they cannot run.
+pub fn suite_main<Ready, ReadyFuture>(
+    suite: &str,
+    scenarios: Vec<(Scenario, Expect)>,
+    ignored_because: &str,
+    ready: Ready,
+) where
+    Ready: FnOnce(Client) -> ReadyFuture,
+    ReadyFuture: Future<Output = Result<(), String>>,
+{
+    let args = crr_testbed::SuiteArgs::parse(std::env::args().skip(1));
+    let total = scenarios.len();
+    let selected: Vec<(Scenario, Expect)> = scenarios
+        .into_iter()
+        .filter(|(scenario, _)| args.selects(scenario.name))
+        .collect();
+    if args.list {
+        for (scenario, _) in &selected {
+            println!("{}: test", scenario.name);
+        }
+        return;
+    }
+    if !args.run_ignored {
+        // Reported as libtest reports ignored tests: nothing ran, nothing passed.
+        println!("\nrunning {} tests", selected.len());
+        for (scenario, _) in &selected {
+            println!("test {} ... ignored, {ignored_because}", scenario.name);
+        }
+        println!(
+            "\ntest result: ok. 0 passed; 0 failed; {} ignored; 0 measured; {} filtered out\n",
+            selected.len(),
+            total - selected.len()
+        );
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let passed = runtime.block_on(async move {
+        let client = match crr_testbed::connect().await {
+            Ok(client) => client,
+            Err(reason) => {
+                eprintln!("{suite}: FAILED: the scenarios cannot run: {reason}");
+                return false;
+            }
+        };
+        if let Err(reason) = ready(client.clone()).await {
+            eprintln!("{suite}: FAILED: the scenarios cannot run: {reason}");
+            return false;
+        }
+        let expected: Vec<(&Scenario, Expect)> = selected
+            .iter()
+            .map(|(scenario, expect)| (scenario, *expect))
+            .collect();
+        run_suite(client, suite, &expected).await
+    });
+    if !passed {
+        std::process::exit(1);
+    }
+}
+
 /// Runs `scenarios` as [`run_all`] does, each with what it is expected to do, its lines prefixed
 /// with `suite`. Returns whether none failed unexpectedly (a known failure does not fail it).
 pub async fn run_suite(client: Client, suite: &str, scenarios: &[(&Scenario, Expect)]) -> bool {

@@ -25,7 +25,6 @@ use crr_e2e::faults::{self, NODE_DAEMON_LABEL, NODE_DAEMON_PROGRAM, OPERATOR_PRO
 use crr_e2e::{
     Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_condition, pod_ready, wait,
 };
-use crr_testbed::SuiteArgs;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
@@ -82,54 +81,9 @@ fn scenarios() -> Vec<(Scenario, Expect)> {
 const IGNORED: &str = "needs crr installed on the local test bed; make chaos runs it";
 
 fn main() {
-    let args = SuiteArgs::parse(std::env::args().skip(1));
-    let all = scenarios();
-    let total = all.len();
-    let selected: Vec<(Scenario, Expect)> = all
-        .into_iter()
-        .filter(|(scenario, _)| args.selects(scenario.name))
-        .collect();
-    if args.list {
-        for (scenario, _) in &selected {
-            println!("{}: test", scenario.name);
-        }
-        return;
-    }
-    if !args.run_ignored {
-        println!("\nrunning {} tests", selected.len());
-        for (scenario, _) in &selected {
-            println!("test {} ... ignored, {IGNORED}", scenario.name);
-        }
-        println!(
-            "\ntest result: ok. 0 passed; 0 failed; {} ignored; 0 measured; {} filtered out\n",
-            selected.len(),
-            total - selected.len()
-        );
-        return;
-    }
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let passed = runtime.block_on(async move {
-        let client = match crr_testbed::connect().await {
-            Ok(client) => client,
-            Err(reason) => return not_usable(&reason),
-        };
-        if let Err(reason) = crr_e2e::installed(&client).await {
-            return not_usable(&reason);
-        }
-        let expected: Vec<(&Scenario, Expect)> = selected
-            .iter()
-            .map(|(scenario, expect)| (scenario, *expect))
-            .collect();
-        crr_e2e::run_suite(client, "chaos", &expected).await
+    crr_e2e::suite_main("chaos", scenarios(), IGNORED, |client| async move {
+        crr_e2e::installed(&client).await
     });
-    if !passed {
-        std::process::exit(1);
-    }
-}
-
-fn not_usable(reason: &str) -> bool {
-    eprintln!("chaos: FAILED: the scenarios cannot run: {reason}");
-    false
 }
 
 /// Pod with the readiness gate injected by the webhook (opt-in label).

@@ -17,7 +17,6 @@ use crr_e2e::{
     Ctx, Scenario, Version, check, container, id_and_restarts, kill_container, kubectl,
     kubectl_with_stdin, pod_ready, timestamp, uid, wait,
 };
-use crr_testbed::SuiteArgs;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -126,51 +125,13 @@ fn scenarios() -> Vec<Scenario> {
 const IGNORED: &str = "needs crr installed on the local test bed; hack/cluster-test.sh runs it";
 
 fn main() {
-    let args = SuiteArgs::parse(std::env::args().skip(1));
-    let all = scenarios();
-    let total = all.len();
-    let selected: Vec<Scenario> = all
+    let scenarios = scenarios()
         .into_iter()
-        .filter(|scenario| args.selects(scenario.name))
+        .map(|scenario| (scenario, crr_e2e::Expect::Pass))
         .collect();
-    if args.list {
-        for scenario in &selected {
-            println!("{}: test", scenario.name);
-        }
-        return;
-    }
-    if !args.run_ignored {
-        // Reported as libtest reports ignored tests: nothing ran, nothing passed.
-        println!("\nrunning {} tests", selected.len());
-        for scenario in &selected {
-            println!("test {} ... ignored, {IGNORED}", scenario.name);
-        }
-        println!(
-            "\ntest result: ok. 0 passed; 0 failed; {} ignored; 0 measured; {} filtered out\n",
-            selected.len(),
-            total - selected.len()
-        );
-        return;
-    }
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let passed = runtime.block_on(async move {
-        let client = match crr_testbed::connect().await {
-            Ok(client) => client,
-            Err(reason) => return not_usable(&reason),
-        };
-        if let Err(reason) = crr_e2e::installed(&client).await {
-            return not_usable(&reason);
-        }
-        crr_e2e::run_all(client, &selected, None).await
+    crr_e2e::suite_main("e2e", scenarios, IGNORED, |client| async move {
+        crr_e2e::installed(&client).await
     });
-    if !passed {
-        std::process::exit(1);
-    }
-}
-
-fn not_usable(reason: &str) -> bool {
-    eprintln!("e2e: FAILED: the scenarios cannot run: {reason}");
-    false
 }
 
 /// Pod with the readiness gate injected by the webhook (opt-in label).

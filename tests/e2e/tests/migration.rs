@@ -28,7 +28,6 @@ use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::keys;
 use crr_crds::v1beta1::Phase;
 use crr_e2e::{Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_ready};
-use crr_testbed::SuiteArgs;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
@@ -41,43 +40,17 @@ const UPSTREAM_CRD: &str =
 const COMPLETION: Duration = Duration::from_secs(90);
 
 fn main() {
-    let args = SuiteArgs::parse(std::env::args().skip(1));
     let scenario = Scenario {
         name: "migration",
         run: |ctx| Box::pin(migration(ctx)),
     };
-    let selected = args.selects(scenario.name);
-    if args.list {
-        if selected {
-            println!("{}: test", scenario.name);
-        }
-        return;
-    }
-    if !args.run_ignored || !selected {
-        let (ignored, filtered) = if selected { (1, 0) } else { (0, 1) };
-        println!("\nrunning {ignored} tests");
-        if selected {
-            println!("test {} ... ignored, {IGNORED}", scenario.name);
-        }
-        println!(
-            "\ntest result: ok. 0 passed; 0 failed; {ignored} ignored; 0 measured; {filtered} filtered out\n"
-        );
-        return;
-    }
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let passed = runtime.block_on(async move {
-        let client = match crr_testbed::connect().await {
-            Ok(client) => client,
-            Err(reason) => {
-                eprintln!("migration: FAILED: cannot run: {reason}");
-                return false;
-            }
-        };
-        crr_e2e::run_suite(client, "migration", &[(&scenario, Expect::Pass)]).await
-    });
-    if !passed {
-        std::process::exit(1);
-    }
+    // crr is removed and installed again by the scenario itself: nothing to check first.
+    crr_e2e::suite_main(
+        "migration",
+        vec![(scenario, Expect::Pass)],
+        IGNORED,
+        |_| async { Ok(()) },
+    );
 }
 
 /// The document's command blocks by step name, in the document's order.

@@ -18,7 +18,6 @@ use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use crr_e2e::faults;
 use crr_e2e::{Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_ready, wait};
-use crr_testbed::SuiteArgs;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt as _;
 use kube::api::Api;
@@ -50,64 +49,21 @@ fn scenarios() -> Vec<Scenario> {
 }
 
 fn main() {
-    let args = SuiteArgs::parse(std::env::args().skip(1));
-    let all = scenarios();
-    let total = all.len();
-    let selected: Vec<Scenario> = all
+    let scenarios = scenarios()
         .into_iter()
-        .filter(|scenario| args.selects(scenario.name))
+        .map(|scenario| (scenario, Expect::Pass))
         .collect();
-    if args.list {
-        for scenario in &selected {
-            println!("{}: test", scenario.name);
-        }
-        return;
-    }
-    if !args.run_ignored {
-        println!("\nrunning {} tests", selected.len());
-        for scenario in &selected {
-            println!("test {} ... ignored, {IGNORED}", scenario.name);
-        }
-        println!(
-            "\ntest result: ok. 0 passed; 0 failed; {} ignored; 0 measured; {} filtered out\n",
-            selected.len(),
-            total - selected.len()
-        );
-        return;
-    }
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let passed = runtime.block_on(async move {
-        let client = match crr_testbed::connect().await {
-            Ok(client) => client,
-            Err(reason) => return not_usable(&reason),
-        };
-        if let Err(reason) = crr_e2e::installed(&client).await {
-            return not_usable(&reason);
-        }
+    crr_e2e::suite_main("nodes", scenarios, IGNORED, |client| async move {
+        crr_e2e::installed(&client).await?;
         match ready_nodes(&client).await {
-            Ok(nodes) if nodes.len() >= 2 => {}
-            Ok(nodes) => {
-                return not_usable(&format!(
-                    "{} Ready node(s) ({nodes:?}): bring the test bed up with CRR_NODES=2",
-                    nodes.len()
-                ));
-            }
-            Err(error) => return not_usable(&format!("{error:#}")),
+            Ok(nodes) if nodes.len() >= 2 => Ok(()),
+            Ok(nodes) => Err(format!(
+                "{} Ready node(s) ({nodes:?}): bring the test bed up with CRR_NODES=2",
+                nodes.len()
+            )),
+            Err(error) => Err(format!("{error:#}")),
         }
-        let expected: Vec<(&Scenario, Expect)> = selected
-            .iter()
-            .map(|scenario| (scenario, Expect::Pass))
-            .collect();
-        crr_e2e::run_suite(client, "nodes", &expected).await
     });
-    if !passed {
-        std::process::exit(1);
-    }
-}
-
-fn not_usable(reason: &str) -> bool {
-    eprintln!("nodes: FAILED: the scenarios cannot run: {reason}");
-    false
 }
 
 async fn ready_nodes(client: &kube::Client) -> anyhow::Result<Vec<String>> {
