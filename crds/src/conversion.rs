@@ -89,18 +89,7 @@ pub fn decode_to_hub(
     object: Value,
     version: Version,
 ) -> Result<v1beta1::ContainerRecreateRequest, ConversionError> {
-    let invalid = |source, version: &str| ConversionError::InvalidObject {
-        api_version: format!("{GROUP}/{version}"),
-        source,
-    };
-    match version {
-        Version::V1beta1 => {
-            serde_json::from_value(object).map_err(|source| invalid(source, V1BETA1))
-        }
-        Version::V1alpha1 => serde_json::from_value(object)
-            .map(to_v1beta1)
-            .map_err(|source| invalid(source, V1ALPHA1)),
-    }
+    decode(object, version)
 }
 
 /// [`decode_to_hub`] from raw JSON: decoded straight into the version's typed model.
@@ -108,17 +97,31 @@ pub fn decode_raw_to_hub(
     object: &serde_json::value::RawValue,
     version: Version,
 ) -> Result<v1beta1::ContainerRecreateRequest, ConversionError> {
-    let invalid = |source, version: &str| ConversionError::InvalidObject {
-        api_version: format!("{GROUP}/{version}"),
+    decode(
+        &mut serde_json::Deserializer::from_str(object.get()),
+        version,
+    )
+}
+
+/// The one decoding of both: from any JSON deserializer into the model of `version`, then the
+/// hub.
+fn decode<'de, D>(
+    object: D,
+    version: Version,
+) -> Result<v1beta1::ContainerRecreateRequest, ConversionError>
+where
+    D: serde::Deserializer<'de, Error = serde_json::Error>,
+{
+    use serde::Deserialize as _;
+    let invalid = |source| ConversionError::InvalidObject {
+        api_version: format!("{GROUP}/{}", version.name()),
         source,
     };
     match version {
-        Version::V1beta1 => {
-            serde_json::from_str(object.get()).map_err(|source| invalid(source, V1BETA1))
-        }
-        Version::V1alpha1 => serde_json::from_str(object.get())
+        Version::V1beta1 => v1beta1::ContainerRecreateRequest::deserialize(object).map_err(invalid),
+        Version::V1alpha1 => v1alpha1::ContainerRecreateRequest::deserialize(object)
             .map(to_v1beta1)
-            .map_err(|source| invalid(source, V1ALPHA1)),
+            .map_err(invalid),
     }
 }
 

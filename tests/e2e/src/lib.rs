@@ -464,6 +464,27 @@ pub async fn run_all(client: Client, scenarios: &[Scenario], filter: Option<&str
     run_suite(client, "e2e", &expected).await
 }
 
+/// The request completed with `count` containers, every one Succeeded.
+pub fn succeeded(crr: &ContainerRecreateRequest, count: usize) -> anyhow::Result<()> {
+    let status = crr.status.clone().unwrap_or_default();
+    let states = &status.container_recreate_states;
+    check(
+        status.phase == Some(crr_crds::v1beta1::Phase::Completed)
+            && states.len() == count
+            && states
+                .iter()
+                .all(|state| state.phase == crr_crds::v1beta1::Phase::Succeeded),
+        || {
+            format!(
+                "{}: phase {:?} states {states:?} message {:?}",
+                crr.name_any(),
+                status.phase,
+                status.message
+            )
+        },
+    )
+}
+
 /// The `main` of a scenario suite built with `harness = false`, speaking libtest's language: with
 /// `--list` it names the selected scenarios; without `--ignored`/`--include-ignored` it reports
 /// them ignored (`ignored_because` says why) and runs none; asked to run them, it connects to the
@@ -586,7 +607,9 @@ async fn run_one(client: Client, scenario: &Scenario) -> anyhow::Result<()> {
     result
 }
 
-async fn create_namespace(client: &Client, scenario: &str) -> anyhow::Result<String> {
+/// A fresh namespace `e2e-<scenario>-<suffix>` (label `crr-e2e: "true"`), once its default
+/// ServiceAccount exists.
+pub async fn create_namespace(client: &Client, scenario: &str) -> anyhow::Result<String> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let suffix = std::process::id() ^ (jiff::Timestamp::now().subsec_nanosecond() as u32);
     let name = format!("e2e-{scenario}-{:05x}", suffix & 0xfffff);

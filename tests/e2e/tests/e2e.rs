@@ -15,7 +15,7 @@ use crr_crds::keys;
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use crr_e2e::{
     Ctx, Scenario, Version, check, container, id_and_restarts, kill_container, kubectl,
-    kubectl_with_stdin, pod_ready, timestamp, uid, wait,
+    kubectl_with_stdin, pod_ready, succeeded, timestamp, uid, wait,
 };
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
@@ -332,22 +332,6 @@ async fn killing_events(
         .collect();
     found.sort_by_key(|(_, time, _)| *time);
     Ok(found)
-}
-
-fn succeeded(crr: &ContainerRecreateRequest, count: usize) -> anyhow::Result<()> {
-    let status = crr.status.clone().unwrap_or_default();
-    let states = &status.container_recreate_states;
-    check(
-        status.phase == Some(Phase::Completed)
-            && states.len() == count
-            && states.iter().all(|state| state.phase == Phase::Succeeded),
-        || {
-            format!(
-                "phase {:?} states {states:?} message {:?}",
-                status.phase, status.message
-            )
-        },
-    )
 }
 
 // 2. postStart runs again in the new container; the emptyDir survives.

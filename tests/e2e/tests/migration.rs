@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::keys;
-use crr_crds::v1beta1::Phase;
 use crr_e2e::{Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_ready};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
@@ -283,16 +282,7 @@ async fn new_request_works(ctx: &Ctx, pod: &str, name: &str) -> anyhow::Result<(
             json!({"metadata": {"name": name}, "spec": {"podName": pod, "containers": [{"name": "app"}]}}),
         )
         .await?;
-    let done = ctx.wait_completed(&name, COMPLETION).await?;
-    let states = done
-        .status
-        .clone()
-        .unwrap_or_default()
-        .container_recreate_states;
-    check(
-        states.len() == 1 && states[0].phase == Phase::Succeeded,
-        || format!("{name}: {states:?}"),
-    )?;
+    crr_e2e::succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)?;
     let after = id_and_restarts(&ctx.pods().get(pod).await?, "app")?;
     check(after.0 != before.0 && after.1 == before.1 + 1, || {
         format!("{pod} app {before:?} -> {after:?}")
@@ -459,16 +449,8 @@ async fn migration(ctx: Ctx) -> anyhow::Result<()> {
             && phases.get("done-2").map(String::as_str) == Some("Completed"),
         || format!("phases after the switch: {phases:?}"),
     )?;
-    let done = ctx.wait_completed("inflight", COMPLETION).await?;
-    let states = done
-        .status
-        .clone()
-        .unwrap_or_default()
-        .container_recreate_states;
-    check(
-        states.len() == 1 && states[0].phase == Phase::Succeeded,
-        || format!("the request in flight: {states:?} {:?}", done.status),
-    )?;
+    crr_e2e::succeeded(&ctx.wait_completed("inflight", COMPLETION).await?, 1)
+        .context("the request in flight")?;
     let pod = ctx
         .wait_pod(
             "inflight",

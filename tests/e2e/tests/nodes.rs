@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use crr_e2e::faults;
-use crr_e2e::{Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_ready, wait};
+use crr_e2e::{Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_ready, succeeded, wait};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt as _;
 use kube::api::Api;
@@ -111,19 +111,6 @@ async fn request(ctx: &Ctx, name: &str, pod: &str, strategy: Value) -> anyhow::R
     .await
 }
 
-fn succeeded(crr: &ContainerRecreateRequest) -> anyhow::Result<()> {
-    let status = crr.status.clone().unwrap_or_default();
-    check(
-        status.phase == Some(Phase::Completed)
-            && !status.container_recreate_states.is_empty()
-            && status
-                .container_recreate_states
-                .iter()
-                .all(|state| state.phase == Phase::Succeeded),
-        || format!("{}: {status:?}", crr.name_any()),
-    )
-}
-
 /// Who reported the `Killing` Events on pod `pod`: (reportingController, reportingInstance).
 async fn killing_reporters(ctx: &Ctx, pod: &str) -> anyhow::Result<Vec<(String, String)>> {
     let events: Api<k8s_openapi::api::events::v1::Event> =
@@ -165,7 +152,7 @@ async fn per_node(ctx: Ctx) -> anyhow::Result<()> {
         created?;
     }
     for (name, node, (app_id, restarts)) in &pods {
-        succeeded(&ctx.wait_completed(name, COMPLETION).await?)?;
+        succeeded(&ctx.wait_completed(name, COMPLETION).await?, 1)?;
         let pod = ctx
             .wait_pod(name, "Ready", Duration::from_secs(30), pod_ready)
             .await?;
@@ -297,7 +284,7 @@ async fn node_lost(ctx: Ctx) -> anyhow::Result<()> {
     let outcome = async {
         // The other node is unaffected meanwhile.
         let other = request(&ctx, "kept", "kept", json!({})).await?;
-        succeeded(&ctx.wait_completed(&other, COMPLETION).await?)?;
+        succeeded(&ctx.wait_completed(&other, COMPLETION).await?, 1)?;
         let done = ctx.wait_completed(&name, Duration::from_secs(120)).await?;
         let status = done.status.clone().unwrap_or_default();
         println!(
@@ -340,7 +327,7 @@ async fn node_lost(ctx: Ctx) -> anyhow::Result<()> {
         .await?;
     let (id, restarts) = id_and_restarts(&pod, "app")?;
     let again = request(&ctx, "lost-again", "lost", json!({})).await?;
-    succeeded(&ctx.wait_completed(&again, COMPLETION).await?)?;
+    succeeded(&ctx.wait_completed(&again, COMPLETION).await?, 1)?;
     let pod = ctx
         .wait_pod("lost", "Ready", Duration::from_secs(60), pod_ready)
         .await?;
@@ -391,7 +378,7 @@ async fn late_node(ctx: Ctx) -> anyhow::Result<()> {
     let pod = pod_on(&ctx, "late", &node, |_| {}).await?;
     let (app_id, restarts) = id_and_restarts(&pod, "app")?;
     let name = request(&ctx, "late", "late", json!({})).await?;
-    succeeded(&ctx.wait_completed(&name, COMPLETION).await?)?;
+    succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)?;
     let pod = ctx
         .wait_pod("late", "Ready", Duration::from_secs(30), pod_ready)
         .await?;

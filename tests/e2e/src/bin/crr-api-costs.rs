@@ -23,7 +23,7 @@ use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_e2e::pod_ready;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 
@@ -41,20 +41,8 @@ async fn main() -> anyhow::Result<()> {
     let client = Client::try_default()
         .await
         .context("connecting to the test bed")?;
-    let namespace = format!("crr-cost-{:05x}", std::process::id() & 0xfffff);
+    let namespace = crr_e2e::create_namespace(&client, "cost").await?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(namespace.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await?;
     let outcome = measure(&client, &namespace, requests, &audit_log).await;
     namespaces
         .delete(&namespace, &DeleteParams::default())
