@@ -123,6 +123,30 @@ impl Ctx {
             .await
     }
 
+    /// The Events (events.k8s.io) of this namespace with `reason` regarding pod `pod`.
+    pub async fn pod_events(
+        &self,
+        pod: &str,
+        reason: &str,
+    ) -> anyhow::Result<Vec<k8s_openapi::api::events::v1::Event>> {
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        Ok(events
+            .list(&Default::default())
+            .await
+            .context("listing Events")?
+            .items
+            .into_iter()
+            .filter(|event| {
+                event.reason.as_deref() == Some(reason)
+                    && event.regarding.as_ref().is_some_and(|regarding| {
+                        regarding.kind.as_deref() == Some("Pod")
+                            && regarding.name.as_deref() == Some(pod)
+                    })
+            })
+            .collect())
+    }
+
     /// Runs the kubectl plugin (built by `cargo build -p kubectl-crr`, as hack/cluster-test.sh
     /// does) in this namespace.
     pub async fn plugin(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {

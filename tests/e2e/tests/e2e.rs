@@ -300,24 +300,15 @@ async fn killing_events(
     ctx: &Ctx,
     pod: &str,
 ) -> anyhow::Result<Vec<(String, jiff::Timestamp, String)>> {
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    let mut found: Vec<(String, jiff::Timestamp, String)> = events
-        .list(&Default::default())
-        .await
-        .context("listing Events")?
-        .items
+    let mut found: Vec<(String, jiff::Timestamp, String)> = ctx
+        .pod_events(pod, "Killing")
+        .await?
         .into_iter()
         .filter(|event| {
-            event.reason.as_deref() == Some("Killing")
-                && event.regarding.as_ref().is_some_and(|regarding| {
-                    regarding.kind.as_deref() == Some("Pod")
-                        && regarding.name.as_deref() == Some(pod)
-                })
-                && event
-                    .reporting_controller
-                    .as_deref()
-                    .is_some_and(|c| c.contains("crr"))
+            event
+                .reporting_controller
+                .as_deref()
+                .is_some_and(|c| c.contains("crr"))
         })
         .filter_map(|event| {
             let note = event.note.clone().unwrap_or_default();

@@ -113,20 +113,10 @@ async fn request(ctx: &Ctx, name: &str, pod: &str, strategy: Value) -> anyhow::R
 
 /// Who reported the `Killing` Events on pod `pod`: (reportingController, reportingInstance).
 async fn killing_reporters(ctx: &Ctx, pod: &str) -> anyhow::Result<Vec<(String, String)>> {
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    Ok(events
-        .list(&Default::default())
+    Ok(ctx
+        .pod_events(pod, "Killing")
         .await?
-        .items
         .into_iter()
-        .filter(|event| {
-            event.reason.as_deref() == Some("Killing")
-                && event.regarding.as_ref().is_some_and(|regarding| {
-                    regarding.kind.as_deref() == Some("Pod")
-                        && regarding.name.as_deref() == Some(pod)
-                })
-        })
         .map(|event| {
             (
                 event.reporting_controller.unwrap_or_default(),
