@@ -11,6 +11,13 @@ demo: cluster-up
 	hack/demo.sh
 	@echo "demo: the cluster keeps running; use it with: $$(hack/cluster.sh env); stop it with: make cluster-down"
 
+## bench-scale: crr beside 1,000, 5,000 and 10,000 pods on 100 kwok nodes (issue 18; bench/scale.sh,
+## BENCHMARKS.md): memory and CPU per replica idle and under churn, admission latency, recreate
+## latency, bursts, API requests per request, and the operator with 1,000 finished requests.
+.PHONY: bench-scale
+bench-scale: deps
+	bench/scale.sh
+
 ## test: everything CI runs: static checks, unit tests, then the cluster tests on the local
 ## test bed (built and started by hack/, taken down afterwards).
 test: deps fmt-check manifests-check clippy unit fuzz-smoke cluster-test

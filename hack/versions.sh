@@ -8,3 +8,6 @@ KUBE_BIN="$CRR_CACHE/kube-$KUBE_VERSION"
 # Helm: renders manifests/helm/crr in tests; v3.18 is built on the same k8s.io v0.33 modules.
 HELM_VERSION=v3.18.6
 HELM_BIN="$CRR_CACHE/helm-$HELM_VERSION"
+# kwok: simulated nodes for the scale bench (bench/scale.sh); v0.7 is built on k8s.io v0.33.
+KWOK_VERSION=v0.7.0
+KWOK_BIN="$CRR_CACHE/kwok-$KWOK_VERSION"

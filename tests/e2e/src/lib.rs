@@ -23,6 +23,7 @@ use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 
 pub mod faults;
+pub mod measure;
 
 /// Namespace the components are installed in.
 pub const SYSTEM_NAMESPACE: &str = "crr-system";

@@ -16,7 +16,6 @@
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
-use std::io::BufRead as _;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, ensure};
@@ -25,9 +24,7 @@ use crr_e2e::pod_ready;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt as _};
-use serde_json::{Value, json};
-
-const SYSTEM_ACCOUNTS: &str = "system:serviceaccount:crr-system:";
+use serde_json::json;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -136,7 +133,7 @@ async fn measure(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let end = jiff::Timestamp::now();
     let webhooks_after = webhook_calls(client).await?;
-    let counts = audit_counts(audit_log, start, end)?;
+    let counts = crr_e2e::measure::audit_counts(audit_log, start, end)?;
     Ok(render(
         requests,
         &counts,
@@ -144,45 +141,6 @@ async fn measure(
         &webhooks_after,
         end.duration_since(start),
     ))
-}
-
-/// (component, verb, resource[/subresource]) → requests, from the audit log's `ResponseComplete`
-/// events of crr's service accounts received within [start, end].
-fn audit_counts(
-    path: &str,
-    start: jiff::Timestamp,
-    end: jiff::Timestamp,
-) -> anyhow::Result<BTreeMap<(String, String, String), usize>> {
-    let file = std::fs::File::open(path).with_context(|| format!("reading {path}"))?;
-    let mut counts = BTreeMap::new();
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line?;
-        let Ok(event) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        let Some(user) = event["user"]["username"].as_str() else {
-            continue;
-        };
-        let Some(component) = user.strip_prefix(SYSTEM_ACCOUNTS) else {
-            continue;
-        };
-        let received: Option<jiff::Timestamp> = event["requestReceivedTimestamp"]
-            .as_str()
-            .and_then(|time| time.parse().ok());
-        if !received.is_some_and(|time| time >= start && time <= end) {
-            continue;
-        }
-        let verb = event["verb"].as_str().unwrap_or_default().to_owned();
-        let object = &event["objectRef"];
-        let mut resource = object["resource"].as_str().unwrap_or("(none)").to_owned();
-        if let Some(sub) = object["subresource"].as_str() {
-            resource = format!("{resource}/{sub}");
-        }
-        *counts
-            .entry((component.to_owned(), verb, resource))
-            .or_insert(0) += 1;
-    }
-    Ok(counts)
 }
 
 /// `apiserver_admission_webhook_request_total` by webhook name, for crr's webhooks.

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use crr_e2e::measure::{PROGRAMS, Summary, pids_of, summarize, total_usage};
 use crr_e2e::{Ctx, Version, id_and_restarts, kill_container, pod_ready};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
@@ -35,36 +36,6 @@ struct Milestones {
     restarted: Option<f64>,
     ready: Option<f64>,
     completed: f64,
-}
-
-#[derive(serde::Serialize)]
-struct Summary {
-    samples: usize,
-    median: f64,
-    p90: f64,
-    p99: f64,
-    min: f64,
-    max: f64,
-}
-
-fn summarize(values: &[f64]) -> Summary {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let at = |q: f64| -> f64 {
-        if sorted.is_empty() {
-            return f64::NAN;
-        }
-        let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-        sorted[index.min(sorted.len() - 1)]
-    };
-    Summary {
-        samples: sorted.len(),
-        median: at(0.5),
-        p90: at(0.9),
-        p99: at(0.99),
-        min: sorted.first().copied().unwrap_or(f64::NAN),
-        max: sorted.last().copied().unwrap_or(f64::NAN),
-    }
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -406,54 +377,6 @@ fn phase_summaries(samples: &[Milestones]) -> BTreeMap<&'static str, Summary> {
     phases.insert("7_completed", summarize(&pick(|m| Some(m.completed))));
     phases
 }
-
-/// A process of ours on this machine: CPU seconds so far and resident memory.
-#[derive(Clone, Copy, Default)]
-struct Usage {
-    cpu_seconds: f64,
-    rss_kib: u64,
-}
-
-fn pids_of(program: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|comm| program.starts_with(comm.trim()))
-        })
-        .collect()
-}
-
-fn usage(pid: u32) -> Option<Usage> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss_kib = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())?;
-    Some(Usage {
-        cpu_seconds: ticks / 100.0,
-        rss_kib,
-    })
-}
-
-/// Sum over every process of `program` (the operator has two replicas).
-fn total_usage(program: &str) -> Usage {
-    pids_of(program)
-        .into_iter()
-        .filter_map(usage)
-        .fold(Usage::default(), |sum, one| Usage {
-            cpu_seconds: sum.cpu_seconds + one.cpu_seconds,
-            rss_kib: sum.rss_kib + one.rss_kib,
-        })
-}
-
-const PROGRAMS: [&str; 3] = ["crr-operator", "crr-webhook", "crr-node-daemon"];
 
 /// `count` Ready bench pods named `<prefix>-<index>` in a fresh namespace.
 async fn burst_pods(

@@ -1,0 +1,189 @@
+//! Figures the benches take on this machine: the CPU time and resident memory of crr's
+//! processes (read from `/proc`: every component runs on this one machine) and summaries of
+//! samples (median, p90, p99), and the requests crr's service accounts made, from the test bed API
+//! server's audit log.
+
+use std::collections::BTreeMap;
+use std::io::BufRead as _;
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+/// The crr programs the benches follow, as their process names.
+pub const PROGRAMS: [&str; 3] = ["crr-operator", "crr-webhook", "crr-node-daemon"];
+
+/// A process on this machine: CPU seconds so far and resident memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Usage {
+    pub cpu_seconds: f64,
+    pub rss_kib: u64,
+}
+
+/// The pids whose command name is `program` (the kernel keeps 15 bytes of it).
+pub fn pids_of(program: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm_matches(program, comm.trim()))
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Whether a `/proc/<pid>/comm` value names `program`: the kernel truncates names to 15 bytes.
+fn comm_matches(program: &str, comm: &str) -> bool {
+    !comm.is_empty() && (program == comm || (comm.len() == 15 && program.starts_with(comm)))
+}
+
+/// CPU time and RSS of one process, `None` once it is gone.
+pub fn usage(pid: u32) -> Option<Usage> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_usage(&stat, &status)
+}
+
+/// [`usage`] from the texts of `/proc/<pid>/stat` and `/proc/<pid>/status` (clock ticks of
+/// 1/100 s, as on every Linux this runs on).
+fn parse_usage(stat: &str, status: &str) -> Option<Usage> {
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let rss_kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())?;
+    Some(Usage {
+        cpu_seconds: ticks / 100.0,
+        rss_kib,
+    })
+}
+
+/// Sum over every process of `program` (the operator and webhook have two replicas).
+pub fn total_usage(program: &str) -> Usage {
+    pids_of(program)
+        .into_iter()
+        .filter_map(usage)
+        .fold(Usage::default(), |sum, one| Usage {
+            cpu_seconds: sum.cpu_seconds + one.cpu_seconds,
+            rss_kib: sum.rss_kib + one.rss_kib,
+        })
+}
+
+/// Median, p90, p99, min and max of some samples (nearest rank); NaN when there are none.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Summary {
+    pub samples: usize,
+    pub median: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+pub fn summarize(values: &[f64]) -> Summary {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = |q: f64| -> f64 {
+        if sorted.is_empty() {
+            return f64::NAN;
+        }
+        let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+        sorted[index.min(sorted.len() - 1)]
+    };
+    Summary {
+        samples: sorted.len(),
+        median: at(0.5),
+        p90: at(0.9),
+        p99: at(0.99),
+        min: sorted.first().copied().unwrap_or(f64::NAN),
+        max: sorted.last().copied().unwrap_or(f64::NAN),
+    }
+}
+
+/// The service accounts crr's components run as.
+const SYSTEM_ACCOUNTS: &str = "system:serviceaccount:crr-system:";
+
+/// (component, verb, resource[/subresource]) → requests, from the audit log's `ResponseComplete`
+/// events of crr's service accounts received within [start, end].
+pub fn audit_counts(
+    path: &str,
+    start: jiff::Timestamp,
+    end: jiff::Timestamp,
+) -> anyhow::Result<BTreeMap<(String, String, String), usize>> {
+    let file = std::fs::File::open(path).with_context(|| format!("reading {path}"))?;
+    let mut counts = BTreeMap::new();
+    for line in std::io::BufReader::new(file).lines() {
+        let line = line?;
+        let Ok(event) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(user) = event["user"]["username"].as_str() else {
+            continue;
+        };
+        let Some(component) = user.strip_prefix(SYSTEM_ACCOUNTS) else {
+            continue;
+        };
+        let received: Option<jiff::Timestamp> = event["requestReceivedTimestamp"]
+            .as_str()
+            .and_then(|time| time.parse().ok());
+        if !received.is_some_and(|time| time >= start && time <= end) {
+            continue;
+        }
+        let verb = event["verb"].as_str().unwrap_or_default().to_owned();
+        let object = &event["objectRef"];
+        let mut resource = object["resource"].as_str().unwrap_or("(none)").to_owned();
+        if let Some(sub) = object["subresource"].as_str() {
+            resource = format!("{resource}/{sub}");
+        }
+        *counts
+            .entry((component.to_owned(), verb, resource))
+            .or_insert(0) += 1;
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_is_found_by_its_full_or_truncated_name_only() {
+        assert!(comm_matches("crr-webhook", "crr-webhook"));
+        assert!(comm_matches("crr-node-daemon", "crr-node-daemon"));
+        assert!(comm_matches("crr-node-daemon-x", "crr-node-daemon"));
+        assert!(!comm_matches("crr-operator", "crr-op"));
+        assert!(!comm_matches("crr-operator", ""));
+    }
+
+    #[test]
+    fn usage_reads_cpu_ticks_and_rss() {
+        let stat = "42 (crr (webhook)) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 4 0";
+        let status = "Name:\tcrr-webhook\nVmRSS:\t   20480 kB\nThreads:\t4\n";
+        assert_eq!(
+            parse_usage(stat, status),
+            Some(Usage {
+                cpu_seconds: 3.0,
+                rss_kib: 20480
+            })
+        );
+        assert_eq!(parse_usage(stat, "Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn summaries_take_the_nearest_rank() {
+        let summary = summarize(&(1..=100).map(f64::from).collect::<Vec<_>>());
+        assert_eq!(
+            (summary.median, summary.p90, summary.p99),
+            (51.0, 90.0, 99.0)
+        );
+        assert_eq!(
+            (summary.min, summary.max, summary.samples),
+            (1.0, 100.0, 100)
+        );
+        assert!(summarize(&[]).median.is_nan());
+    }
+}
