@@ -9,6 +9,7 @@ packages=(
   buildah busybox-static                        # local images, imported into containerd
   protobuf-compiler                             # CRI bindings of the node daemon
   gcc libc6-dev                                 # the static pause program
+  prometheus                                    # the test bed's Prometheus and promtool (monitoring/)
 )
 missing=()
 for p in "${packages[@]}"; do
