@@ -132,7 +132,18 @@ pub enum Error {
 }
 
 impl Error {
-    /// A short label for metrics.
+    /// Every [`Error::kind`], so metrics export each one from the start.
+    pub const KINDS: [&'static str; 7] = [
+        "missing_namespace",
+        "read_pod",
+        "conflict",
+        "write",
+        "unreadable_holders",
+        "not_leader",
+        "unversioned",
+    ];
+
+    /// A short label for metrics (one of [`Error::KINDS`]).
     pub fn kind(&self) -> &'static str {
         match self {
             Self::MissingNamespace { .. } => "missing_namespace",
@@ -342,9 +353,9 @@ impl Executor<'_> {
                         }),
                     )
                     .await?;
-                if let Some(took) = reconcile::time_to_completion(&self.current) {
-                    self.ctx.metrics.observe_completion(took);
-                }
+                // Once per request: the label is gone after this write (see `metrics`). A
+                // request deleted meanwhile (`Stop`) is observed too: nobody else will.
+                self.ctx.metrics.observe_finished(&self.current);
                 Ok(step)
             }
             Action::Delete => self.delete().await,

@@ -80,6 +80,13 @@ pub enum CompletionReason {
 }
 
 impl CompletionReason {
+    /// Every reason (metrics export each one from the start).
+    pub const ALL: [Self; 3] = [
+        Self::PodGone,
+        Self::DaemonNotResponding,
+        Self::ActiveDeadlineExceeded,
+    ];
+
     /// The status message (upstream's wording).
     pub fn message(self) -> &'static str {
         match self {

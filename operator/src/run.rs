@@ -23,7 +23,7 @@ use tracing::{info, warn};
 use crate::controller::{self, Context, FIELD_MANAGER};
 use crate::elector::{self, Elector};
 use crate::gate::{self, GateContext};
-use crate::metrics::{Metrics, PhaseCollector};
+use crate::metrics::{CacheCollector, Metrics};
 
 /// What the operator process needs to know.
 #[derive(Clone, Debug)]
@@ -84,7 +84,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let namespace = settings.watch_namespace.as_deref();
     let controller = controller::new_controller(client.clone(), namespace, settings.workers);
     let store = controller.store();
-    registry.register_collector(Box::new(PhaseCollector::new({
+    registry.register_collector(Box::new(CacheCollector::new({
         let store = store.clone();
         move || store.state()
     })));

@@ -448,3 +448,51 @@ async fn each_write_builds_on_the_object_the_previous_write_returned() {
     );
     server.await.expect("scripted API server");
 }
+
+#[tokio::test]
+async fn a_finished_request_is_observed_once_when_its_active_label_goes() {
+    let (ctx, mut handle, _leader) = context(true);
+    let mut request = crr(Some(Phase::Completed));
+    let status = request.status.get_or_insert_default();
+    status.completion_time = Some(ago(4));
+    status.conditions = vec![Condition {
+        type_: keys::CONDITION_SUCCEEDED.to_owned(),
+        status: "True".to_owned(),
+        reason: "Recreated".to_owned(),
+        message: String::new(),
+        last_transition_time: ago(4),
+        observed_generation: None,
+    }];
+    let mut unlabelled = request.clone();
+    unlabelled.metadata.labels = None;
+    let answer = unlabelled.clone();
+    let server = tokio::spawn(async move {
+        let (body, send) = expect(&mut handle, Method::PATCH, CRR_PATH).await;
+        assert_eq!(body["metadata"]["labels"][keys::LABEL_ACTIVE], Value::Null);
+        send.send_response(respond(StatusCode::OK, &answer));
+    });
+    reconcile(Arc::new(request), ctx.clone())
+        .await
+        .expect("reconcile");
+    server.await.expect("scripted API server");
+    // A relist (or a new leader) sees the request without the label: nothing to observe.
+    reconcile(Arc::new(unlabelled), ctx.clone())
+        .await
+        .expect("reconcile");
+    let mut registry = Registry::with_prefix("crr_operator");
+    registry.register(
+        "recreate_duration_seconds",
+        "",
+        ctx.metrics.recreate_duration.clone(),
+    );
+    registry.register("outcomes", "", ctx.metrics.outcomes.clone());
+    let text = crr_runtime::metrics::encode(&registry).expect("encode");
+    assert!(
+        text.contains("crr_operator_recreate_duration_seconds_count{outcome=\"succeeded\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("crr_operator_outcomes_total{outcome=\"succeeded\",reason=\"Recreated\"} 1"),
+        "{text}"
+    );
+}
