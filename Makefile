@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: demo install uninstall bench test deps fmt-check clippy unit cluster-test chaos migration cluster-up cluster-down cluster-smoke crd manifests manifests-check
+.PHONY: demo install uninstall bench test deps fmt-check clippy unit cluster-test chaos migration cluster-up cluster-down cluster-smoke crd manifests manifests-check monitoring-check
 
 ## demo: show the system working: the local cluster comes up, crr is built and installed from
 ## manifests/, and a CRR recreates one container of a Deployment's pod in place.
@@ -20,7 +20,7 @@ bench-scale: deps
 
 ## test: everything CI runs: static checks, unit tests, then the cluster tests on the local
 ## test bed (built and started by hack/, taken down afterwards).
-test: deps fmt-check manifests-check clippy unit fuzz-smoke cluster-test
+test: deps fmt-check manifests-check monitoring-check clippy unit fuzz-smoke cluster-test
 
 ## deps: the Debian packages the build and the test bed need (hack/install-deps.sh).
 deps:
@@ -97,6 +97,11 @@ manifests:
 
 manifests-check:
 	hack/render-manifests.sh --check
+
+## monitoring-check: the alerting rules (promtool check and unit tests), the test bed's scrape
+## configuration, the chart's PrometheusRule and the dashboard's metric names (monitoring/README.md).
+monitoring-check: deps
+	hack/check-monitoring.sh
 
 ## bench: release build on the local cluster, the figures of BENCHMARKS.md (bench/run.sh).
 bench: cluster-up
