@@ -20,6 +20,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use serde_json::json;
 
+use crate::metrics::CertificateExpiry;
+
 /// Keys of the Secret, as cert-manager names them.
 pub const TLS_CERT: &str = "tls.crt";
 pub const TLS_KEY: &str = "tls.key";
@@ -126,17 +128,58 @@ pub fn certified_key(bundle: &Bundle) -> Result<CertifiedKey, CertError> {
     Ok(CertifiedKey::new(chain, signing))
 }
 
-/// Hands rustls the current key pair; [`CertResolver::set`] swaps it for new connections.
+/// When the certificates of a bundle expire (`notAfter`, Unix seconds): `None` for a
+/// certificate that is absent or unreadable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expiry {
+    /// The serving certificate (the first of `tls.crt`).
+    pub serving: Option<i64>,
+    /// The CA: of the certificates in `ca.crt`, the one that expires last (while two CAs are
+    /// bundled during a rollover, the new one is the one that matters).
+    pub ca: Option<i64>,
+}
+
+/// Reads the expiry of `bundle`'s certificates; what cannot be read is logged and left `None`.
+pub fn expiry(bundle: &Bundle) -> Expiry {
+    let read = |what: &str, pem: &str| -> Vec<i64> {
+        CertificateDer::pem_slice_iter(pem.as_bytes())
+            .filter_map(|der| {
+                let result = der
+                    .map_err(|error| error.to_string())
+                    .and_then(|der| crate::x509::not_after(&der).map_err(|error| error.to_string()));
+                result
+                    .inspect_err(|error| tracing::warn!(certificate = what, %error, "reading the certificate's expiry"))
+                    .ok()
+            })
+            .collect()
+    };
+    Expiry {
+        serving: read("serving", &bundle.cert_pem).first().copied(),
+        ca: read("ca", &bundle.ca_pem).into_iter().max(),
+    }
+}
+
+/// Hands rustls the current key pair; [`CertResolver::set`] swaps it for new connections. Each
+/// bundle it takes (the first and every swap) sets the certificate expiry metric.
 #[derive(Debug)]
 pub struct CertResolver {
     current: RwLock<(Arc<CertifiedKey>, Bundle)>,
+    expiry: CertificateExpiry,
 }
 
 impl CertResolver {
+    /// A resolver whose certificates' expiry is reported nowhere (tests).
     pub fn new(bundle: Bundle) -> Result<Arc<Self>, CertError> {
+        Self::reporting(bundle, CertificateExpiry::default())
+    }
+
+    /// A resolver that reports the expiry of the certificates in use to `expiry`.
+    pub fn reporting(bundle: Bundle, expiry: CertificateExpiry) -> Result<Arc<Self>, CertError> {
         let key = Arc::new(certified_key(&bundle)?);
+        expiry.set(crate::certs::expiry(&bundle));
         Ok(Arc::new(Self {
             current: RwLock::new((key, bundle)),
+            expiry,
         }))
     }
 
@@ -146,11 +189,14 @@ impl CertResolver {
             return Ok(false);
         }
         let key = Arc::new(certified_key(&bundle)?);
+        let expiry = expiry(&bundle);
         let mut current = self
             .current
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *current = (key, bundle);
+        drop(current);
+        self.expiry.set(expiry);
         Ok(true)
     }
 
@@ -487,6 +533,59 @@ mod tests {
             ]
         );
         assert!(ca_bundle_patch([with(Some("CA"))].iter(), "CA").is_none());
+    }
+
+    #[test]
+    fn expiry_reads_both_certificates_of_a_generated_bundle() {
+        let before = time_now().unix_timestamp();
+        let bundle = generate(&["a".to_owned()]).expect("generate");
+        let expiry = expiry(&bundle);
+        let ten_years = 3650 * 24 * 3600;
+        for at in [expiry.serving, expiry.ca] {
+            let at = at.expect("read");
+            assert!(
+                (before + ten_years..=before + ten_years + 5).contains(&at),
+                "{at}"
+            );
+        }
+    }
+
+    #[test]
+    fn expiry_takes_the_ca_that_lasts_longest_and_skips_what_it_cannot_read() {
+        let older = generate(&["a".to_owned()]).expect("generate");
+        let mut bundle = generate(&["b".to_owned()]).expect("generate");
+        let newest = expiry(&bundle).ca;
+        bundle.ca_pem = format!("{}{}", bundle.ca_pem, older.ca_pem);
+        assert_eq!(expiry(&bundle).ca, newest);
+        bundle.ca_pem = String::new();
+        bundle.cert_pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".into();
+        assert_eq!(expiry(&bundle), Expiry::default());
+    }
+
+    #[test]
+    fn resolver_reports_the_expiry_of_the_bundle_in_use() {
+        crr_runtime::tls::install_crypto_provider();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = crate::metrics::Metrics::register(&mut registry);
+        let first = generate(&["a".to_owned()]).expect("generate");
+        let resolver = CertResolver::reporting(first.clone(), metrics.certificate_expiry.clone())
+            .expect("resolver");
+        let text = crr_runtime::metrics::encode(&registry).expect("encode");
+        let serving = expiry(&first).serving.expect("serving");
+        assert!(
+            text.contains(&format!(
+                "crr_webhook_certificate_expiry_timestamp_seconds{{certificate=\"serving\"}} {serving}"
+            )),
+            "{text}"
+        );
+        let mut second = first.clone();
+        second.ca_pem = String::new();
+        assert!(resolver.set(second).expect("swap"));
+        let text = crr_runtime::metrics::encode(&registry).expect("encode");
+        assert!(
+            !text.contains("certificate=\"ca\""),
+            "a bundle without CA: {text}"
+        );
     }
 
     #[test]

@@ -12,3 +12,4 @@ pub mod readiness_gate;
 pub mod review;
 pub mod routes;
 pub mod run;
+pub mod x509;

@@ -1,13 +1,39 @@
-//! Prometheus metrics of the webhook (prefix `crr_webhook`): reviews by endpoint and verdict,
-//! their latency, and rejections by reason.
+//! Prometheus metrics of the webhook (prefix `crr_webhook`; the catalog with label values is
+//! docs/metrics.md): reviews by endpoint and verdict, their latency, rejections by reason, and
+//! when the certificates in use expire.
+//!
+//! Label values are bounded: `endpoint` is one per route ([`ENDPOINTS`]), `verdict` one of
+//! [`VERDICTS`] (`routes::verdict_label`), `reason` a rule's or a lookup's static name
+//! (`admission::Rejection::reason`), never anything taken from the request.
 
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::certs::Expiry;
+
+/// The `endpoint` label of each route: the CRR mutating and validating hooks, the pod
+/// readiness-gate hook, the CRD conversion.
+pub const ENDPOINTS: [&str; 4] = ["mutate", "validate", "pod", "convert"];
+
+/// Every `verdict` label: an admission review is `allowed`, `patched` (allowed with a JSON
+/// patch), `denied` (a broken rule) or `error` (the webhook could not decide: a pod or node
+/// lookup failed, a patch could not be encoded; the request is denied with code 500); a
+/// conversion is `converted` or `error` (an object could not be converted). `invalid`: the body
+/// was not a review at all (nothing the API server sends).
+pub const VERDICTS: [&str; 6] = [
+    "allowed",
+    "patched",
+    "denied",
+    "error",
+    "invalid",
+    "converted",
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReviewLabels {
@@ -16,20 +42,45 @@ pub struct ReviewLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EndpointLabels {
-    pub endpoint: &'static str,
+pub struct ReasonLabels {
+    pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    pub reason: &'static str,
+pub struct CertificateLabels {
+    /// `ca` or `serving`.
+    pub certificate: &'static str,
+}
+
+/// `crr_webhook_certificate_expiry_timestamp_seconds`: the notAfter of the CA and the serving
+/// certificate in use, as Unix seconds; a certificate not in use (no CA file) or unreadable has
+/// no series.
+#[derive(Clone, Debug, Default)]
+pub struct CertificateExpiry(Family<CertificateLabels, Gauge>);
+
+impl CertificateExpiry {
+    /// Reports `expiry` (the bundle just put in use).
+    pub fn set(&self, expiry: Expiry) {
+        for (certificate, at) in [("serving", expiry.serving), ("ca", expiry.ca)] {
+            let labels = CertificateLabels { certificate };
+            match at {
+                Some(at) => {
+                    self.0.get_or_create(&labels).set(at);
+                }
+                None => {
+                    self.0.remove(&labels);
+                }
+            }
+        }
+    }
 }
 
 #[derive(Clone)]
 pub struct Metrics {
     pub reviews: Family<ReviewLabels, Counter>,
-    pub latency: Family<EndpointLabels, Histogram>,
+    pub latency: Family<ReviewLabels, Histogram>,
     pub rejections: Family<ReasonLabels, Counter>,
+    pub certificate_expiry: CertificateExpiry,
 }
 
 impl Metrics {
@@ -38,37 +89,97 @@ impl Metrics {
             reviews: Family::default(),
             latency: Family::new_with_constructor(|| {
                 // 50µs .. ~1.6s
-                Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-                    0.00005, 2.0, 16,
-                ))
+                Histogram::new(exponential_buckets(0.00005, 2.0, 16))
             }),
             rejections: Family::default(),
+            certificate_expiry: CertificateExpiry::default(),
         };
         let sub = registry.sub_registry_with_prefix("crr_webhook");
         sub.register(
             "reviews",
-            "Reviews answered, by endpoint and verdict",
+            "Reviews answered, by endpoint (mutate, validate, pod, convert) and verdict (allowed, patched, denied, error, invalid, converted)",
             metrics.reviews.clone(),
         );
         sub.register(
             "review_duration_seconds",
-            "Time to answer a review",
+            "Seconds to answer a review (after its body was read), by endpoint and verdict",
             metrics.latency.clone(),
         );
         sub.register(
             "rejections",
-            "Requests denied, by rule",
+            "Admission requests denied, by reason (the broken rule, or the failed lookup of an error verdict)",
             metrics.rejections.clone(),
+        );
+        sub.register(
+            "certificate_expiry_timestamp_seconds",
+            "When the certificate in use expires (notAfter, Unix seconds), for the CA and the serving certificate",
+            metrics.certificate_expiry.0.clone(),
         );
         metrics
     }
 
     pub fn observe(&self, endpoint: &'static str, verdict: &'static str, took: Duration) {
-        self.reviews
-            .get_or_create(&ReviewLabels { endpoint, verdict })
-            .inc();
+        let labels = ReviewLabels { endpoint, verdict };
+        self.reviews.get_or_create(&labels).inc();
         self.latency
-            .get_or_create(&EndpointLabels { endpoint })
+            .get_or_create(&labels)
             .observe(took.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrape_shows_every_family_with_its_labels() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics.observe("mutate", "patched", Duration::from_millis(2));
+        metrics
+            .rejections
+            .get_or_create(&ReasonLabels {
+                reason: "PodNotFound",
+            })
+            .inc();
+        metrics.certificate_expiry.set(Expiry {
+            serving: Some(1_900_000_000),
+            ca: Some(2_000_000_000),
+        });
+        let text = crr_runtime::metrics::encode(&registry).expect("encode");
+        for expected in [
+            "# TYPE crr_webhook_reviews counter",
+            "crr_webhook_reviews_total{endpoint=\"mutate\",verdict=\"patched\"} 1",
+            "# TYPE crr_webhook_review_duration_seconds histogram",
+            "crr_webhook_review_duration_seconds_count{endpoint=\"mutate\",verdict=\"patched\"} 1",
+            "crr_webhook_rejections_total{reason=\"PodNotFound\"} 1",
+            "# TYPE crr_webhook_certificate_expiry_timestamp_seconds gauge",
+            "crr_webhook_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000",
+            "crr_webhook_certificate_expiry_timestamp_seconds{certificate=\"ca\"} 2000000000",
+        ] {
+            assert!(text.contains(expected), "{expected} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_certificate_no_longer_in_use_loses_its_series() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics.certificate_expiry.set(Expiry {
+            serving: Some(1),
+            ca: Some(2),
+        });
+        metrics.certificate_expiry.set(Expiry {
+            serving: Some(3),
+            ca: None,
+        });
+        let text = crr_runtime::metrics::encode(&registry).expect("encode");
+        assert!(
+            text.contains(
+                "crr_webhook_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 3"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("certificate=\"ca\""), "{text}");
     }
 }

@@ -32,7 +32,8 @@ pub enum Verdict {
     Allowed,
     /// Allowed with a JSON patch.
     Patched,
-    /// Denied; the rule's short reason.
+    /// Denied; the rule's short reason (the answer's code says whether a rule was broken, 4xx,
+    /// or the webhook could not decide, 500: a lookup failed, a patch could not be encoded).
     Denied(&'static str),
     /// The body was not an AdmissionReview we could read.
     Invalid,
@@ -357,25 +358,54 @@ fn failed_answer(api_version: Option<&str>, uid: &str, message: &str) -> Vec<u8>
     out
 }
 
+/// How a ConversionReview ended, for metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConversionVerdict {
+    /// Every object was converted.
+    Converted,
+    /// The review was read but could not be answered (an unknown desired version, an object
+    /// that does not convert): the answer is a failed review.
+    Failed,
+    /// The body was not a ConversionReview with a request.
+    Invalid,
+}
+
 /// Answers one ConversionReview body (a failed review for a body that is not one), as JSON.
 pub fn review_conversion(body: &[u8]) -> Vec<u8> {
+    convert(body).0
+}
+
+/// [`review_conversion`], and how it ended.
+pub fn convert(body: &[u8]) -> (Vec<u8>, ConversionVerdict) {
     let review = match serde_json::from_slice::<ConversionReviewIn<'_>>(body) {
         Ok(review) => review,
         Err(error) => {
-            return failed_answer(None, "", &format!("cannot read ConversionReview: {error}"));
+            return (
+                failed_answer(None, "", &format!("cannot read ConversionReview: {error}")),
+                ConversionVerdict::Invalid,
+            );
         }
     };
     let api_version = review.api_version.as_deref();
     let Some(request) = review.request else {
-        return failed_answer(
-            api_version,
-            "",
-            "cannot read ConversionReview: it has no request",
+        return (
+            failed_answer(
+                api_version,
+                "",
+                "cannot read ConversionReview: it has no request",
+            ),
+            ConversionVerdict::Invalid,
         );
+    };
+    let failed = |message: &str| {
+        (
+            failed_answer(api_version, &request.uid, message),
+            ConversionVerdict::Failed,
+        )
     };
     let desired = match Version::from_api_version(&request.desired_api_version) {
         Ok(desired) => desired,
-        Err(error) => return failed_answer(api_version, &request.uid, &error.to_string()),
+        Err(error) => return failed(&error.to_string()),
     };
     // The answer is about as large as the request (v1beta1 a little larger): reserve it once.
     let mut out = Vec::with_capacity(body.len() + body.len() / 4 + 512);
@@ -386,9 +416,9 @@ pub fn review_conversion(body: &[u8]) -> Vec<u8> {
         }
         if let Err(error) = conversion::convert_raw_into(object, desired, &mut out) {
             drop(out);
-            return failed_answer(api_version, &request.uid, &error.to_string());
+            return failed(&error.to_string());
         }
     }
     answer_end(&mut out);
-    out
+    (out, ConversionVerdict::Converted)
 }

@@ -22,10 +22,12 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
 use futures::StreamExt as _;
+use kube::core::DynamicObject;
+use kube::core::admission::AdmissionReview;
 use tokio::sync::Semaphore;
 
 use crate::metrics::{Metrics, ReasonLabels};
-use crate::review::{self, ClusterLookup, Hook, Verdict};
+use crate::review::{self, ClusterLookup, ConversionVerdict, Hook, Verdict};
 
 /// Largest CRR AdmissionReview read: a CRR (and its old version, on UPDATE) is a few KiB even
 /// with dozens of containers.
@@ -162,25 +164,56 @@ fn json_response(value: &impl serde::Serialize) -> Response {
     }
 }
 
-fn verdict_label(verdict: &Verdict) -> &'static str {
+/// The `verdict` label of an admission review (one of `metrics::VERDICTS`): a denial whose
+/// answer carries a 5xx code is `error`, the webhook could not decide (see `Verdict::Denied`).
+fn verdict_label(verdict: &Verdict, code: u16) -> &'static str {
     match verdict {
         Verdict::Allowed => "allowed",
         Verdict::Patched => "patched",
+        Verdict::Denied(_) if code >= 500 => "error",
         Verdict::Denied(_) => "denied",
         Verdict::Invalid => "invalid",
     }
 }
 
+/// The `verdict` label of a conversion (one of `metrics::VERDICTS`).
+fn conversion_verdict_label(verdict: ConversionVerdict) -> &'static str {
+    match verdict {
+        ConversionVerdict::Converted => "converted",
+        ConversionVerdict::Failed => "error",
+        ConversionVerdict::Invalid => "invalid",
+    }
+}
+
 impl<L> AppState<L> {
-    fn record(&self, endpoint: &'static str, verdict: &Verdict, started: Instant) {
-        self.metrics
-            .observe(endpoint, verdict_label(verdict), started.elapsed());
+    fn record(
+        &self,
+        endpoint: &'static str,
+        review: &AdmissionReview<DynamicObject>,
+        verdict: &Verdict,
+        started: Instant,
+    ) {
+        let code = review
+            .response
+            .as_ref()
+            .map_or(0, |response| response.result.code);
+        let label = verdict_label(verdict, code);
+        self.metrics.observe(endpoint, label, started.elapsed());
         if let Verdict::Denied(reason) = verdict {
             self.metrics
                 .rejections
                 .get_or_create(&ReasonLabels { reason })
                 .inc();
-            tracing::info!(endpoint, reason, "denied");
+            if label == "error" {
+                tracing::warn!(
+                    endpoint,
+                    reason,
+                    code,
+                    "denied: the webhook could not decide"
+                );
+            } else {
+                tracing::info!(endpoint, reason, "denied");
+            }
         }
     }
 }
@@ -194,7 +227,7 @@ async fn crr_review<L: ClusterLookup>(
     let started = Instant::now();
     let (review, verdict) =
         review::review_crr(body, &state.lookup, state.node_daemon_enabled, hook).await;
-    state.record(endpoint, &verdict, started);
+    state.record(endpoint, &review, &verdict, started);
     json_response(&review)
 }
 
@@ -218,17 +251,19 @@ async fn mutate_pod<L: ClusterLookup>(
 ) -> Response {
     let started = Instant::now();
     let (review, verdict) = review::review_pod(&body, &state.readiness_gate_label);
-    state.record("pod", &verdict, started);
+    state.record("pod", &review, &verdict, started);
     json_response(&review)
 }
 
 async fn convert<L: ClusterLookup>(State(state): State<Arc<AppState<L>>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let answer = review::review_conversion(&body);
+    let (answer, verdict) = review::convert(&body);
     drop(body);
-    state
-        .metrics
-        .observe("convert", "converted", started.elapsed());
+    state.metrics.observe(
+        "convert",
+        conversion_verdict_label(verdict),
+        started.elapsed(),
+    );
     let length = answer.len();
     (
         [
@@ -238,4 +273,36 @@ async fn convert<L: ClusterLookup>(State(state): State<Arc<AppState<L>>>, body: 
         in_slices(answer),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::VERDICTS;
+
+    #[test]
+    fn verdict_labels_are_the_documented_set() {
+        let admission = [
+            (Verdict::Allowed, 200),
+            (Verdict::Patched, 200),
+            (Verdict::Denied("PodNameEmpty"), 400),
+            (Verdict::Denied("PodLookupFailed"), 500),
+            (Verdict::Invalid, 0),
+        ]
+        .map(|(verdict, code)| verdict_label(&verdict, code));
+        assert_eq!(
+            admission,
+            ["allowed", "patched", "denied", "error", "invalid"]
+        );
+        let conversion = [
+            ConversionVerdict::Converted,
+            ConversionVerdict::Failed,
+            ConversionVerdict::Invalid,
+        ]
+        .map(conversion_verdict_label);
+        assert_eq!(conversion, ["converted", "error", "invalid"]);
+        for label in admission.iter().chain(&conversion) {
+            assert!(VERDICTS.contains(label), "{label}");
+        }
+    }
 }

@@ -58,7 +58,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         )
         .await
         .context("getting the serving certificate")?;
-    let resolver = CertResolver::new(bundle).context("loading the serving certificate")?;
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let resolver = CertResolver::reporting(bundle, metrics.certificate_expiry.clone())
+        .context("loading the serving certificate")?;
     tokio::spawn(certs::keep_up(
         client.clone(),
         resolver.clone(),
@@ -70,8 +73,6 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals();
     let readiness = Readiness::default();
     readiness.follow(&shutdown);
-    let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
     // Readiness waits for no cache: conversion needs none, and admission reads what the node
     // label cache does not hold yet with a GET.
     let lookup = ApiLookup::start(client);
