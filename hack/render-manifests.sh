@@ -5,7 +5,7 @@
 #   manifests/crd/crd.yaml      the CRD alone
 #   manifests/system/crr.yaml   everything else (removing it leaves the CRD and every request)
 #   manifests/base              both (what `kubectl apply -k manifests/base` installs) With --check it changes nothing and fails
-# when either is stale (CI runs it that way).
+# when either is stale (CI runs it that way), and runs hack/check-chart.sh (schema, optional pieces).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
@@ -21,10 +21,12 @@ header() {
 }
 render_crd() { header; helm_template --show-only templates/crd.yaml; }
 render_system() {
-  local shown=()
-  for template in "$root"/manifests/helm/crr/templates/*.yaml; do
-    # crd.yaml is manifests/crd; preflight.yaml renders no object (it only checks the cluster).
-    [[ $(basename "$template") =~ ^(crd|preflight).yaml$ ]] || shown+=(--show-only "templates/$(basename "$template")")
+  # The templates directly under templates/ that render an object with the default values, but
+  # the CRD (manifests/crd): preflight.yaml only checks the cluster, the Prometheus-operator
+  # objects are off by default, and templates/tests/ is `helm test`'s.
+  local shown=() source
+  for source in $(helm_template | sed -n 's|^# Source: crr/\(templates/[^/]*\.yaml\)$|\1|p' | LC_ALL=C sort -u); do
+    [[ $source == templates/crd.yaml ]] || shown+=(--show-only "$source")
   done
   header
   helm_template "${shown[@]}"
@@ -40,6 +42,8 @@ if [[ "${1:-}" == --check ]]; then
     { echo "render-manifests: manifests/system/crr.yaml is stale: run make manifests" >&2; status=1; }
   "$HELM_BIN/helm" lint --strict "$root/manifests/helm/crr" >/dev/null ||
     { "$HELM_BIN/helm" lint --strict "$root/manifests/helm/crr" >&2; status=1; }
+  # The schema refusing bad values, and every optional piece rendering.
+  "$here/check-chart.sh" || status=1
   exit $status
 fi
 cp "$root/crds/crr.yaml" "$root/manifests/helm/crr/files/crr.yaml"
