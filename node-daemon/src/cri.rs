@@ -1,8 +1,10 @@
 //! The container runtime, over CRI v1 gRPC on its unix socket: finding a pod's containers by the
-//! kubelet's labels, running preStop exec hooks, stopping containers.
+//! kubelet's labels, running preStop exec hooks, stopping containers. Every call goes through
+//! [`Runtime::call`], which reports its latency and failure by RPC method (`CriMetrics`).
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crr_crds::keys::{
     CRI_ANNOTATION_RESTART_COUNT, CRI_LABEL_CONTAINER_NAME, CRI_LABEL_POD_NAME,
@@ -11,6 +13,7 @@ use crr_crds::keys::{
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::metrics::CriMetrics;
 use crate::proto::runtime_service_client::RuntimeServiceClient;
 use crate::proto::{
     ContainerFilter, ContainerState, ContainerStatusRequest, ExecSyncRequest,
@@ -107,14 +110,22 @@ pub fn find_socket(given: Option<&Path>) -> Result<PathBuf, CriError> {
 #[derive(Clone)]
 pub struct Runtime {
     client: RuntimeServiceClient<Channel>,
+    metrics: CriMetrics,
     /// `containerd`, `cri-o`...: the scheme of container IDs the kubelet reports.
     pub name: String,
     pub version: String,
 }
 
 impl Runtime {
-    /// Connects over the unix socket and asks the runtime's name and version.
+    /// Connects over the unix socket and asks the runtime's name and version; calls are
+    /// reported nowhere.
     pub async fn connect(path: &Path) -> Result<Self, CriError> {
+        Self::connect_reporting(path, CriMetrics::default()).await
+    }
+
+    /// Connects over the unix socket and asks the runtime's name and version; every call,
+    /// that one included, is reported to `metrics`.
+    pub async fn connect_reporting(path: &Path, metrics: CriMetrics) -> Result<Self, CriError> {
         let socket = path.to_owned();
         // The URI is required by tonic but unused: every connection goes to the socket.
         let channel = Endpoint::from_static("http://[::1]:1")
@@ -132,35 +143,46 @@ impl Runtime {
                 path: path.to_owned(),
                 source,
             })?;
-        let mut client = RuntimeServiceClient::new(channel);
-        let version = client
-            .version(with_deadline(
-                VersionRequest {
-                    version: "v1".into(),
-                },
-                READ_DEADLINE,
-            ))
-            .await?
-            .into_inner();
-        Ok(Self {
-            client,
-            name: version.runtime_name,
-            version: version.runtime_version,
-        })
+        let mut runtime = Self {
+            client: RuntimeServiceClient::new(channel),
+            metrics,
+            name: String::new(),
+            version: String::new(),
+        };
+        let version = runtime.version(READ_DEADLINE).await?;
+        runtime.name = version.runtime_name;
+        runtime.version = version.runtime_version;
+        Ok(runtime)
+    }
+
+    /// Makes one CRI call (`method` names its RPC, for the metrics) and reports how long it took
+    /// and whether it failed.
+    async fn call<T>(
+        &self,
+        method: &'static str,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, CriError> {
+        let started = Instant::now();
+        let answer = call.await;
+        self.metrics
+            .observe(method, started.elapsed(), answer.is_ok());
+        Ok(answer?.into_inner())
+    }
+
+    async fn version(&self, deadline: Duration) -> Result<crate::proto::VersionResponse, CriError> {
+        let request = with_deadline(
+            VersionRequest {
+                version: "v1".into(),
+            },
+            deadline,
+        );
+        self.call("Version", self.client.clone().version(request))
+            .await
     }
 
     /// Asks the runtime its version within `deadline`: is it reachable through our socket?
     pub async fn version_probe(&self, deadline: Duration) -> Result<(), CriError> {
-        self.client
-            .clone()
-            .version(with_deadline(
-                VersionRequest {
-                    version: "v1".into(),
-                },
-                deadline,
-            ))
-            .await?;
-        Ok(())
+        self.version(deadline).await.map(drop)
     }
 
     /// The newest attempt of each container of the pod, by container name.
@@ -175,11 +197,13 @@ impl Runtime {
             }),
         };
         let containers = self
-            .client
-            .clone()
-            .list_containers(with_deadline(request, READ_DEADLINE))
+            .call(
+                "ListContainers",
+                self.client
+                    .clone()
+                    .list_containers(with_deadline(request, READ_DEADLINE)),
+            )
             .await?
-            .into_inner()
             .containers;
         let mut newest: std::collections::BTreeMap<String, (i64, u32, RuntimeContainer)> =
             Default::default();
@@ -236,18 +260,19 @@ impl Runtime {
         &self,
         container_id: &str,
     ) -> Result<Option<crate::proto::ContainerStatus>, CriError> {
+        let request = with_deadline(
+            ContainerStatusRequest {
+                container_id: strip_scheme(container_id).to_owned(),
+                verbose: false,
+            },
+            READ_DEADLINE,
+        );
         Ok(self
-            .client
-            .clone()
-            .container_status(with_deadline(
-                ContainerStatusRequest {
-                    container_id: strip_scheme(container_id).to_owned(),
-                    verbose: false,
-                },
-                READ_DEADLINE,
-            ))
+            .call(
+                "ContainerStatus",
+                self.client.clone().container_status(request),
+            )
             .await?
-            .into_inner()
             .status)
     }
 
@@ -304,12 +329,10 @@ impl Runtime {
             cmd: command,
             timeout: i64::try_from(timeout.as_secs().max(1)).unwrap_or(i64::MAX),
         };
+        let request = with_deadline(request, timeout.saturating_add(WAIT_MARGIN));
         let response = self
-            .client
-            .clone()
-            .exec_sync(with_deadline(request, timeout.saturating_add(WAIT_MARGIN)))
-            .await?
-            .into_inner();
+            .call("ExecSync", self.client.clone().exec_sync(request))
+            .await?;
         let mut output = String::from_utf8_lossy(&response.stdout).into_owned();
         output.push_str(&String::from_utf8_lossy(&response.stderr));
         Ok((response.exit_code, output))
@@ -322,9 +345,8 @@ impl Runtime {
             timeout: grace_seconds,
         };
         let waits = Duration::from_secs(u64::try_from(grace_seconds).unwrap_or(0));
-        self.client
-            .clone()
-            .stop_container(with_deadline(request, waits.saturating_add(WAIT_MARGIN)))
+        let request = with_deadline(request, waits.saturating_add(WAIT_MARGIN));
+        self.call("StopContainer", self.client.clone().stop_container(request))
             .await?;
         Ok(())
     }
@@ -340,6 +362,30 @@ pub fn strip_scheme(container_id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn every_call_is_reported_by_method_and_failures_counted() {
+        let fake = crate::fake_runtime::FakeRuntime::with_containers(&["app"]);
+        fake.lock().failing_stops.push("app-1".to_owned());
+        let metrics = CriMetrics::default();
+        let runtime = fake.serve_reporting(metrics.clone()).await;
+        assert!(runtime.stop("containerd://app-1", 0).await.is_err());
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register("cri_request_duration_seconds", "", metrics.duration.clone());
+        registry.register("cri_errors", "", metrics.errors.clone());
+        let text = crr_runtime::metrics::encode(&registry).expect("encode");
+        for expected in [
+            "cri_request_duration_seconds_count{method=\"Version\"} 1",
+            "cri_request_duration_seconds_count{method=\"StopContainer\"} 1",
+            "cri_errors_total{method=\"StopContainer\"} 1",
+        ] {
+            assert!(text.contains(expected), "{expected} missing from\n{text}");
+        }
+        assert!(
+            !text.contains("cri_errors_total{method=\"Version\"}"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_restarting_runtime_is_transient_a_wrong_request_is_not() {

@@ -125,6 +125,12 @@ impl FakeRuntime {
 
     /// Serves on a fresh unix socket and returns a client connected to it.
     pub async fn serve(&self) -> Runtime {
+        self.serve_reporting(crate::metrics::CriMetrics::default())
+            .await
+    }
+
+    /// [`FakeRuntime::serve`], the client reporting its calls to `metrics`.
+    pub async fn serve_reporting(&self, metrics: crate::metrics::CriMetrics) -> Runtime {
         let path: PathBuf = std::env::temp_dir().join(format!(
             "crr-fake-cri-{}-{}.sock",
             std::process::id(),
@@ -138,7 +144,7 @@ impl FakeRuntime {
                 .add_service(service)
                 .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
         );
-        Runtime::connect(&path)
+        Runtime::connect_reporting(&path, metrics)
             .await
             .expect("connecting to the fake CRI server")
     }

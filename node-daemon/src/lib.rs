@@ -2,11 +2,13 @@
 //!
 //! Decisions, as functions of values: `schedule` (which request of a pod goes next), `recreate`
 //! (each container's state, the next step, grace arithmetic), `kill_marker` (the status text
-//! that announces a kill), `live_pod` (what a recreate takes from the live pod). Time: `timers` (one delayed wake-up per key) under `queue` (the work
-//! queue of pods). I/O: `cri` talks to the runtime, `pre_stop` runs hooks (`http_hook`: httpGet through hyper), `api_server` watches
-//! and writes requests. `round` carries out one request's next step; `worker` wires the watch,
-//! the queue and rounds together; `run` wires the process with the shared runtime
-//! (`crr-runtime`), and `main.rs` only parses flags (`args`).
+//! that announces a kill), `live_pod` (what a recreate takes from the live pod), `timeline`
+//! (which phase durations of a request the metrics observe). Time: `timers` (one delayed
+//! wake-up per key) under `queue` (the work queue of pods). I/O: `cri` talks to the runtime,
+//! `pre_stop` runs hooks (`http_hook`: httpGet through hyper), `api_server` watches and writes
+//! requests. `round` carries out one request's next step; `worker` wires the watch, the queue
+//! and rounds together; `run` wires the process with the shared runtime (`crr-runtime`), and
+//! `main.rs` only parses flags (`args`).
 
 #![forbid(unsafe_code)]
 
@@ -26,6 +28,7 @@ pub mod round;
 pub mod run;
 pub mod schedule;
 pub mod socket_watch;
+pub mod timeline;
 pub mod timers;
 pub mod worker;
 

@@ -36,6 +36,7 @@ use crate::kill_marker::KillMarker;
 use crate::live_pod::LivePod;
 use crate::metrics::Metrics;
 use crate::recreate::{self, IN_FLIGHT_POLL, Next};
+use crate::timeline::PhaseName;
 
 /// How long a round waits before looking again at a request whose pod is gone or replaced (the
 /// operator completes such a request) or whose deadline passed (the operator completes it).
@@ -145,6 +146,15 @@ fn newly_failed<'a>(recorded: &[State], states: &'a [State]) -> Vec<&'a State> {
         .collect()
 }
 
+/// The key of a request in the metrics' timeline (`timeline::Timeline`): its UID, as the
+/// worker forgets it when the request leaves the watch.
+pub fn timeline_key(crr: &ContainerRecreateRequest) -> String {
+    crr.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("{}/{}", crr.namespace().unwrap_or_default(), crr.name_any()))
+}
+
 /// An empty status patch of `crr`, preconditioned on its resourceVersion.
 fn patch_of(crr: &ContainerRecreateRequest) -> Result<StatusPatch, WriteError> {
     Ok(StatusPatch::of(crr)?)
@@ -220,10 +230,14 @@ impl<R: Requests> Round<'_, R> {
     /// One round for a request that is not finished.
     pub async fn run(&self, mut crr: ContainerRecreateRequest) -> Result<Outcome, RoundError> {
         let round_started = Instant::now();
+        let key = timeline_key(&crr);
         // Writes are folded (issue 18): the phase goes with the round's first status write.
         // Only a request with an unready grace announces it at once, since the operator acquires
         // the pod's readiness for a request the daemon has taken up.
         let mut phase_pending = crr.phase() != Some(Phase::Recreating);
+        if phase_pending && self.metrics.timeline.pick_up(&key) {
+            self.observe_pick_up(&crr);
+        }
         if phase_pending && recreate::needs_grace(&crr) {
             crr = self
                 .requests
@@ -243,6 +257,9 @@ impl<R: Requests> Round<'_, R> {
             if !left.is_zero() {
                 return Ok(Outcome::After(left));
             }
+            if let Some(took) = self.metrics.timeline.grace_over(&key, seen, now) {
+                self.metrics.observe_phase(PhaseName::UnreadyGrace, took);
+            }
         }
         let Some(pod_uid) = crr.labels().get(LABEL_POD_UID).cloned() else {
             let message = "the request has no pod-uid label (was it admitted by the crr webhook?)";
@@ -257,13 +274,7 @@ impl<R: Requests> Round<'_, R> {
             self.complete(&crr, vec![], false, &message).await?;
             return Ok(Outcome::Completed);
         }
-        let containers = self
-            .runtime
-            .pod_containers(&pod_uid)
-            .await
-            .inspect_err(|_| {
-                self.metrics.cri_errors.inc();
-            })?;
+        let containers = self.runtime.pod_containers(&pod_uid).await?;
         let lookup = |name: &str| {
             containers
                 .iter()
@@ -306,6 +317,7 @@ impl<R: Requests> Round<'_, R> {
         match next {
             Next::Wait => Ok(Outcome::After(IN_FLIGHT_POLL)),
             Next::Complete { succeeded, message } => {
+                self.metrics.timeline.ready(&key, Instant::now());
                 self.complete(&crr, states, succeeded, &message).await?;
                 Ok(Outcome::Completed)
             }
@@ -323,6 +335,18 @@ impl<R: Requests> Round<'_, R> {
                 )
                 .await
             }
+        }
+    }
+
+    /// Observes the request's creation to now, as its pick-up by this daemon. Creation time is
+    /// the API server's clock in whole seconds: approximate, as a metric may be.
+    fn observe_pick_up(&self, crr: &ContainerRecreateRequest) {
+        if let Some(created) = crr.metadata.creation_timestamp.as_ref() {
+            let took = jiff::Timestamp::now().duration_since(created.0);
+            self.metrics.observe_phase(
+                PhaseName::PickUp,
+                Duration::try_from(took).unwrap_or_default(),
+            );
         }
     }
 
@@ -481,8 +505,9 @@ impl<R: Requests> Round<'_, R> {
                     return Ok(Outcome::Preempted);
                 }
             };
-            self.metrics
-                .observe_pre_stop(outcome.is_ok(), started.elapsed());
+            let took = started.elapsed();
+            self.metrics.observe_pre_stop(outcome.is_ok(), took);
+            self.metrics.timeline.pre_stop(&timeline_key(&crr), took);
             if let Err(error) = outcome {
                 let note = format!(
                     "preStop hook of container {} failed: {error}",
@@ -549,6 +574,9 @@ impl<R: Requests> Round<'_, R> {
         };
         let ok = !matches!(states[index].phase, Phase::Failed);
         self.metrics.observe_kill(ok);
+        self.metrics
+            .timeline
+            .killed(&timeline_key(&crr), stop_took, Instant::now());
         // Where a round's time goes, for whoever wonders why a recreate took long: the API
         // writes and reads before the kill, the preStop hook, the runtime's StopContainer.
         tracing::info!(
@@ -645,6 +673,13 @@ impl<R: Requests> Round<'_, R> {
         self.requests
             .write_status(&StatusPatch::completion(crr, &completion)?)
             .await?;
+        let phases = self
+            .metrics
+            .timeline
+            .completed(&timeline_key(crr), succeeded, Instant::now());
+        for (phase, took) in phases {
+            self.metrics.observe_phase(phase, took);
+        }
         if let Some(created) = crr.metadata.creation_timestamp.as_ref() {
             // Creation time is the API server's clock: approximate across machines, which a
             // metric may be and a decision may not.
@@ -989,10 +1024,22 @@ mod tests {
         unready: &[&str],
     ) -> Vec<Outcome> {
         let metrics = Metrics::register(&mut Default::default());
+        drive_reporting(&metrics, memory, fake, runtime, rounds, unready).await
+    }
+
+    /// [`drive`], reporting to `metrics`.
+    async fn drive_reporting(
+        metrics: &Metrics,
+        memory: &Memory,
+        fake: &FakeRuntime,
+        runtime: &Runtime,
+        rounds: usize,
+        unready: &[&str],
+    ) -> Vec<Outcome> {
         let round = Round {
             requests: memory,
             runtime,
-            metrics: &metrics,
+            metrics,
             max_grace_seconds: 300,
             preemption: Preemption::never(),
             grace_clock: &crate::timers::GraceClock::default(),
@@ -1014,6 +1061,53 @@ mod tests {
             .get()
             .condition(CONDITION_SUCCEEDED)
             .map(|condition| condition.status.clone())
+    }
+
+    #[tokio::test]
+    async fn a_recreate_observes_each_of_its_phases_once() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let runtime = fake.serve_reporting(metrics.cri.clone()).await;
+        let mut crr = request(&["app"], grace(3));
+        crr.metadata.uid = Some("crr-uid".into());
+        crr.metadata.creation_timestamp = Some(Time(jiff::Timestamp::now()));
+        let memory = with_pre_stop(crr, exec(&["drain"]), vec![]);
+        drive_reporting(&metrics, &memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+        // A stale copy of the request (as a cache may still hold it) comes round again: its
+        // completing write conflicts, and nothing is observed twice.
+        let mut stale = memory.get();
+        stale.metadata.resource_version = Some("stale".into());
+        let status = stale.status.get_or_insert_default();
+        status.phase = None;
+        status.completion_time = None;
+        status.conditions.clear();
+        let round = Round {
+            requests: &memory,
+            runtime: &runtime,
+            metrics: &metrics,
+            max_grace_seconds: 300,
+            preemption: Preemption::never(),
+            grace_clock: &crate::timers::GraceClock::default(),
+        };
+        let _ = round.run(stale).await;
+        let text = crr_runtime::metrics::encode(&registry).expect("encode");
+        for expected in [
+            "phase_duration_seconds_count{phase=\"pick_up\"} 1",
+            "phase_duration_seconds_count{phase=\"unready_grace\"} 0",
+            "phase_duration_seconds_count{phase=\"pre_stop\"} 1",
+            "phase_duration_seconds_count{phase=\"kill\"} 1",
+            "phase_duration_seconds_count{phase=\"restart\"} 1",
+            "phase_duration_seconds_count{phase=\"complete\"} 1",
+            "pre_stop_duration_seconds_count{outcome=\"success\"} 1",
+            "recreate_duration_seconds_count{outcome=\"success\"} 1",
+            "cri_request_duration_seconds_count{method=\"ExecSync\"} 1",
+            "cri_request_duration_seconds_count{method=\"StopContainer\"} 1",
+            "cri_errors_total{method=\"StopContainer\"} 0",
+        ] {
+            assert!(text.contains(expected), "{expected} missing from\n{text}");
+        }
     }
 
     #[tokio::test]

@@ -16,16 +16,19 @@ use prometheus_client::registry::Registry;
 use crate::api_server::FIELD_MANAGER;
 use crate::args::Args;
 use crate::cri::{self, Runtime};
-use crate::metrics::Metrics;
+use crate::metrics::{InFlightCollector, Metrics};
 use crate::worker::{Daemon, Watch};
 
 /// Runs the daemon until SIGTERM (kills under way finished) or a second signal.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     crr_runtime::tls::install_crypto_provider();
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
     let socket = cri::find_socket(args.cri_socket.as_deref())?;
-    let runtime = Runtime::connect(&socket)
+    let runtime = Runtime::connect_reporting(&socket, metrics.cri.clone())
         .await
         .context("checking the container runtime")?;
+    metrics.runtime_ready.set(1);
     tracing::info!(socket = %socket.display(), runtime = %runtime.name, version = %runtime.version, node = %args.node_name, "connected to the runtime");
     let runtime_name = format!("runtime {} {}", runtime.name, runtime.version);
     let watched_runtime = runtime.clone();
@@ -36,8 +39,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals();
     let readiness = Readiness::default();
     readiness.follow(&shutdown);
-    let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
     let synced = readiness.gate("request watch");
     let runtime_reachable = readiness.gate("container runtime");
     runtime_reachable.open();
@@ -49,11 +50,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             namespaces: args.watch_namespace.clone(),
         },
         EventPublisher::new(api.client(), FIELD_MANAGER, args.node_name.clone()),
-        metrics,
+        metrics.clone(),
         args.max_grace_period_seconds,
         move || synced.open(),
     );
     tokio::spawn(feeder);
+    registry
+        .sub_registry_with_prefix("crr_node_daemon")
+        .register_collector(Box::new(InFlightCollector::new({
+            let daemon = daemon.clone();
+            move || daemon.in_flight()
+        })));
 
     let admin_listen = args.admin_listen;
     tokio::spawn(async move {
@@ -64,7 +71,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     });
 
     let budget = std::time::Duration::from_secs(args.cri_unavailable_exit_seconds);
+    let runtime_ready = metrics.runtime_ready.clone();
     let socket_dead = crate::socket_watch::watch(watched_runtime, budget, move |reachable| {
+        runtime_ready.set(i64::from(reachable));
         if reachable {
             runtime_reachable.open();
         } else {

@@ -30,7 +30,9 @@ use crate::api_server::{ApiRequests, request_key, watch_requests};
 use crate::cri::Runtime;
 use crate::metrics::Metrics;
 use crate::queue::WorkQueue;
-use crate::round::{Outcome, Preemption, Requests as _, Round, RoundError, WriteError};
+use crate::round::{
+    Outcome, Preemption, Requests as _, Round, RoundError, WriteError, timeline_key,
+};
 use crate::schedule::{self, PodTurn};
 
 /// When a pod whose round panicked is looked at again.
@@ -95,15 +97,21 @@ impl Daemon {
                         }
                         Ok(watcher::Event::Delete(crr)) => {
                             daemon.requests.forget(&crr);
+                            daemon.metrics.timeline.forget(&timeline_key(&crr));
                             daemon
                                 .grace_clock
                                 .forget(crr.metadata.uid.as_deref().unwrap_or_default());
                             daemon.queue.add(pod_key(&crr));
                         }
                         Ok(watcher::Event::InitDone) => {
-                            for crr in daemon.store.state() {
-                                daemon.queue.add(pod_key(&crr));
+                            let requests = daemon.store.state();
+                            for crr in &requests {
+                                daemon.queue.add(pod_key(crr));
                             }
+                            // A relist does not report the requests that left meanwhile.
+                            let watched: std::collections::HashSet<String> =
+                                requests.iter().map(|crr| timeline_key(crr)).collect();
+                            daemon.metrics.timeline.retain(|key| watched.contains(key));
                             if let Some(callback) = on_synced.take() {
                                 callback();
                             }
@@ -141,6 +149,16 @@ impl Daemon {
             },
         )
         .await;
+    }
+
+    /// How many of this node's requests the daemon holds unfinished (neither completed nor being
+    /// deleted), as its cache and its own writes show them: `crr_node_daemon_requests_in_flight`.
+    pub fn in_flight(&self) -> usize {
+        self.store
+            .state()
+            .iter()
+            .filter(|crr| !crate::round::must_leave_alone(&self.requests.current(crr)))
+            .count()
     }
 
     /// Whether the pod `key` has a request to work on, as the cache shows it (a key queued by
