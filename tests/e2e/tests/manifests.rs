@@ -62,3 +62,223 @@ fn the_node_daemon_has_no_host_network_and_mounts_the_runtime_socket_alone() {
     assert_ne!(security["privileged"], Value::Bool(true));
     assert_eq!(security["capabilities"]["drop"][0], "ALL");
 }
+
+fn find(kind: &str, name: &str) -> Value {
+    objects()
+        .into_iter()
+        .find(|object| object["kind"] == kind && object["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind} {name} in manifests/system/crr.yaml"))
+}
+
+/// The two-replica components (issue 19): a PodDisruptionBudget that lets a drain take one
+/// replica at a time, and a preferred (never required: a test bed of fewer nodes than replicas
+/// still runs them all) anti-affinity that spreads them over nodes.
+#[test]
+fn the_operator_and_the_webhook_have_a_disruption_budget_and_spread_over_nodes() {
+    for name in ["crr-operator", "crr-webhook"] {
+        let deployment = find("Deployment", name);
+        assert!(
+            deployment["spec"]["replicas"].as_u64() > Some(1),
+            "{name}: replicas"
+        );
+        let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+
+        let budget = find("PodDisruptionBudget", name);
+        assert_eq!(budget["spec"]["minAvailable"], 1, "{name}: {budget}");
+        assert!(budget["spec"]["maxUnavailable"].is_null(), "{name}");
+        let selector = budget["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .expect("matchLabels");
+        for (key, value) in selector {
+            assert_eq!(
+                &pod_labels[key], value,
+                "{name}: the budget selects its pods"
+            );
+        }
+
+        let anti = &deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
+        assert!(
+            anti["requiredDuringSchedulingIgnoredDuringExecution"].is_null(),
+            "{name}: required anti-affinity would leave replicas Pending on a small cluster"
+        );
+        let terms = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: preferred anti-affinity"));
+        assert!(
+            terms.iter().any(|term| {
+                let term = &term["podAffinityTerm"];
+                term["topologyKey"] == "kubernetes.io/hostname"
+                    && term["labelSelector"]["matchLabels"]
+                        .as_object()
+                        .is_some_and(|labels| {
+                            labels.iter().all(|(key, value)| &pod_labels[key] == value)
+                        })
+            }),
+            "{name}: spread by hostname, away from its own pods: {terms:?}"
+        );
+    }
+}
+
+/// The node daemon runs on every node, tainted or not, and before ordinary pods.
+#[test]
+fn the_node_daemon_tolerates_every_taint_and_is_node_critical() {
+    let daemon = node_daemon();
+    let pod = &daemon["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "system-node-critical");
+    let tolerations = pod["tolerations"].as_array().expect("tolerations");
+    assert!(
+        tolerations
+            .iter()
+            .any(|toleration| toleration["operator"] == "Exists" && toleration["key"].is_null()),
+        "tolerates everything: {tolerations:?}"
+    );
+    // Its admin port (probes, /metrics for a PodMonitor) is named and is where it listens.
+    let container = &pod["containers"][0];
+    let port = container["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .find(|port| port["name"] == "admin")
+        .expect("a port named admin");
+    let listen = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|arg| arg.strip_prefix("--admin-listen="))
+        .expect("--admin-listen");
+    assert!(
+        listen.ends_with(&format!(":{}", port["containerPort"])),
+        "{listen} vs {port}"
+    );
+    assert_eq!(container["readinessProbe"]["httpGet"]["port"], "admin");
+}
+
+/// Requests and memory limits on every container (from BENCHMARKS.md's footprint), no CPU limit.
+#[test]
+fn every_component_requests_resources_and_limits_memory_only() {
+    for (kind, name) in [
+        ("Deployment", "crr-operator"),
+        ("Deployment", "crr-webhook"),
+        ("DaemonSet", "crr-node-daemon"),
+    ] {
+        let workload = find(kind, name);
+        for container in workload["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .expect("containers")
+        {
+            let resources = &container["resources"];
+            assert!(
+                resources["requests"]["cpu"].is_string(),
+                "{name}: {resources}"
+            );
+            assert!(
+                resources["requests"]["memory"].is_string(),
+                "{name}: {resources}"
+            );
+            assert!(
+                resources["limits"]["memory"].is_string(),
+                "{name}: {resources}"
+            );
+            assert!(resources["limits"]["cpu"].is_null(), "{name}: no CPU limit");
+        }
+    }
+}
+
+/// `helm test`'s objects and the optional Prometheus-operator ones stay out of what
+/// `kubectl apply -k` installs.
+#[test]
+fn the_default_install_has_no_test_objects_and_no_monitors() {
+    for object in objects() {
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        assert!(!name.starts_with("crr-test"), "{name}");
+        assert!(
+            !["Pod", "ServiceMonitor", "PodMonitor", "PrometheusRule"]
+                .contains(&object["kind"].as_str().unwrap_or_default()),
+            "{}: {name}",
+            object["kind"]
+        );
+        assert!(
+            object["metadata"]["annotations"]["helm.sh/hook"].is_null(),
+            "{name} is a hook"
+        );
+    }
+}
+
+const VALUES: &str = include_str!("../../../manifests/helm/crr/values.yaml");
+const SCHEMA: &str = include_str!("../../../manifests/helm/crr/values.schema.json");
+
+/// The schema node for `node`, following a local `$ref`.
+fn resolve<'a>(schema: &'a Value, node: &'a Value) -> &'a Value {
+    match node["$ref"].as_str() {
+        Some(reference) => {
+            let path = reference.strip_prefix("#/").expect("a local $ref");
+            path.split('/').fold(schema, |node, key| &node[key])
+        }
+        None => node,
+    }
+}
+
+/// Every key of values.yaml is described by the schema, and every object the schema describes
+/// property by property refuses unknown keys (a typo fails the install). Helm validates values
+/// against it; hack/check-chart.sh checks that bad values fail.
+#[test]
+fn the_schema_covers_every_value_and_refuses_unknown_keys() {
+    let schema: Value = serde_json::from_str(SCHEMA).expect("values.schema.json is JSON");
+    assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
+    let values: Value = serde_saphyr::from_str(VALUES).expect("values.yaml parses");
+
+    fn walk(schema: &Value, node: &Value, value: &Value, path: &str) {
+        let node = resolve(schema, node);
+        let Some(map) = value.as_object() else {
+            return;
+        };
+        let Some(properties) = node["properties"].as_object() else {
+            // A map of the user's (labels, nodeSelector) or a Kubernetes type (affinity
+            // subtrees): described as a whole.
+            assert_eq!(node["type"], "object", "{path}: {node}");
+            return;
+        };
+        assert_eq!(
+            node["additionalProperties"],
+            Value::Bool(false),
+            "{path}: unknown keys must fail"
+        );
+        for (key, child) in map {
+            let described = properties
+                .get(key)
+                .unwrap_or_else(|| panic!("{path}.{key} is not in values.schema.json"));
+            walk(schema, described, child, &format!("{path}.{key}"));
+        }
+        for required in node["required"].as_array().into_iter().flatten() {
+            let required = required.as_str().expect("a key");
+            assert!(
+                map.contains_key(required),
+                "{path}.{required} required, not in values.yaml"
+            );
+        }
+    }
+    walk(&schema, &schema, &values, "");
+
+    // The bounds that matter most, spelled out.
+    let properties = &schema["properties"];
+    for component in ["operator", "webhook"] {
+        assert_eq!(
+            properties[component]["properties"]["replicas"]["minimum"],
+            1
+        );
+    }
+    let port = &properties["nodeDaemon"]["properties"]["metricsPort"];
+    assert_eq!(
+        (port["minimum"].as_u64(), port["maximum"].as_u64()),
+        (Some(1), Some(65535))
+    );
+    assert_eq!(
+        properties["logFormat"]["enum"],
+        serde_json::json!(["json", "text"])
+    );
+    assert_eq!(
+        properties["images"]["properties"]["pullPolicy"]["enum"],
+        serde_json::json!(["Always", "IfNotPresent", "Never"])
+    );
+}
