@@ -25,7 +25,7 @@ pub struct Cli {
 #[derive(Args, Debug, Clone, Default, PartialEq)]
 pub struct Connection {
     /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use (default: its current context).
     #[arg(long, global = true, env = "KUBECTL_CRR_CONTEXT", value_name = "NAME")]
@@ -51,6 +51,8 @@ pub enum Command {
     Get(GetArgs),
     /// Show one ContainerRecreateRequest: spec, per-container states, conditions and events.
     Describe(DescribeArgs),
+    /// Print a shell completion script for kubectl-crr (bash, zsh, fish, elvish, powershell).
+    Completion(CompletionArgs),
 }
 
 /// `kubectl crr recreate`.
@@ -150,6 +152,14 @@ pub struct DescribeArgs {
     /// Print the object in this format instead of the description.
     #[arg(short, long, value_enum, value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
+}
+
+/// `kubectl crr completion`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct CompletionArgs {
+    /// The shell to print the completion script for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 /// `--failure-policy`.

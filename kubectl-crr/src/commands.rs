@@ -17,7 +17,7 @@ use crate::follow::{self, Plan, Report};
 use crate::kubeconfig::connect;
 use crate::render::{LineReporter, Reporter, TerminalReporter};
 use crate::request::{self, RecreateOptions};
-use crate::{describe, output, table};
+use crate::{completion, describe, output, table};
 
 /// How the command ended, as an exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,10 @@ pub enum Exit {
 
 /// Runs a parsed command line.
 pub async fn execute(cli: Cli) -> Result<Exit, Error> {
+    if let Command::Completion(args) = &cli.command {
+        print(&completion::script(args.shell))?;
+        return Ok(Exit::Success);
+    }
     if let Command::Recreate(args) = &cli.command {
         check_recreate_flags(args)?;
     }
@@ -39,6 +43,7 @@ pub async fn execute(cli: Cli) -> Result<Exit, Error> {
         Command::Recreate(args) => recreate(client, &namespace, &args).await,
         Command::Get(args) => get(client, &namespace, &args).await,
         Command::Describe(args) => describe_command(client, &namespace, &args).await,
+        Command::Completion(_) => unreachable!("answered above without a cluster"),
     }
 }
 

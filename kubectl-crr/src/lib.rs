@@ -10,6 +10,7 @@
 pub mod batch;
 pub mod cli;
 pub mod commands;
+pub mod completion;
 pub mod describe;
 pub mod error;
 pub mod follow;

@@ -7,9 +7,21 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use kubectl_crr::cli::Cli;
 use kubectl_crr::commands::{self, Exit};
+use kubectl_crr::completion;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Started as kubectl_complete-crr (a symlink): kubectl asks for completions of `kubectl crr`.
+    let mut args = std::env::args();
+    if args.next().is_some_and(|program| {
+        std::path::Path::new(&program)
+            .file_name()
+            .is_some_and(|name| name == completion::KUBECTL_COMPLETION_NAME)
+    }) {
+        let words: Vec<String> = args.collect();
+        print!("{}", completion::plugin_completion_output(&words));
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     // Exactly one TLS crypto provider for the whole process (the API client uses rustls).
     crr_runtime::tls::install_crypto_provider();
