@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Checks manifests/helm/crr beyond its default rendering (hack/render-manifests.sh --check calls
 # this; no cluster needed):
-#   - `helm lint --strict` and `helm template` pass with the default values and with every
-#     optional piece on (Prometheus-operator objects, tests, a managed certificate Secret), and
-#     the latter renders the objects it should;
+#   - `helm lint --strict` (NOTES.txt included) and `helm template` pass with the default values,
+#     with every optional piece on (Prometheus-operator objects, a managed certificate Secret) and
+#     with the minimal install (no node daemon, no tests), each rendering the objects it should;
 #   - values.schema.json refuses bad values, each with a message naming the value: a negative
 #     replica count, an unknown log format or pull policy, a mistyped key, ports and seconds out of
 #     range, a Prometheus interval that is no duration, two monitors scraping the same pods.
@@ -22,17 +22,28 @@ all_on=(--set metrics.serviceMonitor.enabled=true --set metrics.serviceMonitor.l
         --set webhook.certFiles.secretName=crr-webhook-tls --set nodeDaemon.priorityClassName=
         --set operator.replicas=3 --set-json 'operator.nodeSelector={"kubernetes.io/os":"linux"}')
 
-for values in default all-on; do
-  args=(); [[ $values == all-on ]] && args=("${all_on[@]}")
+# The minimal install: no node daemon (the webhook refuses requests), no tests, no namespace.
+minimal=(--set featureGates.nodeDaemon=false --set tests.enabled=false --set createNamespace=false
+         --set readinessGateInjection.enabled=false --set operator.replicas=1 --set webhook.replicas=1)
+
+for values in default all-on minimal; do
+  case $values in
+    default) args=(); kinds=(Deployment DaemonSet PodDisruptionBudget Pod) ;;
+    all-on) args=("${all_on[@]}"); kinds=(Deployment DaemonSet PodDisruptionBudget Pod ServiceMonitor PodMonitor Service)
+            [[ -f $chart/templates/prometheusrule.yaml ]] && kinds+=(PrometheusRule) ;;
+    minimal) args=("${minimal[@]}"); kinds=(Deployment Service) ;;
+  esac
   helm lint --strict "$chart" --kube-version 1.33.0 "${args[@]}" >/dev/null 2>&1 ||
     { helm lint --strict "$chart" --kube-version 1.33.0 "${args[@]}" >&2 || true; failed "helm lint fails with the $values values"; }
   out="$(template "${args[@]}" 2>&1)" || { echo "$out" >&2; failed "helm template fails with the $values values"; continue; }
-  kinds=(Deployment DaemonSet PodDisruptionBudget Pod)
-  [[ $values == all-on ]] && kinds+=(ServiceMonitor PodMonitor Service)
-  [[ $values == all-on && -f $chart/templates/prometheusrule.yaml ]] && kinds+=(PrometheusRule)
   for kind in "${kinds[@]}"; do
     grep -qx "kind: $kind" <<<"$out" || failed "the $values values render no $kind"
   done
+  if [[ $values == minimal ]]; then
+    for kind in DaemonSet PodDisruptionBudget Pod Namespace; do
+      ! grep -qx "kind: $kind" <<<"$out" || failed "the minimal values render a $kind"
+    done
+  fi
 done
 
 # Each bad value: the --set arguments, then a piece of the error message expected.
@@ -51,6 +62,7 @@ bad=(
   "nodeDaemon.tolerations[0].operator=Maybe|/nodeDaemon/tolerations/0/operator': value must be one of"
   "metrics.serviceMonitor.interval=soon|/metrics/serviceMonitor/interval'"
   "namespace=Crr_System|/namespace'"
+  "tests.timeoutSeconds=2|/tests/timeoutSeconds': minimum: got 2, want 10"
   "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true,metrics.podMonitor.allComponents=true|both scrape the operator and the webhook"
 )
 for case in "${bad[@]}"; do
@@ -62,5 +74,5 @@ for case in "${bad[@]}"; do
     failed "--set $set_args fails without saying: $expected"
   fi
 done
-(( status == 0 )) && echo "check-chart: lint, default and all-on values render, ${#bad[@]} bad values refused" >&2
+(( status == 0 )) && echo "check-chart: default, all-on and minimal values lint and render, ${#bad[@]} bad values refused" >&2
 exit $status
