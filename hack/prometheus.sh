@@ -63,7 +63,7 @@ render_config() {
 # container port named admin, else 8080 (the operator's default). Finished pods are left out.
 write_targets() {
   local dir="$1" pods name component node phase args ports port job sep
-  pods="$(kubectl -n "$NAMESPACE" get pods -l app.kubernetes.io/part-of=crr -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.metadata.labels.app\.kubernetes\.io/name}{"\t"}{.spec.nodeName}{"\t"}{.status.phase}{"\t"}{.spec.containers[*].args}{"\t"}{.spec.containers[*].ports[?(@.name=="admin")].containerPort}{"\n"}{end}')" ||
+  pods="$(kubectl --request-timeout=10s -n "$NAMESPACE" get pods -l app.kubernetes.io/part-of=crr -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.metadata.labels.app\.kubernetes\.io/name}{"\t"}{.spec.nodeName}{"\t"}{.status.phase}{"\t"}{.spec.containers[*].args}{"\t"}{.spec.containers[*].ports[?(@.name=="admin")].containerPort}{"\n"}{end}')" ||
     return 1
   mkdir -p "$dir"
   declare -A entries=()
