@@ -299,5 +299,11 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected} missing from\n{text}");
         }
+        use crr_runtime::metrics::{documented_families, exposed_families};
+        assert_eq!(
+            exposed_families(&text),
+            documented_families(include_str!("../../docs/metrics.md"), "crr_node_daemon_"),
+            "docs/metrics.md lists exactly the families the node daemon serves"
+        );
     }
 }

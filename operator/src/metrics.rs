@@ -468,5 +468,11 @@ mod tests {
             assert!(text.contains(expected), "{expected} missing from\n{text}");
         }
         assert!(!text.contains("time_to_completion"), "{text}");
+        use crr_runtime::metrics::{documented_families, exposed_families};
+        assert_eq!(
+            exposed_families(&text),
+            documented_families(include_str!("../../docs/metrics.md"), "crr_operator_"),
+            "docs/metrics.md lists exactly the families the operator serves"
+        );
     }
 }

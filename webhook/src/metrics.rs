@@ -159,6 +159,12 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected} missing from\n{text}");
         }
+        use crr_runtime::metrics::{documented_families, exposed_families};
+        assert_eq!(
+            exposed_families(&text),
+            documented_families(include_str!("../../docs/metrics.md"), "crr_webhook_"),
+            "docs/metrics.md lists exactly the families the webhook serves"
+        );
     }
 
     #[test]
