@@ -46,10 +46,10 @@ log "starting kwok $KWOK_VERSION (log: $kwok_log)"
 "$KWOK_BIN/kwok" --kubeconfig "$KUBECONFIG_ADMIN" \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --cidr=10.250.0.1/16 --node-ip=127.0.0.2 --server-address=127.0.0.1:10247 \
-  --node-lease-duration-seconds=40 -v=WARN -c /dev/null >"$kwok_log" 2>&1 &
+  --node-lease-duration-seconds=40 -v=WARN -c "$root/bench/kwok-stages.yaml" >"$kwok_log" 2>&1 &
 kwok_pid=$!
 sleep 2
 kill -0 "$kwok_pid" 2>/dev/null || { tail -20 "$kwok_log" >&2; log "kwok did not start"; exit 1; }
 
-KUBECONFIG="$KUBECONFIG_ADMIN" CRR_BENCH_OUT="$root/bench/results" CRR_CLUSTER_DIR="$CLUSTER_DIR" \
+KUBECONFIG="$KUBECONFIG_ADMIN" CRR_BENCH_OUT="${CRR_BENCH_OUT:-$root/bench/results}" CRR_CLUSTER_DIR="$CLUSTER_DIR" \
   "$root/target/release/crr-scale"

@@ -62,6 +62,8 @@ struct Config {
     ttl_requests: usize,
     out: PathBuf,
     cluster_dir: String,
+    /// Parts left out (`CRR_SCALE_SKIP`: any of bench, bursts, api-costs, ttl).
+    skip: Vec<String>,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
@@ -98,7 +100,32 @@ impl Config {
             ttl_requests: env_or("CRR_SCALE_TTL_REQUESTS", 1000)?,
             out: PathBuf::from(env_or("CRR_BENCH_OUT", "bench/results".to_owned())?),
             cluster_dir: env_or("CRR_CLUSTER_DIR", "/var/lib/crr-cluster".to_owned())?,
+            skip: env_or("CRR_SCALE_SKIP", String::new())?
+                .split([',', ' '])
+                .filter(|part| !part.is_empty())
+                .map(str::to_owned)
+                .collect(),
         })
+    }
+
+    fn skips(&self, part: &str) -> bool {
+        self.skip.iter().any(|skipped| skipped == part)
+    }
+}
+
+/// Records one part of the report; a part that failed is recorded with its error (the rest of
+/// the bench still runs) and listed under `errors`, which fails the run once the report is out.
+fn part(report: &mut Value, key: &str, outcome: anyhow::Result<Value>) {
+    match outcome {
+        Ok(value) => report[key] = value,
+        Err(error) => {
+            eprintln!("scale: {key} failed: {error:#}");
+            report[key] = json!({"error": format!("{error:#}")});
+            match report["errors"].as_array_mut() {
+                Some(errors) => errors.push(json!(key)),
+                None => report["errors"] = json!([key]),
+            }
+        }
     }
 }
 
@@ -124,7 +151,11 @@ async fn main() -> anyhow::Result<()> {
             .await;
     }
     let report = outcome?;
-    write_report(&config.out, &report)
+    write_report(&config.out, &report)?;
+    match report["errors"].as_array() {
+        Some(failed) if !failed.is_empty() => Err(anyhow!("parts failed: {failed:?}")),
+        _ => Ok(()),
+    }
 }
 
 async fn run(client: &Client, config: &Config) -> anyhow::Result<Value> {
@@ -159,7 +190,7 @@ async fn run(client: &Client, config: &Config) -> anyhow::Result<Value> {
         let churn = Churn::start(client.clone(), config.churn_rate, config.kwok_nodes);
         let busy = sample(config.window).await;
         let busy_admission = admission(client, &real_pods, config.admissions).await?;
-        let bench = if pods == last {
+        let bench = if pods == last && !config.skips("bench") {
             eprintln!("scale: crr-bench on the real nodes while the churn runs");
             Some(crr_bench(config, "churn", 5, 0).await?)
         } else {
@@ -176,26 +207,39 @@ async fn run(client: &Client, config: &Config) -> anyhow::Result<Value> {
         });
         report["steps"].as_array_mut().expect("steps").push(step);
     }
-    eprintln!(
-        "scale: {} bursts of 50, nothing else running",
-        config.burst_runs
-    );
-    let mut bursts = Vec::new();
-    for run in 0..config.burst_runs {
-        bursts.push(crr_bench(config, &format!("burst-{run}"), 1, 50).await?);
+    if !config.skips("bursts") {
+        eprintln!(
+            "scale: {} bursts of 50, nothing else running",
+            config.burst_runs
+        );
+        let bursts = async {
+            let mut bursts = Vec::new();
+            for run in 0..config.burst_runs {
+                bursts.push(crr_bench(config, &format!("burst-{run}"), 1, 50).await?);
+            }
+            let ratios: Vec<f64> = bursts
+                .iter()
+                .filter_map(|bench| bench["ratios"]["burst_over_kubelet_burst"].as_f64())
+                .collect();
+            anyhow::Ok(json!({"runs": bursts, "burst_over_kubelet_burst": summarize(&ratios)}))
+        };
+        part(&mut report, "bursts", bursts.await);
     }
-    let ratios: Vec<f64> = bursts
-        .iter()
-        .filter_map(|bench| bench["ratios"]["burst_over_kubelet_burst"].as_f64())
-        .collect();
-    report["bursts"] = json!({"runs": bursts, "burst_over_kubelet_burst": summarize(&ratios)});
-    eprintln!("scale: API requests per CRR (crr-api-costs)");
-    report["api_costs"] = json!(api_costs(config).await?);
-    eprintln!(
-        "scale: {} completed requests with a TTL sitting in the cluster",
-        config.ttl_requests
-    );
-    report["ttl"] = ttl_window(client, config).await?;
+    if !config.skips("api-costs") {
+        eprintln!("scale: API requests per CRR (crr-api-costs)");
+        part(
+            &mut report,
+            "api_costs",
+            api_costs(config).await.map(Value::from),
+        );
+    }
+    if !config.skips("ttl") {
+        eprintln!(
+            "scale: {} completed requests with a TTL sitting in the cluster",
+            config.ttl_requests
+        );
+        part(&mut report, "ttl", ttl_window(client, config).await);
+    }
     report["took_seconds"] = json!(started.elapsed().as_secs());
     Ok(report)
 }
@@ -609,7 +653,7 @@ fn newest_json(dir: &Path) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(&std::fs::read(&newest)?)?)
 }
 
-/// `count` requests on kwok pods that end at their deadline (kwok pods have no container the
+/// `count` requests on kwok pods that end at their deadline (3 s, the least the webhook allows) (kwok pods have no container the
 /// daemon could stop) and then sit completed with a day of TTL; over the window: the operator's
 /// reconciles (its leader's `/metrics`) and the API requests of every crr component (audit log).
 async fn ttl_window(client: &Client, config: &Config) -> anyhow::Result<Value> {
@@ -652,7 +696,7 @@ async fn ttl_window(client: &Client, config: &Config) -> anyhow::Result<Value> {
                 "apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
                 "metadata": {"name": format!("ttl-{index}")},
                 "spec": {"podName": pod, "containers": [{"name": "app"}],
-                         "activeDeadlineSeconds": 1, "ttlSecondsAfterFinished": 86400},
+                         "activeDeadlineSeconds": 3, "ttlSecondsAfterFinished": 86400},
             }))?;
             crrs.create(&PostParams::default(), &crr)
                 .await
