@@ -20,6 +20,46 @@ mon="$root/monitoring"
 chart="$root/manifests/helm/crr"
 metrics_doc="${CRR_METRICS_DOC:-$root/docs/metrics.md}"
 
+# promql_metrics: PromQL on stdin (one or more expressions) -> the metric names it selects.
+promql_metrics() {
+  sed -E \
+    -e 's/"(\\.|[^"\\])*"//g' \
+    -e 's/\{[^}]*\}//g' \
+    -e 's/\[[^]]*\]//g' \
+    -e 's/\$\{?[A-Za-z_][A-Za-z0-9_:]*\}?//g' \
+    -e 's/\b(by|without|on|ignoring|group_left|group_right)[[:space:]]*\([^)]*\)//g' \
+    -e 's/label_values\(([^,)]*)(,[^)]*)?\)/\1/g' \
+    -e 's/(^|[^A-Za-z0-9_:.])[0-9][0-9.]*([eE][-+]?[0-9]+)?[smhdwy]?/\1/g' |
+    grep -oE '[A-Za-z_:][A-Za-z0-9_:]*[[:space:]]*\(?' |
+    grep -vE '\($' |
+    sed -E 's/[[:space:]]+$//' |
+    grep -vxE 'and|or|unless|bool|offset|by|without|on|ignoring|group_left|group_right|inf|nan|Inf|NaN' |
+    sort -u || true
+}
+# The expr of every rule of a rules file (one-line or block scalar), one after another.
+rule_exprs() {
+  awk '
+    in_block { if (match($0, /^ */) && RLENGTH > indent && $0 !~ /^ *$/) { print; next } else in_block = 0 }
+    /^ *expr: *[|>][-+]? *$/ { match($0, /^ */); indent = RLENGTH; in_block = 1; next }
+    /^ *expr: / { sub(/^ *expr: */, ""); print }
+  ' "$1"
+}
+# Every query of a Grafana dashboard (JSON strings): the targets' expr, and the template
+# variables' query and definition when they call a function (label_values(...), not the
+# datasource variable's "prometheus").
+dashboard_exprs() {
+  grep -oE '"(expr|query|definition)": *"(\\.|[^"\\])*"' "$1" |
+    grep -E '^"expr"|\(' |
+    sed -E -e 's/^"(expr|query|definition)": *"//' -e 's/"$//' -e 's/\\"/"/g' -e 's/\\n/ /g' -e 's/\\\\/\\/g'
+}
+
+# `--used-metrics`: only print the metric names the alerts and the dashboard select, one a line
+# (the e2e run checks each has a series in the test bed's Prometheus: hack/cluster-test.sh).
+if [[ "${1:-}" == --used-metrics ]]; then
+  { rule_exprs "$mon/alerts.yaml"; dashboard_exprs "$mon/dashboard.json"; } | promql_metrics | grep -vxF up || true
+  exit 0
+fi
+
 command -v promtool >/dev/null || { echo "check-monitoring: promtool not found: run hack/install-deps.sh (Debian's prometheus)" >&2; exit 1; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -89,39 +129,6 @@ else
 fi
 
 # 6: the metric names the rules and the dashboard use.
-# promql_metrics: PromQL on stdin (one or more expressions) -> the metric names it selects.
-promql_metrics() {
-  sed -E \
-    -e 's/"(\\.|[^"\\])*"//g' \
-    -e 's/\{[^}]*\}//g' \
-    -e 's/\[[^]]*\]//g' \
-    -e 's/\$\{?[A-Za-z_][A-Za-z0-9_:]*\}?//g' \
-    -e 's/\b(by|without|on|ignoring|group_left|group_right)[[:space:]]*\([^)]*\)//g' \
-    -e 's/label_values\(([^,)]*)(,[^)]*)?\)/\1/g' \
-    -e 's/(^|[^A-Za-z0-9_:.])[0-9][0-9.]*([eE][-+]?[0-9]+)?[smhdwy]?/\1/g' |
-    grep -oE '[A-Za-z_:][A-Za-z0-9_:]*[[:space:]]*\(?' |
-    grep -vE '\($' |
-    sed -E 's/[[:space:]]+$//' |
-    grep -vxE 'and|or|unless|bool|offset|by|without|on|ignoring|group_left|group_right|inf|nan|Inf|NaN' |
-    sort -u || true
-}
-# The expr of every rule of a rules file (one-line or block scalar), one after another.
-rule_exprs() {
-  awk '
-    in_block { if (match($0, /^ */) && RLENGTH > indent && $0 !~ /^ *$/) { print; next } else in_block = 0 }
-    /^ *expr: *[|>][-+]? *$/ { match($0, /^ */); indent = RLENGTH; in_block = 1; next }
-    /^ *expr: / { sub(/^ *expr: */, ""); print }
-  ' "$1"
-}
-# Every query of a Grafana dashboard (JSON strings): the targets' expr, and the template
-# variables' query and definition when they call a function (label_values(...), not the
-# datasource variable's "prometheus").
-dashboard_exprs() {
-  grep -oE '"(expr|query|definition)": *"(\\.|[^"\\])*"' "$1" |
-    grep -E '^"expr"|\(' |
-    sed -E -e 's/^"(expr|query|definition)": *"//' -e 's/"$//' -e 's/\\"/"/g' -e 's/\\n/ /g' -e 's/\\\\/\\/g'
-}
-
 # JSON syntax: with jq or python3, whichever the machine has (neither is a dependency).
 if command -v jq >/dev/null; then json_ok() { jq empty "$1"; }
 elif command -v python3 >/dev/null; then json_ok() { python3 -m json.tool "$1" >/dev/null; }

@@ -2,7 +2,7 @@
 # The cluster half of `make test`: brings the local test bed up (unless one
 # already runs), proves it with the smoke test, runs every crate's cluster
 # tests against it, adds a second node, installs crr from manifests/ (hack/install.sh) and runs
-# the end-to-end suite, the multi-node suite, the fault suite (make chaos) and the migration
+# the end-to-end suite, the multi-node suite, the metrics suite (a real Prometheus), the fault suite (make chaos) and the migration
 # from OpenKruise, then takes down what it started. Cluster tests and e2e
 # scenarios are ignored by a plain `cargo test`; `--include-ignored` runs them
 # here, and a missing test bed then fails them (tests/testbed/src/lib.rs).
@@ -22,6 +22,7 @@ finish() {
     echo "cluster-test: failed; daemon logs are in $CLUSTER_DIR/logs" >&2
     [[ "${CI:-}" == true ]] && for f in "$CLUSTER_DIR"/logs/*.log; do echo "--- $f"; tail -n 20 "$f"; done >&2
   fi
+  "$here/prometheus.sh" down >/dev/null 2>&1 || true
   if (( started_here )) && [[ "${CRR_KEEP_CLUSTER:-}" != 1 ]]; then "$here/cluster.sh" down; fi
   exit "$rc"
 }
@@ -40,11 +41,19 @@ cargo test --workspace --test '*cluster*' -- --include-ignored
 # cluster), then crr is installed on both (CRR_TEST_NODES, 2 by default).
 CRR_NODES="${CRR_TEST_NODES:-2}" "$here/cluster.sh" up
 "$here/install.sh"
+# A real Prometheus (Debian's, monitoring/prometheus.yml) scrapes crr's pods while the suites run;
+# the metrics suite then asks it what it saw.
+"$here/prometheus.sh" up
 cargo build -p kubectl-crr  # the plugin scenarios run it
 cargo test -p crr-e2e --test e2e -- --include-ignored
 # Across nodes: a request per node, a rolling batch, a node lost mid-recreate, a node that joins
 # late (tests/e2e/tests/nodes.rs; it leaves a third node in the test bed).
 cargo test -p crr-e2e --test nodes -- --include-ignored
+# Every documented metric family, and every metric the alerts and the dashboard query, has a
+# series in that Prometheus; the recreate histogram counts each completed request once
+# (tests/e2e/tests/metrics.rs).
+cargo test -p crr-e2e --test metrics -- --include-ignored
+"$here/prometheus.sh" down
 # The fault suite last: it restarts the apiserver and containerd and SIGKILLs crr's processes
 # (tests/e2e/tests/chaos.rs; `make chaos` runs it alone).
 cargo test -p crr-e2e --test chaos -- --include-ignored

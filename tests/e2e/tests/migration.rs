@@ -304,7 +304,8 @@ async fn migration(ctx: Ctx) -> anyhow::Result<()> {
         "images:\n  operator: {repository: crr.local/crr-operator, tag: dev}\n  \
          webhook: {repository: crr.local/crr-webhook, tag: dev}\n  \
          nodeDaemon: {repository: crr.local/crr-node-daemon, tag: dev}\n  pullPolicy: Never\n\
-         nodeDaemon:\n  criSocket: /var/lib/crr-cluster/containerd/containerd.sock\n",
+         nodeDaemon:\n  criSocket: /var/lib/crr-cluster/containerd/containerd.sock\n\
+         tests:\n  image: {repository: crr.local/busybox, tag: \"1.35\"}\n",
     )?;
     doc.env = vec![
         ("VALUES".into(), values.display().to_string()),
@@ -441,6 +442,7 @@ async fn migration(ctx: Ctx) -> anyhow::Result<()> {
     doc.run("adopt-crd").await?;
     doc.run("install-helm").await?;
     doc.run("verify").await?;
+    doc.run("helm-test").await?;
 
     // --- After the switch -----------------------------------------------------------------
     let phases = readable_in_both_versions(&ctx).await?;
