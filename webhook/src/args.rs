@@ -10,6 +10,7 @@ use clap::Parser;
 use crr_runtime::logging::LogFormat;
 
 use crate::certs::{CaTargets, CertSource};
+use crate::rotation::Policy;
 use crate::run::Settings;
 
 /// Admission and conversion webhook for ContainerRecreateRequests.
@@ -82,9 +83,35 @@ pub struct Args {
     #[arg(long, env = "CRR_WEBHOOK_CRD", default_value = crr_crds::keys::CRD_NAME)]
     pub crd: String,
 
-    /// Seconds between checks of the certificate source and of the published caBundles.
+    /// Seconds between checks of the certificate source and of the published caBundles (and,
+    /// for the self-managed certificate, of what is due in its rotation).
     #[arg(long, env = "CRR_WEBHOOK_CERT_RESYNC_SECONDS", default_value_t = 10)]
     pub cert_resync_seconds: u64,
+
+    /// Self-managed certificate: seconds a new CA is valid (default 365 days).
+    #[arg(long, env = "CRR_WEBHOOK_CA_VALIDITY_SECONDS", default_value_t = Policy::DEFAULT.ca_validity)]
+    pub ca_validity_seconds: i64,
+
+    /// Self-managed certificate: the CA rolls over (a new CA is published beside it) when it has
+    /// this many seconds left or fewer. Default: a third of --ca-validity-seconds.
+    #[arg(long, env = "CRR_WEBHOOK_CA_RENEW_BEFORE_SECONDS")]
+    pub ca_renew_before_seconds: Option<i64>,
+
+    /// Self-managed certificate: seconds a new serving certificate is valid (default 90 days;
+    /// never beyond its CA).
+    #[arg(long, env = "CRR_WEBHOOK_SERVING_VALIDITY_SECONDS", default_value_t = Policy::DEFAULT.serving_validity)]
+    pub serving_validity_seconds: i64,
+
+    /// Self-managed certificate: the serving certificate is renewed when it has this many
+    /// seconds left or fewer. Default: a third of --serving-validity-seconds.
+    #[arg(long, env = "CRR_WEBHOOK_SERVING_RENEW_BEFORE_SECONDS")]
+    pub serving_renew_before_seconds: Option<i64>,
+
+    /// Self-managed certificate: seconds a new CA sits in every caBundle before it signs, and
+    /// the old CA stays there after the switch (so that every API server and every replica has
+    /// caught up). At least twice --cert-resync-seconds.
+    #[arg(long, env = "CRR_WEBHOOK_CA_OVERLAP_SECONDS", default_value_t = Policy::DEFAULT.ca_overlap)]
+    pub ca_overlap_seconds: i64,
 }
 
 fn split(value: &str, what: &str) -> anyhow::Result<(String, String)> {
@@ -109,6 +136,16 @@ impl Args {
                 CertSource::Secret { namespace, name }
             }
         };
+        let cert_resync = self.cert_resync_seconds.max(1);
+        let cert_policy = Policy::new(
+            self.ca_validity_seconds,
+            self.ca_renew_before_seconds,
+            self.serving_validity_seconds,
+            self.serving_renew_before_seconds,
+            self.ca_overlap_seconds,
+            i64::try_from(cert_resync).unwrap_or(i64::MAX),
+        )
+        .context("certificate lifetimes")?;
         Ok(Settings {
             listen: self.listen,
             admin_listen: self.admin_listen,
@@ -123,7 +160,8 @@ impl Args {
             },
             readiness_gate_label: self.readiness_gate_label.clone(),
             drain: Duration::from_secs(self.drain_seconds),
-            cert_resync: Duration::from_secs(self.cert_resync_seconds.max(1)),
+            cert_resync: Duration::from_secs(cert_resync),
+            cert_policy,
         })
     }
 }
@@ -139,6 +177,39 @@ mod tests {
         assert_eq!(settings.ca_targets.mutating.as_deref(), Some("crr-webhook"));
         assert!(
             matches!(settings.cert_source, CertSource::Secret { ref name, .. } if name == "crr-webhook-certs")
+        );
+    }
+
+    #[test]
+    fn certificate_lifetimes_default_to_the_policy_and_short_ones_can_be_asked_for() {
+        let settings = Args::parse_from(["crr-webhook"]).settings().unwrap();
+        assert_eq!(settings.cert_policy, Policy::DEFAULT);
+        let settings = Args::parse_from([
+            "crr-webhook",
+            "--cert-resync-seconds=1",
+            "--ca-validity-seconds=40",
+            "--serving-validity-seconds=15",
+            "--ca-overlap-seconds=4",
+        ])
+        .settings()
+        .unwrap();
+        assert_eq!(
+            (
+                settings.cert_policy.ca_renew_before,
+                settings.cert_policy.serving_renew_before
+            ),
+            (13, 5)
+        );
+    }
+
+    #[test]
+    fn an_overlap_shorter_than_the_resync_is_a_clear_error() {
+        let error = Args::parse_from(["crr-webhook", "--ca-overlap-seconds=5"])
+            .settings()
+            .unwrap_err();
+        assert!(
+            format!("{error:#}").contains("--ca-overlap-seconds (5s) must be at least twice"),
+            "{error:#}"
         );
     }
 

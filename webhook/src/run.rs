@@ -12,10 +12,12 @@ use crr_runtime::server::{self, Limits};
 use crr_runtime::shutdown::Shutdown;
 use prometheus_client::registry::Registry;
 
-use crate::certs::{self, CaTargets, CertResolver, CertSource};
+use crate::certs::{self, CaTargets, CertResolver, CertSource, Rotation};
 use crate::lookup::ApiLookup;
 use crate::metrics::Metrics;
+use crate::rotation::Policy;
 use crate::routes::{self, AppState};
+use crr_runtime::events::EventPublisher;
 
 /// Field manager of the webhook's writes (caBundles, its certificate Secret).
 pub const FIELD_MANAGER: &str = "crr-webhook";
@@ -41,6 +43,8 @@ pub struct Settings {
     pub drain: Duration,
     /// Interval of the certificate upkeep.
     pub cert_resync: Duration,
+    /// Lifetimes and overlaps of the self-managed certificates.
+    pub cert_policy: Policy,
 }
 
 /// Runs the webhook until SIGTERM (drained) or a second signal.
@@ -50,24 +54,31 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .await
         .context("connecting to the API server")?;
     let client = api.client();
+    let dns_names = certs::service_dns_names(&settings.service_namespace, &settings.service_name);
     let bundle = settings
         .cert_source
-        .first(
-            &client,
-            &certs::service_dns_names(&settings.service_namespace, &settings.service_name),
-        )
+        .first(&client, &dns_names, &settings.cert_policy)
         .await
         .context("getting the serving certificate")?;
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let resolver = CertResolver::reporting(bundle, metrics.certificate_expiry.clone())
         .context("loading the serving certificate")?;
+    // Events name this replica: the pod's name in a cluster.
+    let instance = std::env::var("HOSTNAME").unwrap_or_else(|_| FIELD_MANAGER.to_owned());
+    let rotation = Rotation {
+        policy: settings.cert_policy,
+        dns_names,
+        events: Some(EventPublisher::new(client.clone(), FIELD_MANAGER, instance)),
+        renewals: metrics.certificate_renewals.clone(),
+    };
     tokio::spawn(certs::keep_up(
         client.clone(),
         resolver.clone(),
         settings.cert_source.clone(),
         settings.ca_targets.clone(),
         settings.cert_resync,
+        rotation,
     ));
 
     let shutdown = Shutdown::on_signals();

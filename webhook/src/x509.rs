@@ -1,5 +1,6 @@
-//! A certificate's expiry (`notAfter`), read from its DER: the one field of X.509 the webhook
-//! needs (for `crr_webhook_certificate_expiry_timestamp_seconds`). It walks the few DER
+//! A certificate's validity (`notBefore`, `notAfter`), read from its DER: the one field of X.509
+//! the webhook needs (for `crr_webhook_certificate_expiry_timestamp_seconds`, and for the
+//! rotation's decisions and the issuer name of its CAs, see `certs`). It walks the few DER
 //! elements in front of the validity (RFC 5280 §4.1) and decodes the time; it checks no
 //! signature and no other field, and trusts nothing it reads beyond that: a malformed
 //! certificate is an error, never a panic.
@@ -75,6 +76,11 @@ fn expect<'a>(input: &'a [u8], tag: u8, what: &'static str) -> Result<Element<'a
 
 /// The certificate's notAfter as Unix seconds.
 pub fn not_after(der: &[u8]) -> Result<i64, ExpiryError> {
+    validity(der).map(|(_, not_after)| not_after)
+}
+
+/// The certificate's notBefore and notAfter as Unix seconds.
+pub fn validity(der: &[u8]) -> Result<(i64, i64), ExpiryError> {
     let certificate = expect(der, SEQUENCE, "no certificate SEQUENCE")?;
     let tbs = expect(certificate.contents, SEQUENCE, "no tbsCertificate SEQUENCE")?;
     let mut fields = tbs.contents;
@@ -87,7 +93,10 @@ pub fn not_after(der: &[u8]) -> Result<i64, ExpiryError> {
     let validity = expect(issuer.rest, SEQUENCE, "no validity")?;
     let not_before = element(validity.contents)?;
     let not_after = element(not_before.rest)?;
-    unix_seconds(not_after.tag, not_after.contents)
+    Ok((
+        unix_seconds(not_before.tag, not_before.contents)?,
+        unix_seconds(not_after.tag, not_after.contents)?,
+    ))
 }
 
 /// A DER `UTCTime` (`YYMMDDHHMMSSZ`, years 1950–2049) or `GeneralizedTime` (`YYYYMMDDHHMMSSZ`)
@@ -152,6 +161,15 @@ mod tests {
             let at = time::OffsetDateTime::from_unix_timestamp(unix).unwrap();
             assert_eq!(not_after(&certificate_expiring(at)), Ok(unix), "{at}");
         }
+    }
+
+    #[test]
+    fn reads_not_before_too() {
+        let at = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        assert_eq!(
+            validity(&certificate_expiring(at)),
+            Ok((1_700_000_000, 1_800_000_000))
+        );
     }
 
     #[test]
