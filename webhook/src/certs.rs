@@ -924,6 +924,8 @@ async fn rotate(
         }
     };
     let mut updated = secret;
+    // Left out, the server keeps them; the resourceVersion read above stays: the precondition.
+    updated.metadata.managed_fields = None;
     changed.write_into(&mut updated);
     let params = PostParams {
         field_manager: Some(crate::run::FIELD_MANAGER.to_owned()),

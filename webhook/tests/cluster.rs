@@ -121,6 +121,12 @@ impl Webhook {
     /// Starts the webhook (retrying on another port when the chosen one is taken) and waits
     /// until `/readyz` says its certificate is loaded and its caches are synced.
     async fn start(env: &Env, extra_args: &[&str]) -> Self {
+        Self::start_on(env, "127.0.0.1", extra_args).await
+    }
+
+    /// [`Webhook::start`], listening on `host` of the cluster's network namespace: `0.0.0.0`
+    /// lets the test reach the HTTPS port too (on [`NODE_ADDRESS`]).
+    async fn start_on(env: &Env, host: &str, extra_args: &[&str]) -> Self {
         let configuration = format!("crr-webhook-test-{}", env.suffix);
         let secret = "crr-webhook-certs".to_owned();
         let mut last_failure = String::new();
@@ -135,7 +141,7 @@ impl Webhook {
                 .arg(format!("--net={NETNS}"))
                 .arg(env!("CARGO_BIN_EXE_crr-webhook"))
                 .args([
-                    format!("--listen=127.0.0.1:{port}"),
+                    format!("--listen={host}:{port}"),
                     format!("--admin-listen={admin}"),
                     format!("--cert-secret={}/{secret}", env.namespace),
                     format!("--service={}/crr-webhook", env.namespace),
@@ -311,6 +317,32 @@ fn has_ca(
     ca: &[u8],
 ) -> bool {
     config.ca_bundle.as_ref().map(|b| b.0.as_slice()) == Some(ca)
+}
+
+/// Whether the caBundle of `config` holds the certificate(s) of `ca_pem` (among others).
+fn bundle_contains(
+    config: &k8s_openapi::api::admissionregistration::v1::WebhookClientConfig,
+    ca_pem: &str,
+) -> bool {
+    let bundle = pem_certificates(
+        &config
+            .ca_bundle
+            .as_ref()
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .unwrap_or_default(),
+    );
+    let wanted = pem_certificates(ca_pem);
+    !wanted.is_empty() && wanted.iter().all(|ca| bundle.contains(ca))
+}
+
+/// The DER certificates of a PEM text.
+fn pem_certificates(pem: &str) -> Vec<Vec<u8>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .filter_map(Result::ok)
+        .map(|der| der.to_vec())
+        .collect()
 }
 
 /// The readiness-gate opt-in label of this test: unique, so only our webhook acts on it.
@@ -507,8 +539,8 @@ fn assert_defaulted(crr: &DynamicObject, pod: &Pod, version: &str) {
 }
 
 /// Self-managed certificate from a Secret, CRR creation defaulted in both versions, invalid
-/// requests refused with their messages, update immutability, then a certificate rotated
-/// through the Secret and served without a restart.
+/// requests refused with their messages, update immutability, then a certificate written into
+/// the Secret by hand served without a restart (and its CA published).
 #[tokio::test]
 #[ignore = "needs the local test bed (hack/README.md); hack/cluster-test.sh runs it"]
 async fn crr_admission_through_the_api_server() {
@@ -598,12 +630,15 @@ async fn crr_admission_through_the_api_server() {
             .patch(&webhook.secret, &PatchParams::default(), &Patch::Merge(json!({"data": data})))
             .await
             .expect("rotating the Secret");
-        let ca = rotated.ca_pem.into_bytes();
+        // The Secret now holds a CA without its key: the webhook serves what was written and
+        // migrates it by a CA rollover, so the published bundle holds the written CA (and, once
+        // the rollover has staged its new CA, that one beside it).
+        let ca = rotated.ca_pem;
         testbed::wait_for(
             Api::<ValidatingWebhookConfiguration>::all(env.client.clone()),
             &webhook.configuration,
             |config: Option<&ValidatingWebhookConfiguration>| {
-                config.is_some_and(|c| c.webhooks.iter().flatten().all(|w| has_ca(&w.client_config, &ca)))
+                config.is_some_and(|c| c.webhooks.iter().flatten().all(|w| bundle_contains(&w.client_config, &ca)))
             },
             "the rotated CA to be published", WAIT,)
         .await;
@@ -722,6 +757,290 @@ async fn readiness_gate_is_injected_into_labelled_pods() {
         assert!(
             patched >= 2.0,
             "our pod endpoint patched both labelled pods ({patched})"
+        );
+    })
+    .await;
+}
+
+/// Connects to the webhook's HTTPS port trusting exactly the CAs of `bundle` (PEM), as an API
+/// server does with a caBundle; the error when the handshake fails.
+async fn handshake(address: SocketAddr, server_name: &str, bundle: &str) -> Result<(), String> {
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for der in pem_certificates(bundle) {
+        roots
+            .add(CertificateDer::from(der))
+            .map_err(|error| format!("a CA of the bundle: {error}"))?;
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from(server_name.to_owned()).map_err(|error| error.to_string())?;
+    let exchange = async {
+        let stream = tokio::net::TcpStream::connect(address)
+            .await
+            .map_err(|error| format!("connecting: {error}"))?;
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+            .connect(name, stream)
+            .await
+            .map(drop)
+            .map_err(|error| format!("handshake: {error}"))
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .map_err(|_| "handshake timed out".to_owned())?
+}
+
+/// The caBundles of every webhook of our two configurations, by configuration kind.
+async fn published_bundles(env: &Env, configuration: &str) -> Vec<(&'static str, String)> {
+    let text = |config: &k8s_openapi::api::admissionregistration::v1::WebhookClientConfig| {
+        config
+            .ca_bundle
+            .as_ref()
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .unwrap_or_default()
+    };
+    let mutating = Api::<MutatingWebhookConfiguration>::all(env.client.clone())
+        .get(configuration)
+        .await
+        .expect("reading the MutatingWebhookConfiguration");
+    let validating = Api::<ValidatingWebhookConfiguration>::all(env.client.clone())
+        .get(configuration)
+        .await
+        .expect("reading the ValidatingWebhookConfiguration");
+    let mut bundles: Vec<(&'static str, String)> = mutating
+        .webhooks
+        .iter()
+        .flatten()
+        .map(|hook| ("mutating", text(&hook.client_config)))
+        .collect();
+    bundles.extend(
+        validating
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|hook| ("validating", text(&hook.client_config))),
+    );
+    bundles
+}
+
+fn secret_field(secret: &Secret, key: &str) -> String {
+    secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(key))
+        .map(|value| String::from_utf8_lossy(&value.0).into_owned())
+        .unwrap_or_default()
+}
+
+/// The self-managed certificate with test-bed lifetimes (CA 40 s, serving 15 s, 4 s overlaps):
+/// while the webhook renews its serving certificate and rolls its CA over, every caBundle it
+/// publishes is read again and again, and a TLS client trusting exactly that bundle must
+/// complete a handshake with the webhook every time; so must the API server (a dry-run CRR
+/// creation must reach our webhook, never fail calling it). Both CAs are in both
+/// configurations' caBundle during the overlap; afterwards the Secret holds the new CA and its
+/// key, the old CA has left the caBundles, and the renewals were Events and metrics.
+#[tokio::test]
+#[ignore = "needs the local test bed (hack/README.md); hack/cluster-test.sh runs it"]
+async fn certificates_rotate_without_an_admission_outage() {
+    with_namespace("rotate", |env| async move {
+        crr_runtime::tls::install_crypto_provider();
+        let started = Instant::now();
+        // Listening on 0.0.0.0 of the cluster's network namespace: the API server calls
+        // 127.0.0.1 there, the test calls the node address from outside.
+        let webhook = Webhook::start_on(
+            &env,
+            "0.0.0.0",
+            &[
+                "--ca-validity-seconds=40",
+                "--serving-validity-seconds=15",
+                "--ca-overlap-seconds=4",
+            ],
+        )
+        .await;
+        let first_ca = String::from_utf8(webhook.register(&env).await).expect("a PEM CA");
+        let https: SocketAddr = format!("{NODE_ADDRESS}:{}", webhook.port)
+            .parse()
+            .expect("an address");
+        let server_name = format!("crr-webhook.{}.svc", env.namespace);
+        let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.namespace);
+        let first_key = secret_field(&secrets.get(&webhook.secret).await.expect("the Secret"), "ca.key");
+        assert!(!first_key.is_empty(), "the Secret keeps the CA's key (ca.key)");
+
+        // The API server's view: a dry-run creation for a pod that does not exist reaches the
+        // webhook (which refuses it) unless the API server cannot call it.
+        let crrs = crr_api(&env.client, &env.namespace, "v1beta1");
+        let probe = crr_object(
+            "v1beta1",
+            "probe",
+            json!({"podName": "ghost", "containers": [{"name": "app"}]}),
+        );
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+
+        let mut failures: Vec<String> = Vec::new();
+        let mut serving_seen: Vec<String> = Vec::new();
+        let mut signing_seen: Vec<String> = Vec::new();
+        let mut served_by_first_ca = 0;
+        let mut two_cas_in: std::collections::BTreeSet<&str> = Default::default();
+        let (mut handshakes, mut admissions) = (0, 0);
+        let deadline = started + Duration::from_secs(80);
+        let retired = loop {
+            let elapsed = started.elapsed();
+            let secret = secrets.get(&webhook.secret).await.expect("reading the Secret");
+            let serving = secret_field(&secret, "tls.crt");
+            let signing = secret_field(&secret, "signing-ca.crt");
+            if !signing_seen.contains(&signing) {
+                signing_seen.push(signing.clone());
+            }
+            if !serving_seen.contains(&serving) {
+                serving_seen.push(serving);
+                if signing_seen.len() == 1 {
+                    served_by_first_ca += 1;
+                }
+            }
+
+            let bundles = published_bundles(&env, &webhook.configuration).await;
+            let mut tried: Vec<&str> = Vec::new();
+            for (kind, bundle) in &bundles {
+                if pem_certificates(bundle).len() == 2 {
+                    two_cas_in.insert(kind);
+                }
+                if tried.contains(&bundle.as_str()) {
+                    continue;
+                }
+                tried.push(bundle);
+                handshakes += 1;
+                if let Err(error) = handshake(https, &server_name, bundle).await {
+                    failures.push(format!(
+                        "{elapsed:?}: trusting the {kind} caBundle ({} CAs): {error}",
+                        pem_certificates(bundle).len()
+                    ));
+                }
+            }
+
+            match crrs.create(&dry_run, &probe).await {
+                Err(kube::Error::Api(status)) if status.message.contains("no found Pod named ghost") => {
+                    admissions += 1;
+                }
+                Err(kube::Error::Api(status)) if status.message.contains("failed calling webhook") => {
+                    failures.push(format!("{elapsed:?}: the API server: {}", status.message));
+                }
+                other => panic!("unexpected answer to the dry-run probe: {other:?}"),
+            }
+
+            let retired = signing_seen.len() >= 2
+                && bundles
+                    .iter()
+                    .all(|(_, bundle)| pem_certificates(bundle) == pem_certificates(&signing));
+            if retired && served_by_first_ca >= 2 && two_cas_in.len() == 2 {
+                break true;
+            }
+            if Instant::now() > deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        eprintln!(
+            "rotation seen in {:?}: {} serving certificates ({served_by_first_ca} from the first CA), {} signing CAs, {handshakes} handshakes, {admissions} admissions through the API server",
+            started.elapsed(),
+            serving_seen.len(),
+            signing_seen.len()
+        );
+        assert!(failures.is_empty(), "admission outages: {failures:#?}");
+        assert!(
+            served_by_first_ca >= 2,
+            "the serving certificate was renewed before the CA rollover"
+        );
+        assert_eq!(
+            two_cas_in.len(),
+            2,
+            "both CAs were in the mutating and the validating caBundle during the overlap (seen in {two_cas_in:?})"
+        );
+        assert!(
+            retired,
+            "within 80 s a new CA signs and the old one left every caBundle ({} signing CAs seen)",
+            signing_seen.len()
+        );
+        assert!(admissions > 0 && handshakes > 0);
+
+        let secret = secrets.get(&webhook.secret).await.expect("reading the Secret");
+        let signing = secret_field(&secret, "signing-ca.crt");
+        assert_ne!(pem_certificates(&signing), pem_certificates(&first_ca), "a new CA signs");
+        let key = secret_field(&secret, "ca.key");
+        assert!(!key.is_empty() && key != first_key, "the Secret holds the new CA's key");
+        let bundle = secret_field(&secret, "ca.crt");
+        assert!(
+            pem_certificates(&signing)
+                .iter()
+                .all(|ca| pem_certificates(&bundle).contains(ca)),
+            "ca.crt holds the signing CA"
+        );
+        assert!(
+            !pem_certificates(&bundle)
+                .iter()
+                .any(|ca| pem_certificates(&first_ca).contains(ca)),
+            "the first CA has left ca.crt"
+        );
+
+        // Each step was an Event about the Secret.
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(env.client.clone(), &env.namespace);
+        let wanted = [
+            "ServingCertificateRenewed",
+            "CARolloverStarted",
+            "CABundlePublished",
+            "CARolloverSwitched",
+            "CARetired",
+        ];
+        let event_deadline = Instant::now() + Duration::from_secs(15);
+        let reasons = loop {
+            let reasons: std::collections::BTreeSet<String> = events
+                .list(&ListParams::default())
+                .await
+                .expect("listing Events")
+                .items
+                .into_iter()
+                .filter(|event| {
+                    event.regarding.as_ref().and_then(|r| r.name.as_deref())
+                        == Some(webhook.secret.as_str())
+                        && event.reporting_controller.as_deref() == Some("crr-webhook")
+                })
+                .filter_map(|event| event.reason)
+                .collect();
+            if wanted.iter().all(|reason| reasons.contains(*reason)) || Instant::now() > event_deadline {
+                break reasons;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        for reason in wanted {
+            assert!(reasons.contains(reason), "no {reason} Event about the Secret: {reasons:?}");
+        }
+
+        // And the metrics of the replica that did it (the only one here).
+        let serving_renewals = webhook
+            .metric("crr_webhook_certificate_renewals_total", "certificate=\"serving\"")
+            .await;
+        let ca_renewals = webhook
+            .metric("crr_webhook_certificate_renewals_total", "certificate=\"ca\"")
+            .await;
+        assert!(serving_renewals >= 2.0, "a renewal and the switch ({serving_renewals})");
+        assert!(ca_renewals >= 1.0, "a new CA ({ca_renewals})");
+        let ca_expiry = webhook
+            .metric(
+                "crr_webhook_certificate_expiry_timestamp_seconds",
+                "certificate=\"ca\"",
+            )
+            .await;
+        let signing_expiry = pem_certificates(&signing)
+            .first()
+            .and_then(|der| crr_webhook::x509::not_after(der).ok())
+            .expect("the signing CA's expiry");
+        assert!(
+            ca_expiry >= signing_expiry as f64,
+            "the expiry metric shows the new CA ({ca_expiry} < {signing_expiry})"
         );
     })
     .await;
