@@ -948,7 +948,7 @@ async fn rotate(
 
 /// Unix seconds as RFC 3339, for people.
 fn rfc3339(unix: Option<i64>) -> String {
-    unix.and_then(|unix| jiff::Timestamp::from_second(unix).ok())
+    unix.and_then(|unix| k8s_openapi::jiff::Timestamp::from_second(unix).ok())
         .map_or_else(|| "?".to_owned(), |at| at.to_string())
 }
 
@@ -1343,6 +1343,12 @@ mod tests {
             rotation::plan(&facts, NOW, &policy),
             RotationStep::RenewServing
         );
+    }
+
+    #[test]
+    fn event_times_are_rfc_3339() {
+        assert_eq!(rfc3339(Some(1_800_000_000)), "2027-01-15T08:00:00Z");
+        assert_eq!(rfc3339(None), "?");
     }
 
     #[test]
