@@ -69,6 +69,19 @@ migration:
 	  hack/install.sh; fi && \
 	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test -p crr-e2e --test migration -- --include-ignored
 
+## upgrade: `helm upgrade` from the previous release (CRR_PREVIOUS_RELEASE in hack/versions.sh, built
+## by hack/previous-release.sh) to the working tree by docs/upgrading.md, on the test bed, with
+## requests waiting in their unready grace (tests/e2e/tests/upgrade.rs). It removes crr and
+## installs it again with hack/install.sh at the end. hack/cluster-test.sh runs it before the migration.
+.PHONY: upgrade
+upgrade:
+	. hack/versions.sh && . hack/cluster-env.sh && \
+	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then \
+	  hack/cluster.sh up; fi && \
+	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" -n crr-system get deployment crr-operator >/dev/null 2>&1; then \
+	  hack/install.sh; fi && \
+	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test -p crr-e2e --test upgrade -- --include-ignored
+
 ## cluster-up / cluster-down: the local Kubernetes test bed (hack/README.md).
 cluster-up: deps
 	hack/cluster.sh up

@@ -57,6 +57,10 @@ cargo test -p crr-e2e --test metrics -- --include-ignored
 # The fault suite last: it restarts the apiserver and containerd and SIGKILLs crr's processes
 # (tests/e2e/tests/chaos.rs; `make chaos` runs it alone).
 cargo test -p crr-e2e --test chaos -- --include-ignored
+# `helm upgrade` from the previous release (CRR_PREVIOUS_RELEASE, hack/previous-release.sh) to the
+# working tree by docs/upgrading.md, with requests waiting in their unready grace; it reinstalls
+# crr with hack/install.sh at the end (tests/e2e/tests/upgrade.rs; `make upgrade` runs it alone).
+cargo test -p crr-e2e --test upgrade -- --include-ignored
 # The switch from OpenKruise by the commands of docs/migrating-from-openkruise.md: it removes crr,
 # stands in OpenKruise, and installs crr again with Helm and kustomize (tests/e2e/tests/migration.rs).
 cargo test -p crr-e2e --test migration -- --include-ignored

@@ -22,6 +22,7 @@ use kube::runtime::wait::{Condition, await_condition};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 
+pub mod doc;
 pub mod faults;
 pub mod measure;
 

@@ -21,11 +21,12 @@
 //! It uninstalls and reinstalls crr: `hack/cluster-test.sh` runs it after the other suites.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context as _, anyhow, ensure};
+use anyhow::{Context as _, ensure};
 use crr_crds::keys;
+use crr_e2e::doc::{Doc, repo_root, shell};
 use crr_e2e::{Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_ready};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
@@ -50,99 +51,6 @@ fn main() {
         IGNORED,
         |_| async { Ok(()) },
     );
-}
-
-/// The document's command blocks by step name, in the document's order.
-fn doc_steps() -> anyhow::Result<Vec<(String, String)>> {
-    let mut steps = Vec::new();
-    let mut lines = DOC.lines();
-    while let Some(line) = lines.next() {
-        if line.trim() != "```sh" {
-            continue;
-        }
-        let mut block = Vec::new();
-        for line in lines.by_ref() {
-            if line.trim() == "```" {
-                break;
-            }
-            block.push(line);
-        }
-        let name = block
-            .first()
-            .and_then(|first| first.strip_prefix("# step: "))
-            .ok_or_else(|| anyhow!("a sh block without `# step:`: {block:?}"))?;
-        steps.push((name.trim().to_owned(), block[1..].join("\n")));
-    }
-    Ok(steps)
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Runs a shell script from the repository root with the test bed's kubectl and helm first on
-/// PATH and its admin kubeconfig; returns (success, stdout, stderr).
-async fn shell(script: &str, env: &[(&str, &str)]) -> anyhow::Result<(bool, String, String)> {
-    let prelude = ". hack/versions.sh; . hack/cluster-env.sh; \
-                   export PATH=\"$KUBE_BIN:$HELM_BIN:$PATH\" KUBECONFIG=\"$KUBECONFIG_ADMIN\"; ";
-    let output = tokio::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &format!("{prelude}{script}")])
-        .current_dir(repo_root())
-        .envs(env.iter().copied())
-        .output()
-        .await
-        .context("running bash")?;
-    Ok((
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    ))
-}
-
-/// The document's steps, run by name as the test reaches them; every one must have run by the end.
-struct Doc {
-    steps: Vec<(String, String)>,
-    ran: std::collections::BTreeSet<String>,
-    env: Vec<(String, String)>,
-}
-
-impl Doc {
-    /// Runs step `name`; returns its stdout. A failing command fails the test with its output.
-    async fn run(&mut self, name: &str) -> anyhow::Result<String> {
-        let script = self
-            .steps
-            .iter()
-            .find(|(found, _)| found == name)
-            .map(|(_, script)| script.clone())
-            .ok_or_else(|| anyhow!("the document has no step {name}"))?;
-        let env: Vec<(&str, &str)> = self
-            .env
-            .iter()
-            .map(|(key, value)| (key.as_str(), value.as_str()))
-            .collect();
-        let (ok, stdout, stderr) = shell(&script, &env).await?;
-        println!(
-            "migration:   step {name}: {}",
-            stdout.trim_end().replace('\n', " | ")
-        );
-        ensure!(ok, "step {name} failed: {stdout}{stderr}");
-        self.ran.insert(name.to_owned());
-        Ok(stdout)
-    }
-
-    fn done(&self) -> anyhow::Result<()> {
-        let never: Vec<&String> = self
-            .steps
-            .iter()
-            .map(|(name, _)| name)
-            .filter(|name| !self.ran.contains(*name))
-            .collect();
-        ensure!(
-            never.is_empty(),
-            "steps of the document the test never ran: {never:?}"
-        );
-        Ok(())
-    }
 }
 
 /// The stand-in for OpenKruise's release: its CRD as upstream generates it and its CRR webhook.
@@ -290,11 +198,7 @@ async fn new_request_works(ctx: &Ctx, pod: &str, name: &str) -> anyhow::Result<(
 }
 
 async fn migration(ctx: Ctx) -> anyhow::Result<()> {
-    let mut doc = Doc {
-        steps: doc_steps()?,
-        ran: Default::default(),
-        env: vec![],
-    };
+    let mut doc = Doc::new("migration", DOC)?;
     let scratch = std::env::temp_dir().join(format!("crr-migration-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
     let values = scratch.join("values.yaml");
