@@ -22,7 +22,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/cluster-env.sh"
 root="$(cd "$here/.." && pwd)"
 
-commit="$(git -C "$root" rev-parse --verify "${CRR_PREVIOUS_RELEASE:?hack/versions.sh sets it}^{commit}")"
+commit="$(git -C "$root" rev-parse --verify --quiet "${CRR_PREVIOUS_RELEASE:?hack/versions.sh sets it}^{commit}")" || {
+  echo "previous-release: commit $CRR_PREVIOUS_RELEASE is not in this clone (a shallow one? git fetch --unshallow)" >&2
+  exit 1
+}
 cache="$CRR_CACHE/previous-release/$commit"
 src="$cache/src"
 images="$cache/images"
