@@ -6,6 +6,10 @@
 //!
 //! Pure: `api_server` reads the pod, `round` decides with what this returns.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crr_crds::rules::{Caveat, recreatable_containers};
 use crr_crds::v1beta1::ProbeHandler;
 use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod};
 
@@ -86,6 +90,44 @@ impl LiveContainer {
     }
 }
 
+/// Whether a request's pod may leave a killed container stopped (`restartPolicy: OnFailure`
+/// and an exit 0), learnt from the live pod read at the kill, by request UID. A pod's restart
+/// policies never change, so the check for containers the kubelet does not start again reads
+/// the pod only when this says it may happen, or when this daemon has not read it (it started
+/// after the kill): an ordinary recreate whose container exits 0 on SIGTERM costs no pod reads
+/// while the kubelet takes its time to restart it.
+#[derive(Debug, Default)]
+pub struct RestartPolicies {
+    may_stay_stopped: Mutex<HashMap<String, bool>>,
+}
+
+impl RestartPolicies {
+    /// Records what `pod` says for the request with UID `request_uid`.
+    pub fn record(&self, request_uid: &str, pod: &Pod) {
+        let only_on_failure = recreatable_containers(pod).iter().any(|container| {
+            matches!(container.caveat, Some(Caveat::RestartsOnlyOnFailure { .. }))
+        });
+        self.known().insert(request_uid.to_owned(), only_on_failure);
+    }
+
+    /// `Some(false)`: every container of the request's pod is started again whatever its exit;
+    /// `Some(true)`: one may stay stopped; `None`: not known here.
+    pub fn may_stay_stopped(&self, request_uid: &str) -> Option<bool> {
+        self.known().get(request_uid).copied()
+    }
+
+    /// Forgets the request with this UID (it is gone).
+    pub fn forget(&self, request_uid: &str) {
+        self.known().remove(request_uid);
+    }
+
+    fn known(&self) -> MutexGuard<'_, HashMap<String, bool>> {
+        self.may_stay_stopped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -149,5 +191,28 @@ mod tests {
         })));
         assert_eq!(live.address.as_deref(), Some("192.168.0.1"));
         assert_eq!(live.grace_period_seconds, None);
+    }
+
+    #[test]
+    fn restart_policies_know_only_what_a_kill_read() {
+        let policies = RestartPolicies::default();
+        assert_eq!(policies.may_stay_stopped("crr-1"), None, "never read here");
+        policies.record(
+            "crr-1",
+            &pod(serde_json::json!({"spec": {"containers": [{"name": "app"}]}})),
+        );
+        assert_eq!(
+            policies.may_stay_stopped("crr-1"),
+            Some(false),
+            "Always by default"
+        );
+        policies.record(
+            "crr-2",
+            &pod(serde_json::json!({"spec": {"restartPolicy": "OnFailure",
+                                             "containers": [{"name": "app"}]}})),
+        );
+        assert_eq!(policies.may_stay_stopped("crr-2"), Some(true));
+        policies.forget("crr-1");
+        assert_eq!(policies.may_stay_stopped("crr-1"), None);
     }
 }

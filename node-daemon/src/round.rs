@@ -224,6 +224,8 @@ pub struct Round<'a, R> {
     pub preemption: Preemption,
     /// When this daemon first saw each unready grace (the grace is measured from there).
     pub grace_clock: &'a crate::timers::GraceClock,
+    /// Whether each request's pod may leave a killed container stopped, as its kill read it.
+    pub restart_policies: &'a crate::live_pod::RestartPolicies,
 }
 
 impl<R: Requests> Round<'_, R> {
@@ -404,13 +406,15 @@ impl<R: Requests> Round<'_, R> {
                 exited.push((index, container_id));
             }
         }
-        if exited.is_empty() {
+        let uid = crr.metadata.uid.as_deref().unwrap_or_default();
+        if exited.is_empty() || self.restart_policies.may_stay_stopped(uid) == Some(false) {
             return Ok(());
         }
         let namespace = crr.namespace().unwrap_or_default();
         let Some(pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
             return Ok(());
         };
+        self.restart_policies.record(uid, &pod);
         for (index, container_id) in exited {
             let name = states[index].name.clone();
             if let Some(message) = crr_crds::rules::not_restarted(&pod, &name, &container_id) {
@@ -446,6 +450,8 @@ impl<R: Requests> Round<'_, R> {
         // On the container, as the kubelet sets it (`spec.containers{app}`): Events of two
         // containers are two Events, not one series under the first one's note.
         let pod_reference = container_reference(&pod, &container.name);
+        self.restart_policies
+            .record(crr.metadata.uid.as_deref().unwrap_or_default(), &pod);
         let pod = LivePod::of(&pod);
         if pod.uid.is_none()
             || pod.uid.as_deref() != crr.labels().get(LABEL_POD_UID).map(String::as_str)
@@ -1043,6 +1049,7 @@ mod tests {
             max_grace_seconds: 300,
             preemption: Preemption::never(),
             grace_clock: &crate::timers::GraceClock::default(),
+            restart_policies: &Default::default(),
         };
         let mut outcomes = vec![];
         for _ in 0..rounds {
@@ -1090,6 +1097,7 @@ mod tests {
             max_grace_seconds: 300,
             preemption: Preemption::never(),
             grace_clock: &crate::timers::GraceClock::default(),
+            restart_policies: &Default::default(),
         };
         let _ = round.run(stale).await;
         let text = crr_runtime::metrics::encode(&registry).expect("encode");
@@ -1305,6 +1313,7 @@ mod tests {
             max_grace_seconds: 300,
             preemption: Preemption::never(),
             grace_clock: &crate::timers::GraceClock::default(),
+            restart_policies: &Default::default(),
         };
         let mut transient = 0;
         for _ in 0..12 {
@@ -1734,6 +1743,7 @@ mod tests {
             max_grace_seconds: 300,
             preemption: Preemption::never(),
             grace_clock: &crate::timers::GraceClock::default(),
+            restart_policies: &Default::default(),
         };
         let error = round.run(stale).await.expect_err("a conflict");
         assert!(matches!(error, RoundError::Write(WriteError::Conflict)));
@@ -1777,6 +1787,7 @@ mod tests {
             max_grace_seconds: 300,
             preemption: Preemption::never(),
             grace_clock: &crate::timers::GraceClock::default(),
+            restart_policies: &Default::default(),
         };
         round.run(memory.get()).await.expect("a round");
         assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
@@ -1881,6 +1892,7 @@ mod tests {
             max_grace_seconds: 20,
             preemption: Preemption::never(),
             grace_clock: &crate::timers::GraceClock::default(),
+            restart_policies: &Default::default(),
         };
         for _ in 0..3 {
             round.run(memory.get()).await.expect("a round");
@@ -1959,6 +1971,7 @@ mod tests {
                     max_grace_seconds: 300,
                     preemption,
                     grace_clock: &crate::timers::GraceClock::default(),
+                    restart_policies: &Default::default(),
                 };
                 loop {
                     match round.run(memory.get()).await? {

@@ -61,6 +61,7 @@ pub struct Daemon {
     max_grace_seconds: u64,
     /// When each unready grace was first seen here.
     grace_clock: crate::timers::GraceClock,
+    restart_policies: crate::live_pod::RestartPolicies,
 }
 
 impl Daemon {
@@ -83,6 +84,7 @@ impl Daemon {
             queue: Arc::default(),
             max_grace_seconds,
             grace_clock: Default::default(),
+            restart_policies: Default::default(),
         });
         let events = watch_requests(client, &watch, writer);
         let feeder = {
@@ -98,9 +100,9 @@ impl Daemon {
                         Ok(watcher::Event::Delete(crr)) => {
                             daemon.requests.forget(&crr);
                             daemon.metrics.timeline.forget(&timeline_key(&crr));
-                            daemon
-                                .grace_clock
-                                .forget(crr.metadata.uid.as_deref().unwrap_or_default());
+                            let uid = crr.metadata.uid.as_deref().unwrap_or_default();
+                            daemon.grace_clock.forget(uid);
+                            daemon.restart_policies.forget(uid);
                             daemon.queue.add(pod_key(&crr));
                         }
                         Ok(watcher::Event::InitDone) => {
@@ -205,6 +207,7 @@ impl Daemon {
             max_grace_seconds: self.max_grace_seconds,
             preemption,
             grace_clock: &self.grace_clock,
+            restart_policies: &self.restart_policies,
         };
         match round.run(crr.clone()).instrument(span).await {
             Ok(Outcome::After(after)) => Some(after),
