@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail, ensure};
 use crr_crds::keys;
 use crr_crds::v1beta1::ContainerRecreateRequest;
-use k8s_openapi::api::core::v1::{ContainerStatus, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::wait::{Condition, await_condition};
@@ -308,6 +308,33 @@ where
         .await
         .map_err(|_| anyhow!("timed out after {}s", timeout.as_secs()))?
         .context("watching")
+}
+
+/// Whether a node's `Ready` condition is True.
+pub fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        })
+}
+
+/// The names of the test bed's Ready nodes, sorted.
+pub async fn ready_nodes(client: &Client) -> anyhow::Result<Vec<String>> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut names: Vec<String> = nodes
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(node_ready)
+        .map(|node| node.name_any())
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 pub fn pod_ready(pod: &Pod) -> bool {

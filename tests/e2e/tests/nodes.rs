@@ -18,9 +18,8 @@ use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use crr_e2e::faults;
 use crr_e2e::{Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_ready, succeeded, wait};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::Api;
 use serde_json::{Value, json};
 
 const IGNORED: &str =
@@ -55,7 +54,7 @@ fn main() {
         .collect();
     crr_e2e::suite_main("nodes", scenarios, IGNORED, |client| async move {
         crr_e2e::installed(&client).await?;
-        match ready_nodes(&client).await {
+        match crr_e2e::ready_nodes(&client).await {
             Ok(nodes) if nodes.len() >= 2 => Ok(()),
             Ok(nodes) => Err(format!(
                 "{} Ready node(s) ({nodes:?}): bring the test bed up with CRR_NODES=2",
@@ -64,27 +63,6 @@ fn main() {
             Err(error) => Err(format!("{error:#}")),
         }
     });
-}
-
-async fn ready_nodes(client: &kube::Client) -> anyhow::Result<Vec<String>> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let mut names: Vec<String> = nodes
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|node| {
-            node.status
-                .as_ref()
-                .and_then(|status| status.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        })
-        .map(|node| node.name_any())
-        .collect();
-    names.sort();
-    Ok(names)
 }
 
 /// The two-container test pod, placed on `node`.
@@ -128,7 +106,7 @@ async fn killing_reporters(ctx: &Ctx, pod: &str) -> anyhow::Result<Vec<(String, 
 
 // One request per node at once: each completes, recreated by its own node's daemon only.
 async fn per_node(ctx: Ctx) -> anyhow::Result<()> {
-    let nodes = ready_nodes(&ctx.client).await?;
+    let nodes = crr_e2e::ready_nodes(&ctx.client).await?;
     let mut pods = Vec::new();
     for (index, node) in nodes.iter().enumerate() {
         let name = format!("per-node-{index}");
@@ -164,7 +142,7 @@ async fn per_node(ctx: Ctx) -> anyhow::Result<()> {
 
 // `kubectl crr recreate -l` over two pods per node, at most two unavailable at a time.
 async fn rolling_across_nodes(ctx: Ctx) -> anyhow::Result<()> {
-    let nodes = ready_nodes(&ctx.client).await?;
+    let nodes = crr_e2e::ready_nodes(&ctx.client).await?;
     let mut pods = Vec::new();
     for (index, node) in nodes.iter().take(2).enumerate() {
         for replica in 0..2 {
@@ -227,7 +205,7 @@ async fn cluster(args: &[&str]) -> anyhow::Result<()> {
 // is stopping. The request ends at its deadline with a clear message, no pod is left Terminating,
 // the other node keeps serving requests, and the node comes back cleanly.
 async fn node_lost(ctx: Ctx) -> anyhow::Result<()> {
-    let nodes = ready_nodes(&ctx.client).await?;
+    let nodes = crr_e2e::ready_nodes(&ctx.client).await?;
     let lost = nodes
         .iter()
         .find(|node| *node != crr_e2e::FIRST_NODE)
@@ -347,7 +325,7 @@ async fn wait_daemon_ready(ctx: &Ctx, node: &str) -> anyhow::Result<()> {
 
 // A node that joins after crr was installed gets the node daemon, and its pods' requests work.
 async fn late_node(ctx: Ctx) -> anyhow::Result<()> {
-    let before = ready_nodes(&ctx.client).await?;
+    let before = crr_e2e::ready_nodes(&ctx.client).await?;
     let count = before.len() + 1;
     let node = format!("crr-node-{count}");
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack");

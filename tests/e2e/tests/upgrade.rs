@@ -28,7 +28,7 @@ use crr_e2e::doc::{Doc, shell};
 use crr_e2e::{
     Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_condition, pod_ready, succeeded,
 };
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
@@ -85,28 +85,6 @@ async fn run(what: &str, script: &str) -> anyhow::Result<String> {
     let (ok, stdout, stderr) = shell(script, &[]).await?;
     ensure!(ok, "{what} failed: {stdout}{stderr}");
     Ok(stdout)
-}
-
-/// The names of the Ready nodes, sorted.
-async fn ready_nodes(client: &kube::Client) -> anyhow::Result<Vec<String>> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let mut names: Vec<String> = nodes
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|node| {
-            node.status
-                .as_ref()
-                .and_then(|status| status.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        })
-        .map(|node| node.name_any())
-        .collect();
-    names.sort();
-    Ok(names)
 }
 
 /// crr's pods that are not being deleted: (name, node, images, when its first container started).
@@ -258,7 +236,7 @@ async fn upgrade(ctx: Ctx) -> anyhow::Result<()> {
     );
 
     // --- Requests waiting in their unready grace ---------------------------------------------
-    let nodes = ready_nodes(&ctx.client).await?;
+    let nodes = crr_e2e::ready_nodes(&ctx.client).await?;
     ensure!(!nodes.is_empty(), "no Ready node");
     let mut targets = Vec::new();
     for (index, node) in nodes.iter().enumerate() {

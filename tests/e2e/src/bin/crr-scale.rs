@@ -305,7 +305,7 @@ async fn kwok_nodes(client: &Client, count: usize) -> anyhow::Result<()> {
             .await?
             .items
             .iter()
-            .filter(|node| node_ready(node))
+            .filter(|node| crr_e2e::node_ready(node))
             .count();
         if ready >= count {
             return Ok(());
@@ -320,17 +320,6 @@ async fn kwok_nodes(client: &Client, count: usize) -> anyhow::Result<()> {
 
 fn kwok_node(index: usize) -> String {
     format!("kwok-node-{index}")
-}
-
-fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        })
 }
 
 /// One bulk pod: two containers with ports, env, probes and resources (about 6 KiB of JSON once
