@@ -2,7 +2,8 @@
 # The cluster half of `make test`: brings the local test bed up (unless one
 # already runs), proves it with the smoke test, runs every crate's cluster
 # tests against it, adds a second node, installs crr from manifests/ (hack/install.sh) and runs
-# the end-to-end suite, the multi-node suite, the metrics suite (a real Prometheus), the fault suite (make chaos) and the migration
+# the end-to-end suite, the multi-node suite, the metrics suite (a real Prometheus), the fault suite
+# (make chaos), the upgrade from the previous release (make upgrade) and the migration
 # from OpenKruise, then takes down what it started. Cluster tests and e2e
 # scenarios are ignored by a plain `cargo test`; `--include-ignored` runs them
 # here, and a missing test bed then fails them (tests/testbed/src/lib.rs).
