@@ -67,7 +67,9 @@ pub fn watch_requests(
         };
         namespaces.is_empty() || namespace.is_some_and(|namespace| namespaces.contains(&namespace))
     };
-    let events = watcher(api, config).try_filter(move |event| std::future::ready(wanted(event)));
+    let events = watcher(api, config)
+        .modify(crr_runtime::store::drop_managed_fields)
+        .try_filter(move |event| std::future::ready(wanted(event)));
     reflector::reflector(writer, events).default_backoff()
 }
 
