@@ -2,7 +2,8 @@
 //! hack/cluster-test.sh starts the test bed's Prometheus (hack/prometheus.sh, Debian's build,
 //! scraping every crr pod through the API server) before those suites and runs this after them.
 //!
-//! - `families`: every metric family docs/metrics.md lists has at least one series, and so has
+//! - `families`: every metric family docs/metrics.md lists has had at least one series during the
+//!   run (a replica replaced mid-suite takes its counters with it), and so has
 //!   every metric the alerting rules and the dashboard query (monitoring/);
 //! - `recreate-count`: the recreate-duration histogram counts each completed request exactly
 //!   once: N requests complete, its count (summed over the operator's replicas) grows by N and
