@@ -52,21 +52,15 @@ fuzz-smoke:
 ## restarts the apiserver and containerd and SIGKILLs crr's processes in the middle of recreates.
 ## hack/cluster-test.sh (make test, CI) runs it after the e2e suite.
 chaos:
+	hack/ensure-installed.sh
 	. hack/versions.sh && . hack/cluster-env.sh && \
-	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then \
-	  hack/cluster.sh up; fi && \
-	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" -n crr-system get deployment crr-operator >/dev/null 2>&1; then \
-	  hack/install.sh; fi && \
 	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test -p crr-e2e --test chaos -- --include-ignored
 
 ## migration: the switch from OpenKruise by docs/migrating-from-openkruise.md, on the test bed
 ## (removes crr, stands in OpenKruise, installs crr again). hack/cluster-test.sh runs it last.
 migration:
+	hack/ensure-installed.sh
 	. hack/versions.sh && . hack/cluster-env.sh && \
-	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then \
-	  hack/cluster.sh up; fi && \
-	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" -n crr-system get deployment crr-operator >/dev/null 2>&1; then \
-	  hack/install.sh; fi && \
 	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test -p crr-e2e --test migration -- --include-ignored
 
 ## upgrade: `helm upgrade` from the previous release (CRR_PREVIOUS_RELEASE in hack/versions.sh, built
@@ -75,11 +69,8 @@ migration:
 ## installs it again with hack/install.sh at the end. hack/cluster-test.sh runs it before the migration.
 .PHONY: upgrade
 upgrade:
+	hack/ensure-installed.sh
 	. hack/versions.sh && . hack/cluster-env.sh && \
-	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then \
-	  hack/cluster.sh up; fi && \
-	if ! "$$KUBE_BIN/kubectl" --kubeconfig "$$KUBECONFIG_ADMIN" -n crr-system get deployment crr-operator >/dev/null 2>&1; then \
-	  hack/install.sh; fi && \
 	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test -p crr-e2e --test upgrade -- --include-ignored
 
 ## cluster-up / cluster-down: the local Kubernetes test bed (hack/README.md).

@@ -3,8 +3,11 @@
 # containerd (namespace k8s.io), since there is no registry:
 #   crr.local/pause:3.10     the sandbox image (hack/images/pause.c, static)
 #   crr.local/busybox:1.35   Debian's static busybox, for test pods
-#   crr.local/<bin>:dev      each Rust binary of ours named in $CRR_IMAGES
-# Usage: hack/images.sh base | hack/images.sh crr BIN... | hack/images.sh sync
+#   crr.local/<bin>:dev      each Rust binary of ours named in $CRR_IMAGES ($CRR_IMAGE_TAG: dev)
+# Usage: hack/images.sh base | hack/images.sh crr BIN... | hack/images.sh archive DIR BIN... |
+#        hack/images.sh sync
+#   archive: the images of BIN... as OCI archives in DIR only, nothing imported (no test bed
+#            needed; hack/previous-release.sh builds the previous release's images this way)
 #   sync: every image built before (in the cache) into every node, for a node that joins later
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,17 +57,29 @@ build_base() {
   import "$out/busybox.tar" crr.local/busybox:1.35
 }
 
-# Each argument is a built binary; its image is crr.local/<file name>:dev.
-build_crr() {
-  local bin name rootfs
+tag="${CRR_IMAGE_TAG:-dev}"
+
+# The image crr.local/<file name>:$tag of each built binary, as DIR/<file name>.tar.
+archive_crr() {
+  local dir="$1" bin name rootfs
+  shift
+  mkdir -p "$dir"
   for bin in "$@"; do
     name="$(basename "$bin")"
     rootfs="$(mktemp -d)"
     copy_with_libs "$bin" "$rootfs" "/usr/local/bin/$name"
     mkdir -p "$rootfs/tmp"
-    "$here/oci-image.sh" "$rootfs" "crr.local/$name:dev" "$out/$name.tar" "/usr/local/bin/$name"
+    "$here/oci-image.sh" "$rootfs" "crr.local/$name:$tag" "$dir/$name.tar" "/usr/local/bin/$name"
     rm -rf "$rootfs"
-    import "$out/$name.tar" "crr.local/$name:dev"
+  done
+}
+
+# Each argument is a built binary; its image crr.local/<file name>:$tag goes into every node.
+build_crr() {
+  local bin
+  archive_crr "$out" "$@"
+  for bin in "$@"; do
+    import "$out/$(basename "$bin").tar" "crr.local/$(basename "$bin"):$tag"
   done
 }
 
@@ -79,6 +94,7 @@ sync_all() {
 case "${1:-}" in
   base) build_base ;;
   crr) shift; build_crr "$@" ;;
+  archive) shift; archive_crr "$@" ;;
   sync) sync_all ;;
-  *) echo "usage: $0 base | crr BIN... | sync" >&2; exit 2 ;;
+  *) echo "usage: $0 base | crr BIN... | archive DIR BIN... | sync" >&2; exit 2 ;;
 esac

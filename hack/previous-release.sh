@@ -43,30 +43,15 @@ source_tree() {
   echo "previous-release: ${commit:0:12} unpacked in $src" >&2
 }
 
-# Copies an ELF program and the shared libraries it loads into ROOTFS (as hack/images.sh does).
-copy_with_libs() {
-  local bin="$1" rootfs="$2" dest="$3" lib
-  install -D -m 0755 "$bin" "$rootfs$dest"
-  for lib in $(ldd "$bin" 2>/dev/null | grep -oE '/[^ ]+' | sort -u); do
-    install -D -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
-  done
-}
-
 build() {
   source_tree
   [[ -f $images/.complete ]] && { echo "previous-release: images of ${commit:0:12} cached in $images" >&2; return; }
   echo "previous-release: building ${bins[*]} of ${commit:0:12} (target $target)" >&2
   (cd "$src" && CARGO_TARGET_DIR="$target" cargo build -q --locked -p crr-operator -p crr-webhook -p crr-node-daemon)
   rm -rf "$images"
-  mkdir -p "$images"
-  local name rootfs
-  for name in "${bins[@]}"; do
-    rootfs="$(mktemp -d)"
-    copy_with_libs "$target/debug/$name" "$rootfs" "/usr/local/bin/$name"
-    mkdir -p "$rootfs/tmp"
-    "$here/oci-image.sh" "$rootfs" "crr.local/$name:$tag" "$images/$name.tar" "/usr/local/bin/$name" >&2
-    rm -rf "$rootfs"
-  done
+  local name binaries=()
+  for name in "${bins[@]}"; do binaries+=("$target/debug/$name"); done
+  CRR_IMAGE_TAG="$tag" "$here/images.sh" archive "$images" "${binaries[@]}" >&2
   echo "$commit" > "$images/.complete"
 }
 
