@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned upstream Kubernetes components and etcd from their Go
-# modules (hack/k8s/go.mod) into $KUBE_BIN. A second run with the same
+# modules (hack/k8s/v1.MINOR/go.mod, for the stack CRR_STACK chooses: hack/versions.sh) into $KUBE_BIN. A second run with the same
 # version finds the binaries there and does nothing.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,13 +14,13 @@ if [[ $missing == 0 ]]; then
   exit 0
 fi
 
-grep -q "k8s.io/kubernetes $KUBE_VERSION\$" "$here/k8s/go.mod" ||
-  { echo "build-kube: hack/k8s/go.mod does not require k8s.io/kubernetes $KUBE_VERSION (hack/versions.sh)" >&2; exit 1; }
+grep -q "k8s.io/kubernetes $KUBE_VERSION\$" "$KUBE_GOMOD_DIR/go.mod" ||
+  { echo "build-kube: $KUBE_GOMOD_DIR/go.mod does not require k8s.io/kubernetes $KUBE_VERSION (hack/versions.sh; write it with hack/k8s/pin.sh $KUBE_VERSION)" >&2; exit 1; }
 command -v go >/dev/null || { echo "build-kube: go not found on PATH" >&2; exit 1; }
 mkdir -p "$KUBE_BIN.partial"
-cd "$here/k8s"
+cd "$KUBE_GOMOD_DIR"
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=1
-minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
+minor="$KUBE_MINOR"
 vpkg=k8s.io/component-base/version
 ldflags="-s -w -X $vpkg.gitVersion=$KUBE_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=1970-01-01T00:00:00Z"
 start=$(date +%s)

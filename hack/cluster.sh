@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's local Kubernetes test bed: upstream etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet and kube-proxy (built by
-# hack/build-kube.sh), Debian's containerd and runc, one node, all inside the
+# hack/build-kube.sh), containerd and runc (hack/build-runtime.sh), one node, all inside the
 # network namespace crr-node; with CRR_NODES=N, N-1 more nodes crr-node-2.. with their own
 # network and mount namespaces, containerd, kubelet and kube-proxy (hack/cluster-env.sh). See
 # hack/README.md for the design and its why.
@@ -62,8 +62,11 @@ BRIDGE_IP=10.213.1.1
 preflight() {
   [[ $(id -u) == 0 ]] || die "the test bed needs root (network namespace, mounts, cgroups)"
   local cmd
-  for cmd in containerd containerd-shim-runc-v2 runc ctr ip nsenter iptables openssl conntrack; do
+  for cmd in ip nsenter iptables openssl conntrack; do
     command -v "$cmd" >/dev/null || die "$cmd not found: run hack/install-deps.sh"
+  done
+  for cmd in containerd containerd-shim-runc-v2 runc ctr; do
+    [[ -x "$RUNTIME_BIN/$cmd" ]] || die "$RUNTIME_BIN/$cmd missing: run hack/build-runtime.sh"
   done
   [[ -x "$CNI_BIN_DIR/bridge" ]] || die "CNI plugins missing in $CNI_BIN_DIR: run hack/install-deps.sh"
   [[ -d /sys/fs/cgroup/memory || -f /sys/fs/cgroup/cgroup.controllers ]] || die "no memory cgroup controller"
@@ -220,6 +223,14 @@ node_pki() {
 
 # ---------------------------------------------------------------- config files
 
+# The stack's feature gates (hack/versions.sh: KUBE_FEATURE_GATES) as KubeletConfiguration YAML.
+kubelet_feature_gates() {
+  [[ -n "$KUBE_FEATURE_GATES" ]] || return 0
+  local gate
+  echo "featureGates:"
+  for gate in ${KUBE_FEATURE_GATES//,/ }; do echo "  ${gate%%=*}: ${gate#*=}"; done
+}
+
 # node_configs DIR NODE IP SUBNET CGROUP_ROOT: one node's CNI, containerd, kubelet and kube-proxy
 # configuration under DIR (crr-node's: $CLUSTER_DIR). Every path written into them is the path
 # the node's own daemons see: an extra node's containerd socket and kubelet directory appear at
@@ -240,31 +251,39 @@ node_configs() {
   ]
 }
 EOF
+  # containerd 2.x's own configuration format (version 3): the CRI plugin is split into
+  # images (io.containerd.cri.v1.images), runtime (io.containerd.cri.v1.runtime) and the gRPC
+  # service (io.containerd.grpc.v1.cri). The sandbox image is containerd's to choose now: the
+  # kubelet lost --pod-infra-container-image.
   cat > "$dir/containerd/config.toml" <<EOF
-version = 2
+version = 3
 root = "$dir/containerd/root"
 state = "$dir/containerd/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs"]
 [grpc]
   address = "$CONTAINERD_SOCK"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "crr.local/pause:3.10"
-  stream_server_address = "127.0.0.1"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "crr.local/pause:3.10"
+[plugins.'io.containerd.cri.v1.runtime']
   enable_selinux = false
   # Sandboxes like ours may lack CAP_SYS_RESOURCE, so lowering a process's
   # oom_score_adj below our own (-998 for sandboxes, -997 for Guaranteed pods)
   # is refused and runc fails; clamp instead, as rootless setups do.
   restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$CNI_BIN_DIR"
+        BinaryName = "$RUNTIME_BIN/runc"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["$CNI_BIN_DIR"]
     conf_dir = "$dir/cni/net.d"
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
 EOF
   cat > "$dir/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -284,6 +303,12 @@ tlsPrivateKeyFile: $PKI/kubelet-serving$certs.key
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 cgroupDriver: cgroupfs
 cgroupRoot: $cgroup_root
+# Kubelets from v1.35 refuse to start on a cgroup v1 host unless told otherwise, and these test
+# machines are cgroup v1 (hybrid: v2 only at /sys/fs/cgroup/unified). It is only a configuration
+# check (pkg/kubelet/apis/config/validation/validation_linux.go); the kubelet then runs with a
+# warning, as k0s and k3s document for cgroup v1 hosts. containerd 2.x still supports cgroup v1.
+failCgroupV1: false
+$(kubelet_feature_gates)
 failSwapOn: false
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
@@ -455,7 +480,7 @@ daemon_command() {
       --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380
       --initial-cluster crr=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
       --quota-backend-bytes 2147483648) ;;
-    containerd) DAEMON_CMD=(containerd --config "$CLUSTER_DIR/containerd/config.toml") ;;
+    containerd) DAEMON_CMD=("$RUNTIME_BIN/containerd" --config "$CLUSTER_DIR/containerd/config.toml") ;;
     kube-apiserver) DAEMON_CMD=("$KUBE_BIN/kube-apiserver"
       --etcd-servers http://127.0.0.1:2379
       --bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port 6443
@@ -471,7 +496,8 @@ daemon_command() {
       --kubelet-preferred-address-types InternalIP
       --endpoint-reconciler-type lease
       --audit-policy-file "$CLUSTER_DIR/audit-policy.yaml"
-      --audit-log-path "$CLUSTER_DIR/audit/audit.log" --audit-log-maxsize 200 --audit-log-maxbackup 1) ;;
+      --audit-log-path "$CLUSTER_DIR/audit/audit.log" --audit-log-maxsize 200 --audit-log-maxbackup 1
+      ${KUBE_FEATURE_GATES:+--feature-gates "$KUBE_FEATURE_GATES"}) ;;
     kube-controller-manager) DAEMON_CMD=("$KUBE_BIN/kube-controller-manager"
       --kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig"
       --authentication-kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig"
@@ -489,8 +515,7 @@ daemon_command() {
     kubelet) DAEMON_CMD=("$KUBE_BIN/kubelet" --config "$CLUSTER_DIR/kubelet/config.yaml"
       --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig"
       --root-dir "$CLUSTER_DIR/kubelet/root"
-      --hostname-override "$CLUSTER_NODE" --node-ip "$NODE_IP"
-      --pod-infra-container-image crr.local/pause:3.10) ;;
+      --hostname-override "$CLUSTER_NODE" --node-ip "$NODE_IP") ;;
     kube-proxy) DAEMON_CMD=("$KUBE_BIN/kube-proxy" --config "$CLUSTER_DIR/kube-proxy.yaml") ;;
     *) die "no daemon $1 (one of: ${DAEMONS[*]})" ;;
   esac
@@ -502,12 +527,11 @@ node_daemon_command() {
   local daemon="$1" node="$2" N_DIR N_IP N_SUBNET N_CGROUP
   node_env "$node"
   case "$daemon" in
-    containerd) DAEMON_CMD=(containerd --config "$N_DIR/containerd/config.toml") ;;
+    containerd) DAEMON_CMD=("$RUNTIME_BIN/containerd" --config "$N_DIR/containerd/config.toml") ;;
     kubelet) DAEMON_CMD=("$KUBE_BIN/kubelet" --config "$N_DIR/kubelet/config.yaml"
       --kubeconfig "$CLUSTER_DIR/kubelet-$node.kubeconfig"
       --root-dir "$CLUSTER_DIR/kubelet/root"
-      --hostname-override "$node" --node-ip "$N_IP"
-      --pod-infra-container-image crr.local/pause:3.10) ;;
+      --hostname-override "$node" --node-ip "$N_IP") ;;
     kube-proxy) DAEMON_CMD=("$KUBE_BIN/kube-proxy" --config "$N_DIR/kube-proxy.yaml") ;;
     *) die "no daemon $daemon on $node (one of: ${NODE_DAEMONS[*]})" ;;
   esac
@@ -613,14 +637,22 @@ remains_of_killed_cluster() {
 }
 
 up() {
-  preflight
   "$here/build-kube.sh"
+  "$here/build-runtime.sh"
+  preflight
   if remains_of_killed_cluster; then
     log "found the remains of a test bed whose daemons were killed: cleaning up first"
     down
   fi
+  # One test bed runs one stack (hack/versions.sh); later scripts read it from $CLUSTER_DIR/stack.
+  local running_stack
+  running_stack="$(cat "$CLUSTER_DIR/stack" 2>/dev/null || true)"
+  if [[ -n "$running_stack" && "$running_stack" != "$CRR_STACK" && -d "$PIDS" ]]; then
+    die "the test bed in $CLUSTER_DIR runs stack $running_stack, not CRR_STACK=$CRR_STACK: hack/cluster.sh down first"
+  fi
   started=$(date +%s)
   mkdir -p "$CLUSTER_DIR" "$LOGS" "$PIDS"
+  echo "$CRR_STACK" > "$CLUSTER_DIR/stack"
   network_up
   pki
   configs
@@ -655,6 +687,11 @@ up() {
   for node in $(extra_nodes); do wait_healthy "kubelet@$node"; done
   wait_for "default service account" 60 kubectl -n default get serviceaccount default
   echo "$KUBE_VERSION" > "$CLUSTER_DIR/version"
+  # The stack's client programs, for tests that do not source hack/versions.sh.
+  mkdir -p "$CLUSTER_DIR/bin"
+  ln -sfn "$KUBE_BIN/kubectl" "$CLUSTER_DIR/bin/kubectl"
+  ln -sfn "$RUNTIME_BIN/ctr" "$CLUSTER_DIR/bin/ctr"
+  log "stack $CRR_STACK: Kubernetes $KUBE_VERSION, containerd $CONTAINERD_VERSION, runc $RUNC_VERSION"
   log "up in $(( $(date +%s) - started ))s: export KUBECONFIG=$KUBECONFIG_ADMIN"
 }
 
@@ -706,7 +743,7 @@ down() {
     stop_daemon "$name"
   done
   kill_containers
-  # The pods' network namespaces: containerd 1.6 names them cni-<uuid> under
+  # The pods' network namespaces: containerd names them cni-<uuid> under
   # /run/netns, and nothing else on a test machine does.
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^cni-' || true); do
     ip netns del "$ns" 2>/dev/null || true

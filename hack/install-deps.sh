@@ -3,7 +3,8 @@
 # Idempotent: packages already present are not reinstalled.
 set -euo pipefail
 packages=(
-  containerd runc containernetworking-plugins   # the node's container runtime and pod network
+  containernetworking-plugins                   # the pod network (CNI bridge, host-local, portmap)
+  libseccomp-dev pkg-config                     # runc's seccomp, built from its Go module (build-runtime.sh)
   iptables iproute2 conntrack util-linux        # kube-proxy, netns/veth, nsenter
   openssl                                       # the cluster's certificates
   buildah busybox-static                        # local images, imported into containerd

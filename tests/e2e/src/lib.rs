@@ -396,8 +396,13 @@ fn kubectl_path() -> PathBuf {
     if let Some(path) = std::env::var_os("CRR_KUBECTL") {
         return path.into();
     }
-    let home = std::env::var_os("HOME").unwrap_or_default();
-    PathBuf::from(home).join(".cache/crr/kube-v1.33.13/kubectl")
+    test_bed_program("kubectl")
+}
+
+/// A program of the running test bed's stack (kubectl, ctr): `hack/cluster.sh up` links them in
+/// `$CRR_CLUSTER_DIR/bin`, whichever stack (hack/versions.sh) it runs.
+fn test_bed_program(name: &str) -> PathBuf {
+    PathBuf::from(cluster_dir()).join("bin").join(name)
 }
 
 /// The containerd socket of the test bed's node, for scenarios that act on a container behind
@@ -443,7 +448,7 @@ pub async fn kill_container(container_id: &str) -> anyhow::Result<()> {
     let id = container_id.trim_start_matches("containerd://");
     let mut errors = Vec::new();
     for socket in containerd_sockets() {
-        let output = tokio::process::Command::new("ctr")
+        let output = tokio::process::Command::new(test_bed_program("ctr"))
             .args([
                 "--address",
                 &socket,
