@@ -7,10 +7,41 @@
 # from OpenKruise, then takes down what it started. Cluster tests and e2e
 # scenarios are ignored by a plain `cargo test`; `--include-ignored` runs them
 # here, and a missing test bed then fails them (tests/testbed/src/lib.rs).
+#
+# `hack/cluster-test.sh --compat` is the compatibility leg instead (`make compat-test`, the last
+# step of `make test`): on the oldest supported stack (CRR_COMPAT_STACK, hack/versions.sh) a test
+# bed of its own comes up, crr is installed from manifests/, the end-to-end suite and the fault
+# suite's containerd-restart scenario run, and the test bed is taken down.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
+if [[ "${1:-}" == --compat ]]; then
+  export CRR_STACK="$CRR_COMPAT_STACK"
+  . "$here/versions.sh"
+fi
 . "$here/cluster-env.sh"
+
+compat_leg() {
+  if [[ -d "$CLUSTER_DIR/pids" ]] && "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then
+    echo "cluster-test --compat: a test bed already runs in $CLUSTER_DIR (stack $(cat "$CLUSTER_DIR/stack" 2>/dev/null || echo unknown));" \
+      "the compatibility leg needs one of its own on stack $CRR_STACK: run hack/cluster.sh down first" >&2
+    exit 1
+  fi
+  local begun=$SECONDS
+  trap 'rc=$?; (( rc == 0 )) || echo "cluster-test --compat: failed; daemon logs are in $CLUSTER_DIR/logs" >&2; "$here/cluster.sh" down; exit $rc' EXIT
+  echo "cluster-test --compat: stack $CRR_STACK (Kubernetes $KUBE_VERSION, containerd $CONTAINERD_VERSION, runc $RUNC_VERSION)"
+  CRR_NODES="${CRR_TEST_NODES:-2}" "$here/cluster.sh" up
+  "$here/install.sh"
+  export KUBECONFIG="$KUBECONFIG_ADMIN"
+  cargo build -p kubectl-crr  # the plugin scenarios run it
+  cargo test -p crr-e2e --test e2e -- --include-ignored
+  cargo test -p crr-e2e --test chaos -- --include-ignored containerd-restart
+  echo "cluster-test --compat: stack $CRR_STACK passed in $(( SECONDS - begun ))s"
+}
+if [[ "${1:-}" == --compat ]]; then
+  compat_leg
+  exit 0
+fi
 
 started_here=0
 if ! "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then
@@ -23,7 +54,7 @@ finish() {
     echo "cluster-test: failed; daemon logs are in $CLUSTER_DIR/logs" >&2
     [[ "${CI:-}" == true ]] && for f in "$CLUSTER_DIR"/logs/*.log; do echo "--- $f"; tail -n 20 "$f"; done >&2
   fi
-  "$here/prometheus.sh" down >/dev/null 2>&1 || true
+  "$here/prometheus.sh" down || true
   if (( started_here )) && [[ "${CRR_KEEP_CLUSTER:-}" != 1 ]]; then "$here/cluster.sh" down; fi
   exit "$rc"
 }

@@ -400,15 +400,20 @@ node_setup() {
 
 # daemon_running NAME: the pid in NAME's pidfile is a live process running NAME. `kill -0` alone
 # is not enough: it succeeds on a zombie (the daemons are reparented to a PID 1 that may not
-# reap them) and on a pid the kernel has since given to another program.
+# reap them) and on a pid the kernel has since given to another program. The pidfile is written
+# by `start`'s bash just before it execs nsenter, which execs the daemon: until then the command
+# line is that bash's or nsenter's, with the daemon's path among its arguments, and counts too
+# (a daemon still starting is not one that exited).
 daemon_running() {
-  local name="$1" pid state exe
+  local name="$1" pid state arg
   pid="$(cat "$PIDS/$name.pid" 2>/dev/null)" || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
   [[ -n "$state" && "$state" != Z && "$state" != X ]] || return 1
-  exe="$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -n 1)" || return 1
-  [[ "$(basename "$exe")" == "${name%@*}" ]]
+  while IFS= read -r -d '' arg; do
+    [[ "$(basename -- "$arg")" == "${name%@*}" ]] && return 0
+  done < "/proc/$pid/cmdline" 2>/dev/null
+  return 1
 }
 
 start() {

@@ -144,20 +144,32 @@ up() {
     return
   fi
   port_in_use && die "127.0.0.1:$PROM_PORT is taken by another program (set CRR_PROMETHEUS_PORT)"
-  # setsid: its own session, so the caller's job control and signals leave it alone.
-  setsid prometheus --config.file="$PROM_CONFIG" --storage.tsdb.path="$PROM_DATA" \
+  # setsid: its own session, so the caller's job control and signals leave it alone. The pidfile
+  # is written by the process that then execs prometheus, so from the moment it exists its pid's
+  # command line carries --config.file. It used to be `echo $!` here: checked before the forked
+  # child had exec'd, that pid still ran `bash prometheus.sh up`, `up` took Prometheus for exited,
+  # and cluster-test.sh's EXIT trap (`down`, which found no Prometheus) removed $PROM_DIR under the
+  # real one, which then failed on its missing configuration (issue 24).
+  rm -f "$PROM_PID"
+  setsid bash -c 'echo $$ > "$0"; exec "$@"' "$PROM_PID" \
+    prometheus --config.file="$PROM_CONFIG" --storage.tsdb.path="$PROM_DATA" \
     --storage.tsdb.retention.time=6h --web.listen-address="$PROM_ADDR" \
     --web.external-url="http://$PROM_ADDR/" \
     >>"$PROM_LOG" 2>&1 </dev/null &
-  echo $! > "$PROM_PID"
-  local deadline=$(( SECONDS + 60 ))
+  local deadline=$(( SECONDS + 60 )) pid
   until http_get /-/ready >/dev/null 2>&1; do
-    if ! prometheus_pid >/dev/null; then
+    # No pidfile yet: still starting, not exited.
+    if [[ -s "$PROM_PID" ]] && ! prometheus_pid >/dev/null; then
       tail -n 20 "$PROM_LOG" >&2
       rm -f "$PROM_PID"
       die "prometheus exited (log: $PROM_LOG)"
     fi
-    (( SECONDS < deadline )) || { tail -n 20 "$PROM_LOG" >&2; die "not ready after 60 s (log: $PROM_LOG)"; }
+    if (( SECONDS >= deadline )); then
+      tail -n 20 "$PROM_LOG" >&2
+      # Never leave behind a Prometheus that `down` cannot see.
+      if pid="$(prometheus_pid)"; then stop "$pid" prometheus; fi
+      die "not ready after 60 s (log: $PROM_LOG)"
+    fi
     sleep 0.5
   done
   start_discovery
