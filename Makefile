@@ -20,7 +20,7 @@ bench-scale: deps
 
 ## test: everything CI runs: static checks, unit tests, then the cluster tests on the local
 ## test bed (built and started by hack/, taken down afterwards).
-test: deps fmt-check manifests-check monitoring-check clippy unit fuzz-smoke cluster-test
+test: deps fmt-check manifests-check monitoring-check clippy unit fuzz-smoke cluster-test compat-test
 
 ## deps: the Debian packages the build and the test bed need (hack/install-deps.sh).
 deps:
@@ -37,6 +37,13 @@ unit:
 
 cluster-test:
 	hack/cluster-test.sh
+
+## compat-test: the compatibility leg: the oldest supported stack (CRR_COMPAT_STACK in
+## hack/versions.sh) on a test bed of its own: crr installed, the e2e suite and the chaos
+## containerd-restart scenario (README.md, "Supported versions").
+.PHONY: compat-test
+compat-test:
+	hack/cluster-test.sh --compat
 
 ## fuzz: each cargo-fuzz target for CRR_FUZZ_SECONDS (600) with the corpus kept across runs;
 ## fuzz-smoke: a few seconds each from the committed seeds, as CI runs it (fuzz/README.md).

@@ -13,7 +13,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 chart="$here/../manifests/helm/crr"
 "$here/build-helm.sh"
 helm() { "$HELM_BIN/helm" "$@"; }
-template() { helm template crr "$chart" --namespace crr-system --kube-version 1.33.0 "$@"; }
+template() { helm template crr "$chart" --namespace crr-system --kube-version 1.35.0 "$@"; }
 status=0
 failed() { echo "check-chart: $*" >&2; status=1; }
 
@@ -33,8 +33,8 @@ for values in default all-on minimal; do
             [[ -f $chart/templates/prometheusrule.yaml ]] && kinds+=(PrometheusRule) ;;
     minimal) args=("${minimal[@]}"); kinds=(Deployment Service) ;;
   esac
-  helm lint --strict "$chart" --kube-version 1.33.0 "${args[@]}" >/dev/null 2>&1 ||
-    { helm lint --strict "$chart" --kube-version 1.33.0 "${args[@]}" >&2 || true; failed "helm lint fails with the $values values"; }
+  helm lint --strict "$chart" --kube-version 1.35.0 "${args[@]}" >/dev/null 2>&1 ||
+    { helm lint --strict "$chart" --kube-version 1.35.0 "${args[@]}" >&2 || true; failed "helm lint fails with the $values values"; }
   out="$(template "${args[@]}" 2>&1)" || { echo "$out" >&2; failed "helm template fails with the $values values"; continue; }
   for kind in "${kinds[@]}"; do
     grep -qx "kind: $kind" <<<"$out" || failed "the $values values render no $kind"

@@ -95,7 +95,7 @@ else fail "manifests/helm/crr/files/alerts.yaml differs from monitoring/alerts.y
 
 # 5: the PrometheusRule of the chart.
 "$here/build-helm.sh" >/dev/null
-helm_template() { "$HELM_BIN/helm" template crr "$chart" --namespace crr-system --kube-version 1.33.0 "$@"; }
+helm_template() { "$HELM_BIN/helm" template crr "$chart" --namespace crr-system --kube-version 1.35.0 "$@"; }
 if [[ ! -f "$chart/templates/prometheusrule.yaml" ]]; then
   fail "manifests/helm/crr/templates/prometheusrule.yaml is missing"
 elif ! helm_template --show-only templates/prometheusrule.yaml --set metrics.prometheusRule.enabled=true \
