@@ -6,6 +6,12 @@
 //! the webhook refuses. Every [`Violation`] displays the webhook's message (upstream's wording)
 //! and names a short machine [`reason`](Violation::reason).
 //!
+//! Whether a container may be named rests on what the kubelet does once it has stopped:
+//! [`after_exit`] answers that for one exit code from the container's restart policy in force and
+//! its `restartPolicyRules` (Kubernetes 1.35+), [`restart_rule`] derives the admission decision
+//! from it over every exit code, and [`not_restarted`] tells the node daemon, after a kill, that a
+//! container will stay stopped.
+//!
 //! This module does not fetch the pod or the node, default or inject fields, judge updates, or
 //! decide HTTP codes: those are the webhook's. The webhook checks in this order, and callers that
 //! want the same first error should too: [`check_spec`], [`check_pod`], then per container in
@@ -14,7 +20,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{Container, ContainerRestartRule, ContainerStatus, Pod, PodSpec};
 
 use crate::v1beta1::{
     ContainerRecreateRequestContainerContext, ContainerRecreateRequestSpec, FailurePolicy,
@@ -32,6 +38,24 @@ pub const SIDECAR_TERMINATED_CONDITION: &str = "SidecarTerminated";
 const RESTART_ALWAYS: &str = "Always";
 /// The restart policy under which the kubelet restarts a container only after a non-zero exit.
 const RESTART_ON_FAILURE: &str = "OnFailure";
+/// The restart policy under which the kubelet never restarts a container (unless a rule does).
+const RESTART_NEVER: &str = "Never";
+/// `restartPolicyRules` action: restart this container.
+const RULE_RESTART: &str = "Restart";
+/// `restartPolicyRules` action: restart the whole pod in place (every container killed, init
+/// containers run again).
+const RULE_RESTART_ALL_CONTAINERS: &str = "RestartAllContainers";
+/// `restartPolicyRules` operators on `exitCodes.values`.
+const OPERATOR_IN: &str = "In";
+const OPERATOR_NOT_IN: &str = "NotIn";
+
+/// The exit codes a kill leaves a container with: 0 (it exits cleanly on SIGTERM), 137 (SIGKILL,
+/// 128 + 9: at the end of the grace period, or a program that ignores SIGTERM) and 143 (SIGTERM,
+/// 128 + 15: a program that dies of it, the default without a handler).
+pub const KILL_EXIT_CODES: [i32; 3] = [0, 137, 143];
+
+/// The exit codes a process can report (`exit(n)` keeps the low 8 bits; signals are 128 + n).
+pub const EXIT_CODES: std::ops::RangeInclusive<i32> = 0..=255;
 
 /// Why a request, or a pod it names, breaks an admission rule.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -71,12 +95,25 @@ pub enum Violation {
         "container {name} is an init container that runs once; only native sidecars (restartPolicy: Always) can be recreated"
     )]
     InitContainer { name: String },
-    /// The kubelet would not start the container again once stopped (pod or container
-    /// `restartPolicy` `Never`, or anything but `Always` and `OnFailure`).
+    /// The kubelet would not start the container again once stopped, whatever its exit code
+    /// (see [`after_exit`]): its restart policy in force is `Never` and none of its
+    /// `restartPolicyRules` restarts it.
     #[error(
-        "container {name} would not be started again after it is stopped (restartPolicy {policy}); only containers the kubelet restarts can be recreated"
+        "container {name} would not be started again after it is stopped, whatever its exit code, under {policy}; only containers the kubelet restarts can be recreated"
     )]
-    ContainerNotRestartable { name: String, policy: String },
+    ContainerNotRestartable {
+        name: String,
+        policy: EffectivePolicy,
+    },
+    /// A `restartPolicyRules` rule of the container restarts the whole pod
+    /// (`RestartAllContainers`) on an exit code a kill produces ([`KILL_EXIT_CODES`]): recreating
+    /// it would restart every container of the pod. No opt-in: that is a pod restart, not a
+    /// container recreate.
+    #[error(
+        "container {name} restarts all containers of the pod (restartPolicyRules action RestartAllContainers) on exit code {listed}, which a kill produces ({KILL_CODES_TEXT}): recreating it would restart the whole pod, every container killed and the init containers run again",
+        listed = ExitCodes(.codes)
+    )]
+    RestartsAllContainers { name: String, codes: Vec<i32> },
     /// The pod's status has no entry for the container.
     #[error("not found {name} containerStatus in Pod Status")]
     ContainerStatusMissing { name: String },
@@ -103,6 +140,7 @@ impl Violation {
             Self::ContainerNotFound { .. } => "ContainerNotFound",
             Self::InitContainer { .. } => "InitContainer",
             Self::ContainerNotRestartable { .. } => "ContainerNotRestartable",
+            Self::RestartsAllContainers { .. } => "RestartsAllContainers",
             Self::ContainerStatusMissing { .. } => "ContainerStatusMissing",
             Self::ContainerNotStarted { .. } => "ContainerNotStarted",
         }
@@ -137,10 +175,19 @@ pub fn check_spec(spec: &ContainerRecreateRequestSpec) -> Result<(), Violation> 
 /// an admission warning (kubectl prints it), `kubectl crr` prints the same text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Caveat {
-    /// The container is restarted by the kubelet only after a non-zero exit (pod or container
-    /// `restartPolicy: OnFailure`): upstream accepts it, and most programs exit non-zero on
-    /// SIGTERM, but one that exits 0 stays down and the request fails for it.
-    RestartsOnlyOnFailure { name: String },
+    /// The kubelet starts the container again after some exit codes and not after others (see
+    /// [`after_exit`]): `restartPolicy: OnFailure` (only after a non-zero exit), or
+    /// `restartPolicyRules` that restart it on some codes only. Upstream accepts `OnFailure`, and
+    /// most programs exit non-zero on SIGTERM, but one that ends with a code the kubelet does not
+    /// restart on stays down and the request fails for it.
+    RestartsOnlyOnSomeExitCodes {
+        name: String,
+        /// The restart policy in force for the container.
+        policy: EffectivePolicy,
+        /// The codes of [`KILL_EXIT_CODES`] after which the kubelet leaves it stopped (may be
+        /// empty: then only other codes, e.g. from a SIGTERM handler, do).
+        kill_codes_not_restarted: Vec<i32>,
+    },
     /// A negative `strategy.minStartedSeconds` (upstream's v1alpha1 accepts it and behaves as
     /// 0: the new container counts as soon as it is started and ready) was set to 0.
     NegativeMinStartedSetToZero { seconds: i32 },
@@ -152,12 +199,33 @@ pub enum Caveat {
 impl std::fmt::Display for Caveat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::RestartsOnlyOnFailure { name } => write!(
-                f,
-                "container {name} has restartPolicy OnFailure: the kubelet starts it again only \
-                 if it exits non-zero; if it exits 0 on SIGTERM it will not be restarted and the \
-                 request will fail for it"
-            ),
+            Self::RestartsOnlyOnSomeExitCodes {
+                name,
+                policy,
+                kill_codes_not_restarted,
+            } => {
+                write!(
+                    f,
+                    "container {name} has {policy}: the kubelet starts it again only after some \
+                     exit codes; "
+                )?;
+                if kill_codes_not_restarted.is_empty() {
+                    write!(
+                        f,
+                        "it does after every code a kill produces ({KILL_CODES_TEXT}), but if it \
+                         exits with another code after the kill (from a SIGTERM handler) it will \
+                         not be restarted and the request will fail for it"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "of the codes a kill produces ({KILL_CODES_TEXT}) not after {codes}: if it \
+                         {how} it will not be restarted and the request will fail for it",
+                        codes = ExitCodes(kill_codes_not_restarted),
+                        how = KillEndings(kill_codes_not_restarted),
+                    )
+                }
+            }
             Self::NegativeMinStartedSetToZero { seconds } => write!(
                 f,
                 "strategy.minStartedSeconds {seconds} is negative and was set to 0, which is how \
@@ -176,7 +244,7 @@ impl Caveat {
     /// Short machine-readable name, one per variant.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::RestartsOnlyOnFailure { .. } => "RestartsOnlyOnFailure",
+            Self::RestartsOnlyOnSomeExitCodes { .. } => "RestartsOnlyOnSomeExitCodes",
             Self::NegativeMinStartedSetToZero { .. } => "NegativeMinStartedSetToZero",
             Self::NegativeTtlSetToZero { .. } => "NegativeTtlSetToZero",
         }
@@ -301,68 +369,69 @@ impl RecreatableContainer<'_> {
 }
 
 /// Finds a container a request may name: a regular container or a native sidecar (an init
-/// container with `restartPolicy: Always`) that the kubelet would start again once stopped. A
-/// container restarted only on failure (`OnFailure`) is accepted with a [`Caveat`].
+/// container with `restartPolicy: Always`) that the kubelet would start again once stopped (see
+/// [`restart_rule`]). A container the kubelet restarts only after some exit codes is accepted
+/// with a [`Caveat`].
 pub fn recreatable_container<'a>(
     pod: &'a Pod,
     name: &str,
 ) -> Result<RecreatableContainer<'a>, Violation> {
-    let spec = pod.spec.as_ref();
-    let status = pod.status.as_ref();
-    let by_name = |statuses: Option<&'a Vec<ContainerStatus>>| {
-        statuses.into_iter().flatten().find(|s| s.name == name)
+    let Some(named) = NamedContainer::find(pod, name) else {
+        return Err(Violation::ContainerNotFound {
+            name: name.to_owned(),
+        });
     };
-    if let Some(container) = spec
-        .into_iter()
-        .flat_map(|s| &s.containers)
-        .find(|c| c.name == name)
-    {
-        let caveat = check_regular_container(pod, container)?;
-        return Ok(RecreatableContainer {
-            spec: container,
-            status: by_name(status.and_then(|s| s.container_statuses.as_ref())),
-            caveat,
-        });
+    if named.init {
+        check_init_container(named.container)?;
     }
-    if let Some(container) = spec
-        .into_iter()
-        .flat_map(|s| s.init_containers.iter().flatten())
-        .find(|c| c.name == name)
-    {
-        check_init_container(container)?;
-        return Ok(RecreatableContainer {
-            spec: container,
-            status: by_name(status.and_then(|s| s.init_container_statuses.as_ref())),
-            caveat: None,
-        });
-    }
-    Err(Violation::ContainerNotFound {
-        name: name.to_owned(),
+    let caveat = restart_rule(named.pod_spec, named.container)?;
+    Ok(RecreatableContainer {
+        spec: named.container,
+        status: named.status,
+        caveat,
     })
 }
 
-/// Why the kubelet will not start `name` again after its container `container_id` exited: it
-/// restarts only on failure (`OnFailure`) and that container ended with exit code 0. `None`
-/// while a restart may still come (a non-zero exit waits out the kubelet's back-off; another
-/// container ID is an older or newer attempt).
+/// Why the kubelet will not start `name` again after its container `container_id` exited: what
+/// [`after_exit`] decides for that container's exit code is [`AfterExit::StayStopped`] (exit 0
+/// under `OnFailure`, or a code none of its `restartPolicyRules` restarts on under `Never`).
+/// `None` while a restart may still come (the kubelet's back-off), when the pod's status does not
+/// show that container terminated (another container ID is an older or newer attempt), or for a
+/// container no request may name (a one-shot init container).
 pub fn not_restarted(pod: &Pod, name: &str, container_id: &str) -> Option<String> {
-    let container = recreatable_container(pod, name).ok()?;
-    if !matches!(container.caveat, Some(Caveat::RestartsOnlyOnFailure { .. })) {
-        return None;
+    let named = NamedContainer::find(pod, name)?;
+    if named.init {
+        check_init_container(named.container).ok()?;
     }
-    let status = container.status?;
+    let status = named.status?;
     let terminated = status.state.as_ref()?.terminated.as_ref()?;
     let same_container = terminated
         .container_id
         .as_deref()
         .or(status.container_id.as_deref())
         == Some(container_id);
-    (same_container && terminated.exit_code == 0).then(|| {
-        format!(
-            "container {name} exited with code 0 after the kill and its restartPolicy is \
-             OnFailure: the kubelet does not start it again"
-        )
-    })
+    if !same_container {
+        return None;
+    }
+    let code = terminated.exit_code;
+    let decision = after_exit(named.pod_spec, named.container, code);
+    if decision.after != AfterExit::StayStopped {
+        return None;
+    }
+    let EffectivePolicy {
+        policy,
+        source,
+        rules,
+    } = &decision.policy;
+    let rules = if *rules {
+        format!(", none of its restartPolicyRules restarts it on exit code {code}")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "container {name} exited with code {code} after the kill{rules} and its restartPolicy is \
+         {policy} ({source}): the kubelet does not start it again"
+    ))
 }
 
 /// Every container [`recreatable_container`] accepts, in the order the kubelet starts them
@@ -379,24 +448,42 @@ pub fn recreatable_containers(pod: &Pod) -> Vec<RecreatableContainer<'_>> {
         .collect()
 }
 
-/// A regular container comes back if its own restart policy, else the pod's, is `Always`; under
-/// `OnFailure` only after a non-zero exit, hence the caveat.
-fn check_regular_container(pod: &Pod, container: &Container) -> Result<Option<Caveat>, Violation> {
-    let pod_policy = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.restart_policy.as_deref())
-        .unwrap_or(RESTART_ALWAYS);
-    let policy = container.restart_policy.as_deref().unwrap_or(pod_policy);
-    match policy {
-        RESTART_ALWAYS => Ok(None),
-        RESTART_ON_FAILURE => Ok(Some(Caveat::RestartsOnlyOnFailure {
-            name: container.name.clone(),
-        })),
-        _ => Err(Violation::ContainerNotRestartable {
-            name: container.name.clone(),
-            policy: policy.to_owned(),
-        }),
+/// A container of the pod found by name: a regular one first, else an init container.
+struct NamedContainer<'a> {
+    pod_spec: &'a PodSpec,
+    container: &'a Container,
+    /// Its entry in the pod's container (or init container) statuses.
+    status: Option<&'a ContainerStatus>,
+    /// It is an init container (a native sidecar or a one-shot one).
+    init: bool,
+}
+
+impl<'a> NamedContainer<'a> {
+    fn find(pod: &'a Pod, name: &str) -> Option<Self> {
+        let pod_spec = pod.spec.as_ref()?;
+        let status = pod.status.as_ref();
+        let by_name = |statuses: Option<&'a Vec<ContainerStatus>>| {
+            statuses.into_iter().flatten().find(|s| s.name == name)
+        };
+        if let Some(container) = pod_spec.containers.iter().find(|c| c.name == name) {
+            return Some(Self {
+                pod_spec,
+                container,
+                status: by_name(status.and_then(|s| s.container_statuses.as_ref())),
+                init: false,
+            });
+        }
+        let container = pod_spec
+            .init_containers
+            .iter()
+            .flatten()
+            .find(|c| c.name == name)?;
+        Some(Self {
+            pod_spec,
+            container,
+            status: by_name(status.and_then(|s| s.init_container_statuses.as_ref())),
+            init: true,
+        })
     }
 }
 
@@ -411,11 +498,264 @@ fn check_init_container(container: &Container) -> Result<(), Violation> {
     }
 }
 
+/// Where the restart policy in force for a container is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicySource {
+    /// The container's own `restartPolicy`.
+    Container,
+    /// The pod's `restartPolicy`.
+    Pod,
+    /// Neither: the kubelet's default, `Always`.
+    PodDefault,
+}
+
+impl std::fmt::Display for PolicySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Container => "container",
+            Self::Pod => "pod",
+            Self::PodDefault => "pod default",
+        })
+    }
+}
+
+/// The restart policy in force for a container, as the kubelet resolves it: the container's own
+/// `restartPolicy` (with its `restartPolicyRules`), else the pod's, else `Always`. Displays as
+/// `restartPolicy Never (container) with restartPolicyRules`, `restartPolicy OnFailure (pod)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EffectivePolicy {
+    /// `Always`, `OnFailure` or `Never`.
+    pub policy: String,
+    pub source: PolicySource,
+    /// The container has `restartPolicyRules` and its own `restartPolicy`, so they are in force.
+    pub rules: bool,
+}
+
+impl std::fmt::Display for EffectivePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "restartPolicy {} ({})", self.policy, self.source)?;
+        if self.rules {
+            f.write_str(" with restartPolicyRules")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the kubelet does once a container has exited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterExit {
+    /// It starts the container again (after its back-off).
+    Restart,
+    /// It leaves the container stopped.
+    StayStopped,
+    /// It restarts the whole pod in place (`RestartAllContainers`): every container is killed
+    /// and the init containers run again.
+    RestartAllContainers,
+}
+
+/// What the kubelet does after one exit code, and what decided it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExitDecision {
+    pub after: AfterExit,
+    /// The index in `restartPolicyRules` of the rule that decided; `None` when the restart
+    /// policy did (no rule matched, or the first match's action is one the kubelet falls back on
+    /// the policy for).
+    pub rule: Option<usize>,
+    /// The restart policy in force for the container.
+    pub policy: EffectivePolicy,
+}
+
+/// The restart policy in force for `container` of the pod `spec` (see [`EffectivePolicy`]). A
+/// value the kubelet does not know is passed over, as it does: a container's falls back on the
+/// pod's, the pod's on `Always`.
+pub fn effective_policy(spec: &PodSpec, container: &Container) -> EffectivePolicy {
+    let known = |policy: &Option<String>| {
+        policy
+            .as_deref()
+            .filter(|policy| [RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER].contains(policy))
+            .map(str::to_owned)
+    };
+    let rules = container.restart_policy.is_some()
+        && container
+            .restart_policy_rules
+            .as_ref()
+            .is_some_and(|rules| !rules.is_empty());
+    let (policy, source) = match (
+        known(&container.restart_policy),
+        known(&spec.restart_policy),
+    ) {
+        (Some(policy), _) => (policy, PolicySource::Container),
+        (None, Some(policy)) => (policy, PolicySource::Pod),
+        (None, None) => (RESTART_ALWAYS.to_owned(), PolicySource::PodDefault),
+    };
+    EffectivePolicy {
+        policy,
+        source,
+        rules,
+    }
+}
+
+/// The first of the container's `restartPolicyRules` that matches `exit_code`, with its index
+/// (the kubelet's `FindMatchingContainerRestartRule`): `exitCodes.operator` `In` and the code in
+/// `values`, or `NotIn` and not in them. A rule without `exitCodes`, or with another operator,
+/// never matches.
+pub fn matching_rule(
+    container: &Container,
+    exit_code: i32,
+) -> Option<(usize, &ContainerRestartRule)> {
+    container
+        .restart_policy_rules
+        .iter()
+        .flatten()
+        .enumerate()
+        .find(|(_, rule)| {
+            rule.exit_codes.as_ref().is_some_and(|on| {
+                let listed = on.values.iter().flatten().any(|value| *value == exit_code);
+                match on.operator.as_str() {
+                    OPERATOR_IN => listed,
+                    OPERATOR_NOT_IN => !listed,
+                    _ => false,
+                }
+            })
+        })
+}
+
+/// What the kubelet does when `container` of the pod `spec` exits with `exit_code` (Kubernetes
+/// 1.37's `ContainerShouldRestart` and `ShouldAllContainersRestart`):
+///
+/// 1. the first matching rule ([`matching_rule`]) with action `RestartAllContainers` restarts
+///    the whole pod (the kubelet checks this for every container, init and regular);
+/// 2. if the container has its own `restartPolicy`, a first matching rule with action `Restart`
+///    restarts it; with any other action, or no match, its policy decides;
+/// 3. else the pod's `restartPolicy` (default `Always`) decides.
+///
+/// `Always` restarts, `OnFailure` restarts after a non-zero code, `Never` leaves it stopped. It
+/// assumes the kubelet's `RestartAllContainersOnContainerExits` gate is on whenever a pod holds
+/// such a rule (the API server refuses the action otherwise).
+pub fn after_exit(spec: &PodSpec, container: &Container, exit_code: i32) -> ExitDecision {
+    let policy = effective_policy(spec, container);
+    let (after, rule) = decide(container, &policy, exit_code);
+    ExitDecision {
+        after,
+        rule,
+        policy,
+    }
+}
+
+/// [`after_exit`] with the container's [`effective_policy`] already resolved.
+fn decide(
+    container: &Container,
+    policy: &EffectivePolicy,
+    exit_code: i32,
+) -> (AfterExit, Option<usize>) {
+    let by_rule = matching_rule(container, exit_code).and_then(|(index, rule)| {
+        match rule.action.as_str() {
+            RULE_RESTART_ALL_CONTAINERS => Some(AfterExit::RestartAllContainers),
+            RULE_RESTART if container.restart_policy.is_some() => Some(AfterExit::Restart),
+            _ => None,
+        }
+        .map(|after| (after, Some(index)))
+    });
+    by_rule.unwrap_or_else(|| {
+        let after = match policy.policy.as_str() {
+            RESTART_ALWAYS => AfterExit::Restart,
+            RESTART_ON_FAILURE if exit_code != 0 => AfterExit::Restart,
+            _ => AfterExit::StayStopped,
+        };
+        (after, None)
+    })
+}
+
+/// The admission rule on restarts, from [`after_exit`] over every exit code ([`EXIT_CODES`]):
+/// refused if a rule restarts the whole pod on a code a kill produces ([`KILL_EXIT_CODES`]), or
+/// if the kubelet never starts the container again (a pod restart on some other code counts as a
+/// start); accepted with a [`Caveat`] if it does after some codes only; accepted as is if after
+/// every code.
+pub fn restart_rule(spec: &PodSpec, container: &Container) -> Result<Option<Caveat>, Violation> {
+    let policy = effective_policy(spec, container);
+    let after = |code: i32| decide(container, &policy, code).0;
+    let kill_codes = |wanted: AfterExit| -> Vec<i32> {
+        KILL_EXIT_CODES
+            .into_iter()
+            .filter(|code| after(*code) == wanted)
+            .collect()
+    };
+    let restarts_all = kill_codes(AfterExit::RestartAllContainers);
+    if !restarts_all.is_empty() {
+        return Err(Violation::RestartsAllContainers {
+            name: container.name.clone(),
+            codes: restarts_all,
+        });
+    }
+    let stays_stopped = EXIT_CODES
+        .filter(|code| after(*code) == AfterExit::StayStopped)
+        .count();
+    if stays_stopped == 0 {
+        Ok(None)
+    } else if stays_stopped == EXIT_CODES.count() {
+        Err(Violation::ContainerNotRestartable {
+            name: container.name.clone(),
+            policy,
+        })
+    } else {
+        Ok(Some(Caveat::RestartsOnlyOnSomeExitCodes {
+            name: container.name.clone(),
+            kill_codes_not_restarted: kill_codes(AfterExit::StayStopped),
+            policy,
+        }))
+    }
+}
+
+/// [`KILL_EXIT_CODES`] as the messages explain them.
+const KILL_CODES_TEXT: &str = "0, 137 = SIGKILL, 143 = SIGTERM";
+
+/// Exit codes as a message lists them: `0`, `137 or 143`, `0, 137 or 143`.
+struct ExitCodes<'a>(&'a [i32]);
+
+impl std::fmt::Display for ExitCodes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write_alternatives(f, self.0.iter())
+    }
+}
+
+/// How a killed container ends with each of some [`KILL_EXIT_CODES`], for a message: "exits 0 on
+/// SIGTERM, is SIGKILLed (137) or dies of SIGTERM (143)".
+struct KillEndings<'a>(&'a [i32]);
+
+impl std::fmt::Display for KillEndings<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ending = |code: &i32| match code {
+            0 => "exits 0 on SIGTERM".to_owned(),
+            137 => "is SIGKILLed (137)".to_owned(),
+            143 => "dies of SIGTERM (143)".to_owned(),
+            other => format!("exits {other}"),
+        };
+        write_alternatives(f, self.0.iter().map(ending))
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn write_alternatives<T: std::fmt::Display>(
+    f: &mut std::fmt::Formatter<'_>,
+    items: impl ExactSizeIterator<Item = T>,
+) -> std::fmt::Result {
+    let count = items.len();
+    for (index, item) in items.enumerate() {
+        if index > 0 {
+            f.write_str(if index + 1 == count { " or " } else { ", " })?;
+        }
+        write!(f, "{item}")?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::v1beta1::{ContainerRecreateRequestContainer, ContainerRecreateRequestStrategy};
-    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::api::core::v1::{
+        ContainerRestartRuleOnExitCodes, PodCondition, PodSpec, PodStatus,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn container(name: &str, restart_policy: Option<&str>) -> Container {
@@ -771,15 +1111,17 @@ mod tests {
 
     #[test]
     fn only_containers_the_kubelet_restarts_can_be_recreated() {
-        let not_restartable = |name: &str, policy: &str| {
+        let not_restartable = |name: &str, policy: &str, source: PolicySource| {
             Err(Violation::ContainerNotRestartable {
                 name: name.to_owned(),
-                policy: policy.to_owned(),
+                policy: policy_of(policy, source, false),
             })
         };
-        let on_failure_only = |name: &str| {
-            Ok(Some(Caveat::RestartsOnlyOnFailure {
+        let on_failure_only = |name: &str, source: PolicySource| {
+            Ok(Some(Caveat::RestartsOnlyOnSomeExitCodes {
                 name: name.to_owned(),
+                policy: policy_of("OnFailure", source, false),
+                kill_codes_not_restarted: vec![0],
             }))
         };
         let cases = [
@@ -795,19 +1137,19 @@ mod tests {
                 "pod restartPolicy Never",
                 with_pod_restart_policy("Never"),
                 "app",
-                not_restartable("app", "Never"),
+                not_restartable("app", "Never", PolicySource::Pod),
             ),
             (
                 "pod restartPolicy OnFailure: accepted, with the caveat",
                 with_pod_restart_policy("OnFailure"),
                 "app",
-                on_failure_only("app"),
+                on_failure_only("app", PolicySource::Pod),
             ),
             (
                 "container policy OnFailure overrides pod Always",
                 with_container_restart_policy("app", "OnFailure"),
                 "app",
-                on_failure_only("app"),
+                on_failure_only("app", PolicySource::Container),
             ),
             (
                 "native sidecar of an OnFailure pod has no caveat",
@@ -836,7 +1178,7 @@ mod tests {
                 "container policy Never overrides pod Always",
                 with_container_restart_policy("app", "Never"),
                 "app",
-                not_restartable("app", "Never"),
+                not_restartable("app", "Never", PolicySource::Container),
             ),
             (
                 "plain init container",
@@ -884,10 +1226,34 @@ mod tests {
             (
                 Violation::ContainerNotRestartable {
                     name: "app".to_owned(),
-                    policy: "Never".to_owned(),
+                    policy: policy_of("Never", PolicySource::Pod, false),
                 },
                 "ContainerNotRestartable",
-                "container app would not be started again after it is stopped (restartPolicy Never); only containers the kubelet restarts can be recreated",
+                "container app would not be started again after it is stopped, whatever its exit code, under restartPolicy Never (pod); only containers the kubelet restarts can be recreated",
+            ),
+            (
+                Violation::ContainerNotRestartable {
+                    name: "app".to_owned(),
+                    policy: policy_of("Never", PolicySource::Container, true),
+                },
+                "ContainerNotRestartable",
+                "container app would not be started again after it is stopped, whatever its exit code, under restartPolicy Never (container) with restartPolicyRules; only containers the kubelet restarts can be recreated",
+            ),
+            (
+                Violation::RestartsAllContainers {
+                    name: "app".to_owned(),
+                    codes: vec![143],
+                },
+                "RestartsAllContainers",
+                "container app restarts all containers of the pod (restartPolicyRules action RestartAllContainers) on exit code 143, which a kill produces (0, 137 = SIGKILL, 143 = SIGTERM): recreating it would restart the whole pod, every container killed and the init containers run again",
+            ),
+            (
+                Violation::RestartsAllContainers {
+                    name: "app".to_owned(),
+                    codes: vec![0, 137, 143],
+                },
+                "RestartsAllContainers",
+                "container app restarts all containers of the pod (restartPolicyRules action RestartAllContainers) on exit code 0, 137 or 143, which a kill produces (0, 137 = SIGKILL, 143 = SIGTERM): recreating it would restart the whole pod, every container killed and the init containers run again",
             ),
             (
                 Violation::ContainerStatusMissing {
@@ -973,16 +1339,44 @@ mod tests {
     }
 
     #[test]
-    fn on_failure_caveat_says_the_request_fails_if_the_container_exits_zero() {
-        let caveat = Caveat::RestartsOnlyOnFailure {
+    fn restart_caveat_names_the_kill_codes_that_leave_the_container_stopped() {
+        let caveat = |policy: EffectivePolicy, codes: &[i32]| Caveat::RestartsOnlyOnSomeExitCodes {
             name: "app".to_owned(),
+            policy,
+            kill_codes_not_restarted: codes.to_vec(),
         };
-        assert_eq!(caveat.reason(), "RestartsOnlyOnFailure");
+        let on_failure = caveat(policy_of("OnFailure", PolicySource::Pod, false), &[0]);
+        assert_eq!(on_failure.reason(), "RestartsOnlyOnSomeExitCodes");
         assert_eq!(
-            caveat.to_string(),
-            "container app has restartPolicy OnFailure: the kubelet starts it again only if it \
-             exits non-zero; if it exits 0 on SIGTERM it will not be restarted and the request \
-             will fail for it"
+            on_failure.to_string(),
+            "container app has restartPolicy OnFailure (pod): the kubelet starts it again only \
+             after some exit codes; of the codes a kill produces (0, 137 = SIGKILL, 143 = \
+             SIGTERM) not after 0: if it exits 0 on SIGTERM it will not be restarted and the \
+             request will fail for it"
+        );
+        let rules = policy_of("Never", PolicySource::Container, true);
+        assert_eq!(
+            caveat(rules.clone(), &[0, 137]).to_string(),
+            "container app has restartPolicy Never (container) with restartPolicyRules: the \
+             kubelet starts it again only after some exit codes; of the codes a kill produces \
+             (0, 137 = SIGKILL, 143 = SIGTERM) not after 0 or 137: if it exits 0 on SIGTERM or \
+             is SIGKILLed (137) it will not be restarted and the request will fail for it"
+        );
+        assert_eq!(
+            caveat(rules.clone(), &[0, 137, 143]).to_string(),
+            "container app has restartPolicy Never (container) with restartPolicyRules: the \
+             kubelet starts it again only after some exit codes; of the codes a kill produces \
+             (0, 137 = SIGKILL, 143 = SIGTERM) not after 0, 137 or 143: if it exits 0 on \
+             SIGTERM, is SIGKILLed (137) or dies of SIGTERM (143) it will not be restarted and \
+             the request will fail for it"
+        );
+        assert_eq!(
+            caveat(rules, &[]).to_string(),
+            "container app has restartPolicy Never (container) with restartPolicyRules: the \
+             kubelet starts it again only after some exit codes; it does after every code a kill \
+             produces (0, 137 = SIGKILL, 143 = SIGTERM), but if it exits with another code after \
+             the kill (from a SIGTERM handler) it will not be restarted and the request will \
+             fail for it"
         );
     }
 
@@ -1031,5 +1425,580 @@ mod tests {
             found(&misplaced, "app"),
             Err(Violation::ContainerStatusMissing { .. })
         ));
+    }
+
+    fn policy_of(policy: &str, source: PolicySource, rules: bool) -> EffectivePolicy {
+        EffectivePolicy {
+            policy: policy.to_owned(),
+            source,
+            rules,
+        }
+    }
+
+    /// A `restartPolicyRules` rule: `action` on `operator` `values`; no operator, no exitCodes.
+    fn rule(action: &str, operator: Option<&str>, values: &[i32]) -> ContainerRestartRule {
+        ContainerRestartRule {
+            action: action.to_owned(),
+            exit_codes: operator.map(|operator| ContainerRestartRuleOnExitCodes {
+                operator: operator.to_owned(),
+                values: Some(values.to_vec()),
+            }),
+        }
+    }
+
+    /// [`pod`] with the pod's `restartPolicy`, and `app`'s own policy and rules.
+    fn with_rules(
+        pod_policy: Option<&str>,
+        app_policy: Option<&str>,
+        rules: Vec<ContainerRestartRule>,
+    ) -> Pod {
+        let mut pod = pod();
+        let spec = pod.spec.as_mut().unwrap();
+        spec.restart_policy = pod_policy.map(str::to_owned);
+        let app = &mut spec.containers[0];
+        app.restart_policy = app_policy.map(str::to_owned);
+        app.restart_policy_rules = Some(rules);
+        pod
+    }
+
+    /// What [`after_exit`] decides for `app` (or the sidecar `proxy`) of `pod` on `code`.
+    fn after(pod: &Pod, name: &str, code: i32) -> (AfterExit, Option<usize>) {
+        let spec = pod.spec.as_ref().unwrap();
+        let container = spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .find(|c| c.name == name)
+            .unwrap();
+        let decision = after_exit(spec, container, code);
+        (decision.after, decision.rule)
+    }
+
+    #[test]
+    fn after_exit_decides_as_the_kubelet() {
+        use AfterExit::{Restart, RestartAllContainers as All, StayStopped as Stay};
+        let never_restart_on_143 = with_rules(
+            None,
+            Some("Never"),
+            vec![rule("Restart", Some("In"), &[143])],
+        );
+        let cases = [
+            ("pod default Always, exit 0", pod(), 0, (Restart, None)),
+            ("pod default Always, exit 1", pod(), 1, (Restart, None)),
+            (
+                "pod Never",
+                with_pod_restart_policy("Never"),
+                143,
+                (Stay, None),
+            ),
+            (
+                "pod OnFailure, exit 0",
+                with_pod_restart_policy("OnFailure"),
+                0,
+                (Stay, None),
+            ),
+            (
+                "pod OnFailure, exit 143",
+                with_pod_restart_policy("OnFailure"),
+                143,
+                (Restart, None),
+            ),
+            (
+                "unknown pod policy is Always",
+                with_pod_restart_policy("Sometimes"),
+                0,
+                (Restart, None),
+            ),
+            (
+                "container Always over pod Never",
+                with_rules(Some("Never"), Some("Always"), vec![]),
+                0,
+                (Restart, None),
+            ),
+            (
+                "container Never over pod Always",
+                with_container_restart_policy("app", "Never"),
+                143,
+                (Stay, None),
+            ),
+            (
+                "unknown container policy falls back on the pod's",
+                with_rules(Some("Never"), Some("Sometimes"), vec![]),
+                0,
+                (Stay, None),
+            ),
+            (
+                "In rule matches",
+                never_restart_on_143.clone(),
+                143,
+                (Restart, Some(0)),
+            ),
+            (
+                "In rule does not match",
+                never_restart_on_143.clone(),
+                137,
+                (Stay, None),
+            ),
+            (
+                "NotIn rule matches a code not listed",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![rule("Restart", Some("NotIn"), &[0])],
+                ),
+                137,
+                (Restart, Some(0)),
+            ),
+            (
+                "NotIn rule does not match a listed code",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![rule("Restart", Some("NotIn"), &[0])],
+                ),
+                0,
+                (Stay, None),
+            ),
+            (
+                "a rule without exitCodes never matches",
+                with_rules(None, Some("Never"), vec![rule("Restart", None, &[])]),
+                0,
+                (Stay, None),
+            ),
+            (
+                "a rule with an unknown operator never matches; the next one is tried",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![
+                        rule("RestartAllContainers", Some("Is"), &[143]),
+                        rule("Restart", Some("In"), &[143]),
+                    ],
+                ),
+                143,
+                (Restart, Some(1)),
+            ),
+            (
+                "the first matching rule wins",
+                with_rules(
+                    None,
+                    Some("Always"),
+                    vec![
+                        rule("Restart", Some("In"), &[143]),
+                        rule("RestartAllContainers", Some("In"), &[143]),
+                    ],
+                ),
+                143,
+                (Restart, Some(0)),
+            ),
+            (
+                "the first matching rule wins, the other way round",
+                with_rules(
+                    None,
+                    Some("Always"),
+                    vec![
+                        rule("RestartAllContainers", Some("In"), &[143]),
+                        rule("Restart", Some("In"), &[143]),
+                    ],
+                ),
+                143,
+                (All, Some(0)),
+            ),
+            (
+                "an unknown action falls back on the container's policy, not on later rules",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![
+                        rule("Ignore", Some("In"), &[143]),
+                        rule("Restart", Some("In"), &[143]),
+                    ],
+                ),
+                143,
+                (Stay, None),
+            ),
+            (
+                "OnFailure container with no matching rule, exit 0",
+                with_rules(
+                    None,
+                    Some("OnFailure"),
+                    vec![rule("Restart", Some("In"), &[42])],
+                ),
+                0,
+                (Stay, None),
+            ),
+            (
+                "Restart rules need the container's own policy",
+                with_rules(
+                    Some("Never"),
+                    None,
+                    vec![rule("Restart", Some("In"), &[143])],
+                ),
+                143,
+                (Stay, None),
+            ),
+            (
+                "RestartAllContainers is checked for every container, policy or not",
+                with_rules(
+                    Some("Never"),
+                    None,
+                    vec![rule("RestartAllContainers", Some("In"), &[143])],
+                ),
+                143,
+                (All, Some(0)),
+            ),
+        ];
+        for (case, pod, code, expected) in cases {
+            assert_eq!(after(&pod, "app", code), expected, "{case}");
+        }
+        let mut sidecar = pod();
+        sidecar
+            .spec
+            .as_mut()
+            .unwrap()
+            .init_containers
+            .as_mut()
+            .unwrap()[1]
+            .restart_policy_rules = Some(vec![rule("RestartAllContainers", Some("In"), &[1])]);
+        assert_eq!(
+            after(&sidecar, "proxy", 0),
+            (Restart, None),
+            "a sidecar is Always"
+        );
+        assert_eq!(
+            after(&sidecar, "proxy", 1),
+            (All, Some(0)),
+            "and has rules too"
+        );
+        assert_eq!(
+            after_exit(&PodSpec::default(), &container("app", None), 0).policy,
+            policy_of("Always", PolicySource::PodDefault, false)
+        );
+    }
+
+    #[test]
+    fn admission_follows_the_kubelet_over_every_exit_code() {
+        let accepted = Ok(None);
+        let caveat = |policy: EffectivePolicy, codes: &[i32]| {
+            Ok(Some(Caveat::RestartsOnlyOnSomeExitCodes {
+                name: "app".to_owned(),
+                policy,
+                kill_codes_not_restarted: codes.to_vec(),
+            }))
+        };
+        let not_restartable = |policy: EffectivePolicy| {
+            Err(Violation::ContainerNotRestartable {
+                name: "app".to_owned(),
+                policy,
+            })
+        };
+        let restarts_all = |codes: &[i32]| {
+            Err(Violation::RestartsAllContainers {
+                name: "app".to_owned(),
+                codes: codes.to_vec(),
+            })
+        };
+        let container_rules = |policy: &str| policy_of(policy, PolicySource::Container, true);
+        let cases = [
+            (
+                "pod Never, container Always",
+                with_rules(Some("Never"), Some("Always"), vec![]),
+                accepted.clone(),
+            ),
+            (
+                "pod Always, container Never: refused, naming the container's policy",
+                with_rules(Some("Always"), Some("Never"), vec![]),
+                not_restartable(policy_of("Never", PolicySource::Container, false)),
+            ),
+            (
+                "pod Never: refused, naming the pod's policy",
+                with_rules(Some("Never"), None, vec![]),
+                not_restartable(policy_of("Never", PolicySource::Pod, false)),
+            ),
+            (
+                "pod OnFailure",
+                with_pod_restart_policy("OnFailure"),
+                caveat(policy_of("OnFailure", PolicySource::Pod, false), &[0]),
+            ),
+            (
+                "container Never, Restart on In [143]: depends on the exit code",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![rule("Restart", Some("In"), &[143])],
+                ),
+                caveat(container_rules("Never"), &[0, 137]),
+            ),
+            (
+                "container Never, Restart on In [0, 137, 143]: every kill code, not every code",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![rule("Restart", Some("In"), &[0, 137, 143])],
+                ),
+                caveat(container_rules("Never"), &[]),
+            ),
+            (
+                "container Never, Restart on NotIn [0]",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![rule("Restart", Some("NotIn"), &[0])],
+                ),
+                caveat(container_rules("Never"), &[0]),
+            ),
+            (
+                "container Never, Restart on NotIn []: every code",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![rule("Restart", Some("NotIn"), &[])],
+                ),
+                accepted.clone(),
+            ),
+            (
+                "container Never, Restart only on a code no process exits with",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![rule("Restart", Some("In"), &[300])],
+                ),
+                not_restartable(container_rules("Never")),
+            ),
+            (
+                "container Never, a rule without exitCodes",
+                with_rules(None, Some("Never"), vec![rule("Restart", None, &[])]),
+                not_restartable(container_rules("Never")),
+            ),
+            (
+                "container OnFailure, Restart on In [0]: every code",
+                with_rules(
+                    None,
+                    Some("OnFailure"),
+                    vec![rule("Restart", Some("In"), &[0])],
+                ),
+                accepted.clone(),
+            ),
+            (
+                "RestartAllContainers on 143: refused",
+                with_rules(
+                    None,
+                    Some("Always"),
+                    vec![rule("RestartAllContainers", Some("In"), &[143])],
+                ),
+                restarts_all(&[143]),
+            ),
+            (
+                "RestartAllContainers on NotIn [42]: refused, every kill code",
+                with_rules(
+                    None,
+                    Some("Always"),
+                    vec![rule("RestartAllContainers", Some("NotIn"), &[42])],
+                ),
+                restarts_all(&[0, 137, 143]),
+            ),
+            (
+                "RestartAllContainers only on 42, other codes restart: accepted",
+                with_rules(
+                    None,
+                    Some("Always"),
+                    vec![rule("RestartAllContainers", Some("In"), &[42])],
+                ),
+                accepted.clone(),
+            ),
+            (
+                "RestartAllContainers only on 42, other codes do not: accepted with the caveat",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![rule("RestartAllContainers", Some("In"), &[42])],
+                ),
+                caveat(container_rules("Never"), &[0, 137, 143]),
+            ),
+            (
+                "first match wins: Restart on 143 shadows RestartAllContainers on 143, not on 137",
+                with_rules(
+                    None,
+                    Some("Always"),
+                    vec![
+                        rule("Restart", Some("In"), &[143]),
+                        rule("RestartAllContainers", Some("In"), &[143, 137]),
+                    ],
+                ),
+                restarts_all(&[137]),
+            ),
+            (
+                "first match wins: Restart on NotIn [] shadows everything after it",
+                with_rules(
+                    None,
+                    Some("Never"),
+                    vec![
+                        rule("Restart", Some("NotIn"), &[]),
+                        rule("RestartAllContainers", Some("In"), &[143]),
+                    ],
+                ),
+                accepted.clone(),
+            ),
+            (
+                "RestartAllContainers without the container's own policy still fires",
+                with_rules(
+                    Some("Always"),
+                    None,
+                    vec![rule("RestartAllContainers", Some("In"), &[0])],
+                ),
+                restarts_all(&[0]),
+            ),
+        ];
+        for (case, pod, expected) in cases {
+            let found = recreatable_container(&pod, "app").map(|c| c.caveat);
+            assert_eq!(found, expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn sidecars_are_refused_only_when_a_rule_restarts_the_whole_pod_on_a_kill() {
+        let with_sidecar_rules = |rules: Vec<ContainerRestartRule>| {
+            let mut pod = with_pod_restart_policy("Never");
+            pod.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[1].restart_policy_rules =
+                Some(rules);
+            pod
+        };
+        let caveat = |pod: &Pod, name: &str| recreatable_container(pod, name).map(|c| c.caveat);
+        assert_eq!(
+            caveat(
+                &with_sidecar_rules(vec![rule("RestartAllContainers", Some("In"), &[42])]),
+                "proxy"
+            ),
+            Ok(None)
+        );
+        assert_eq!(
+            caveat(
+                &with_sidecar_rules(vec![rule("RestartAllContainers", Some("In"), &[137])]),
+                "proxy"
+            ),
+            Err(Violation::RestartsAllContainers {
+                name: "proxy".to_owned(),
+                codes: vec![137],
+            })
+        );
+        // A one-shot init container is refused as such, whatever its rules.
+        let mut one_shot = pod();
+        let migrate = &mut one_shot
+            .spec
+            .as_mut()
+            .unwrap()
+            .init_containers
+            .as_mut()
+            .unwrap()[0];
+        migrate.restart_policy = Some("Never".to_owned());
+        migrate.restart_policy_rules = Some(vec![rule("Restart", Some("NotIn"), &[])]);
+        assert_eq!(
+            caveat(&one_shot, "migrate"),
+            Err(Violation::InitContainer {
+                name: "migrate".to_owned()
+            })
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_container_and_where_its_policy_is_set() {
+        let message = |pod: &Pod| recreatable_container(pod, "app").unwrap_err().to_string();
+        let container_never = message(&with_rules(Some("Always"), Some("Never"), vec![]));
+        assert!(
+            container_never.contains("container app ")
+                && container_never.contains("restartPolicy Never (container)"),
+            "{container_never}"
+        );
+        let pod_never = message(&with_pod_restart_policy("Never"));
+        assert!(
+            pod_never.contains("restartPolicy Never (pod)"),
+            "{pod_never}"
+        );
+        let restarts_all = message(&with_rules(
+            None,
+            Some("Always"),
+            vec![rule("RestartAllContainers", Some("In"), &[143])],
+        ));
+        assert!(
+            restarts_all.contains("container app ")
+                && restarts_all.contains("exit code 143")
+                && restarts_all.contains("restart the whole pod"),
+            "{restarts_all}"
+        );
+    }
+
+    #[test]
+    fn a_container_left_stopped_by_its_rules_is_not_restarted_after_the_kill() {
+        let never_but_143 = with_rules(
+            None,
+            Some("Never"),
+            vec![rule("Restart", Some("In"), &[143])],
+        );
+        let message = not_restarted(
+            &exited(never_but_143.clone(), "app", "containerd://a1", 137),
+            "app",
+            "containerd://a1",
+        )
+        .expect("SIGKILLed, and only 143 restarts it");
+        assert_eq!(
+            message,
+            "container app exited with code 137 after the kill, none of its restartPolicyRules \
+             restarts it on exit code 137 and its restartPolicy is Never (container): the kubelet \
+             does not start it again"
+        );
+        assert_eq!(
+            not_restarted(
+                &exited(never_but_143.clone(), "app", "containerd://a1", 143),
+                "app",
+                "containerd://a1"
+            ),
+            None,
+            "143 restarts it"
+        );
+        let restarts_all_on_42 = with_rules(
+            None,
+            Some("Never"),
+            vec![rule("RestartAllContainers", Some("In"), &[42])],
+        );
+        assert_eq!(
+            not_restarted(
+                &exited(restarts_all_on_42, "app", "containerd://a1", 42),
+                "app",
+                "containerd://a1"
+            ),
+            None,
+            "the whole pod restarts, this container with it"
+        );
+        let message = not_restarted(
+            &exited(
+                with_container_restart_policy("app", "OnFailure"),
+                "app",
+                "containerd://a1",
+                0,
+            ),
+            "app",
+            "containerd://a1",
+        )
+        .expect("OnFailure and 0");
+        assert_eq!(
+            message,
+            "container app exited with code 0 after the kill and its restartPolicy is OnFailure \
+             (container): the kubelet does not start it again"
+        );
+        let message = not_restarted(
+            &exited(
+                with_pod_restart_policy("Never"),
+                "app",
+                "containerd://a1",
+                143,
+            ),
+            "app",
+            "containerd://a1",
+        )
+        .expect("pod Never");
+        assert!(
+            message.contains("restartPolicy is Never (pod)"),
+            "{message}"
+        );
     }
 }

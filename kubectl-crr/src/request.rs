@@ -118,8 +118,9 @@ fn seconds_i32(flag: &'static str, duration: Option<Duration>) -> Result<Option<
 
 /// Names of the containers a request may name, in the order the kubelet starts them: native
 /// sidecars (init containers with `restartPolicy: Always`), then regular containers, each only if
-/// the kubelet would start it again once stopped (not in a `restartPolicy: Never` pod; in an
-/// `OnFailure` pod only after a non-zero exit, which [`warnings`] tells the user).
+/// the kubelet would start it again once stopped (not under `restartPolicy: Never` without a
+/// rule that restarts it; under `OnFailure`, or rules on some exit codes, only after some codes,
+/// which [`warnings`] tells the user) and would not restart the whole pod on a kill.
 pub fn recreatable_containers(pod: &Pod) -> Vec<String> {
     rules::recreatable_containers(pod)
         .into_iter()
@@ -128,7 +129,7 @@ pub fn recreatable_containers(pod: &Pod) -> Vec<String> {
 }
 
 /// What the admission webhook will warn about for `crr` (built for `pod`), in its words: the
-/// same [`rules::Caveat`]s, e.g. a container the kubelet restarts only on failure.
+/// same [`rules::Caveat`]s, e.g. a container the kubelet restarts only after some exit codes.
 pub fn warnings(pod: &Pod, crr: &ContainerRecreateRequest) -> Vec<String> {
     let mut spec = crr.spec.clone();
     let mut caveats = rules::normalize_spec(&mut spec);
@@ -405,8 +406,14 @@ mod tests {
         let printed = warnings(&on_failure, &crr);
         assert_eq!(
             printed,
-            ["app", "sidecar"].map(|name| rules::Caveat::RestartsOnlyOnFailure {
-                name: name.to_owned()
+            ["app", "sidecar"].map(|name| rules::Caveat::RestartsOnlyOnSomeExitCodes {
+                name: name.to_owned(),
+                policy: rules::EffectivePolicy {
+                    policy: "OnFailure".to_owned(),
+                    source: rules::PolicySource::Pod,
+                    rules: false,
+                },
+                kill_codes_not_restarted: vec![0],
             }
             .to_string())
         );
@@ -417,6 +424,55 @@ mod tests {
         let always = pod();
         let crr = build(&always, &RecreateOptions::default()).unwrap();
         assert!(warnings(&always, &crr).is_empty());
+    }
+
+    #[test]
+    fn restart_rules_decide_what_is_offered_as_the_webhook_does() {
+        // `app` restarts only on 143 (a warning); `sidecar` restarts the whole pod on 137.
+        let mut pod = with_restart_policy("Never");
+        let containers = &mut pod.spec.as_mut().unwrap().containers;
+        containers[0].restart_policy = Some("Never".to_owned());
+        containers[0].restart_policy_rules = Some(
+            serde_json::from_value(json!([
+                {"action": "Restart", "exitCodes": {"operator": "In", "values": [143]}},
+            ]))
+            .unwrap(),
+        );
+        containers[1].restart_policy = Some("Always".to_owned());
+        containers[1].restart_policy_rules = Some(
+            serde_json::from_value(json!([
+                {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [137]}},
+            ]))
+            .unwrap(),
+        );
+        assert_eq!(recreatable_containers(&pod), ["proxy", "app"]);
+        let crr = build(&pod, &RecreateOptions::default()).unwrap();
+        let printed = warnings(&pod, &crr);
+        assert_eq!(printed.len(), 1, "{printed:?}");
+        assert!(
+            printed[0].contains("container app has restartPolicy Never (container)")
+                && printed[0].contains("not after 0 or 137"),
+            "{printed:?}"
+        );
+        let options = RecreateOptions {
+            containers: vec!["sidecar".to_owned()],
+            ..Default::default()
+        };
+        let error = build(&pod, &options).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                Error::RuleBroken {
+                    rule: Violation::RestartsAllContainers { .. },
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("would restart the whole pod"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -436,8 +492,8 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "cannot recreate containers of pod web-0: container app would not be started again \
-             after it is stopped (restartPolicy Never); only containers the kubelet restarts can \
-             be recreated"
+             after it is stopped, whatever its exit code, under restartPolicy Never (pod); only \
+             containers the kubelet restarts can be recreated"
         );
     }
 
@@ -450,8 +506,8 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "cannot recreate containers of pod web-0: container app would not be started again \
-             after it is stopped (restartPolicy Never); only containers the kubelet restarts can \
-             be recreated"
+             after it is stopped, whatever its exit code, under restartPolicy Never (pod); only \
+             containers the kubelet restarts can be recreated"
         );
     }
 

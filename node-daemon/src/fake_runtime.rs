@@ -38,7 +38,7 @@ pub struct FakeContainer {
     pub attempt: u32,
     pub running: bool,
     pub started_at: jiff::Timestamp,
-    /// When it exited (set by StopContainer), with exit code 0.
+    /// When it exited (set by StopContainer), with [`FakeState::exit_code`].
     pub finished_at: Option<jiff::Timestamp>,
 }
 
@@ -70,6 +70,8 @@ pub struct FakeState {
     pub away: bool,
     /// How long ago a stopped container's exit is reported (as if rounds ran later).
     pub exited_ago: std::time::Duration,
+    /// The exit code every exited container reports: 0 (a clean exit on SIGTERM) unless set.
+    pub exit_code: i32,
 }
 
 impl FakeState {
@@ -236,7 +238,11 @@ impl RuntimeService for FakeRuntime {
                 finished_at: container.finished_at.map_or(0, |at| {
                     i64::try_from(at.as_nanosecond()).unwrap_or(i64::MAX)
                 }),
-                exit_code: 0,
+                exit_code: if container.finished_at.is_some() {
+                    state.exit_code
+                } else {
+                    0
+                },
                 ..Default::default()
             }),
             ..Default::default()

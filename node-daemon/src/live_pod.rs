@@ -9,9 +9,9 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crr_crds::rules::{Caveat, recreatable_containers};
+use crr_crds::rules::{AfterExit, Caveat, after_exit, recreatable_containers};
 use crr_crds::v1beta1::ProbeHandler;
-use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodSpec};
 
 /// What a recreate uses of the pod, as the API server has it now.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -90,30 +90,73 @@ impl LiveContainer {
     }
 }
 
-/// Whether a request's pod may leave a killed container stopped (`restartPolicy: OnFailure`
-/// and an exit 0), learnt from the live pod read at the kill, by request UID. A pod's restart
+/// Whether a request's pod may leave a killed container stopped after a given exit code
+/// (`restartPolicy: OnFailure` and an exit 0, or `restartPolicyRules` that restart it on some
+/// codes only), learnt from the live pod read at the kill, by request UID. A pod's restart
 /// policies never change, so the check for containers the kubelet does not start again reads
 /// the pod only when this says it may happen, or when this daemon has not read it (it started
-/// after the kill): an ordinary recreate whose container exits 0 on SIGTERM costs no pod reads
-/// while the kubelet takes its time to restart it.
+/// after the kill): an ordinary recreate, or one whose container exits with a code the kubelet
+/// restarts it after, costs no pod reads while the kubelet takes its time (or its back-off) to
+/// restart it.
 #[derive(Debug, Default)]
 pub struct RestartPolicies {
-    may_stay_stopped: Mutex<HashMap<String, bool>>,
+    /// Per request UID: `None` when every container the pod lets a request name is started
+    /// again whatever its exit code; else the pod's `restartPolicy` and, for each container
+    /// started again only after some codes (one with a restart [`Caveat`]), its name, own policy
+    /// and rules: what [`after_exit`] needs.
+    known: Mutex<HashMap<String, Option<Box<PodSpec>>>>,
 }
 
 impl RestartPolicies {
     /// Records what `pod` says for the request with UID `request_uid`.
     pub fn record(&self, request_uid: &str, pod: &Pod) {
-        let only_on_failure = recreatable_containers(pod).iter().any(|container| {
-            matches!(container.caveat, Some(Caveat::RestartsOnlyOnFailure { .. }))
+        let some_codes_only: Vec<Container> = recreatable_containers(pod)
+            .iter()
+            .filter(|container| {
+                matches!(
+                    container.caveat,
+                    Some(Caveat::RestartsOnlyOnSomeExitCodes { .. })
+                )
+            })
+            .map(|container| Container {
+                name: container.spec.name.clone(),
+                restart_policy: container.spec.restart_policy.clone(),
+                restart_policy_rules: container.spec.restart_policy_rules.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let policies = (!some_codes_only.is_empty()).then(|| {
+            Box::new(PodSpec {
+                restart_policy: pod
+                    .spec
+                    .as_ref()
+                    .and_then(|spec| spec.restart_policy.clone()),
+                containers: some_codes_only,
+                ..Default::default()
+            })
         });
-        self.known().insert(request_uid.to_owned(), only_on_failure);
+        self.known().insert(request_uid.to_owned(), policies);
     }
 
-    /// `Some(false)`: every container of the request's pod is started again whatever its exit;
-    /// `Some(true)`: one may stay stopped; `None`: not known here.
-    pub fn may_stay_stopped(&self, request_uid: &str) -> Option<bool> {
-        self.known().get(request_uid).copied()
+    /// `Some(false)`: the kubelet starts `container` of the request's pod again after
+    /// `exit_code` (or the request's pod has no such container); `Some(true)`: it leaves it
+    /// stopped; `None`: not known here.
+    pub fn may_stay_stopped(
+        &self,
+        request_uid: &str,
+        container: &str,
+        exit_code: i32,
+    ) -> Option<bool> {
+        let known = self.known();
+        let policies = known.get(request_uid)?;
+        Some(policies.as_deref().is_some_and(|spec| {
+            spec.containers
+                .iter()
+                .find(|candidate| candidate.name == container)
+                .is_some_and(|candidate| {
+                    after_exit(spec, candidate, exit_code).after == AfterExit::StayStopped
+                })
+        }))
     }
 
     /// Forgets the request with this UID (it is gone).
@@ -121,10 +164,8 @@ impl RestartPolicies {
         self.known().remove(request_uid);
     }
 
-    fn known(&self) -> MutexGuard<'_, HashMap<String, bool>> {
-        self.may_stay_stopped
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn known(&self) -> MutexGuard<'_, HashMap<String, Option<Box<PodSpec>>>> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -196,23 +237,68 @@ mod tests {
     #[test]
     fn restart_policies_know_only_what_a_kill_read() {
         let policies = RestartPolicies::default();
-        assert_eq!(policies.may_stay_stopped("crr-1"), None, "never read here");
+        assert_eq!(
+            policies.may_stay_stopped("crr-1", "app", 0),
+            None,
+            "never read here"
+        );
         policies.record(
             "crr-1",
-            &pod(serde_json::json!({"spec": {"containers": [{"name": "app"}]}})),
+            &pod(json!({"spec": {"containers": [{"name": "app"}]}})),
         );
         assert_eq!(
-            policies.may_stay_stopped("crr-1"),
+            policies.may_stay_stopped("crr-1", "app", 0),
             Some(false),
             "Always by default"
         );
         policies.record(
             "crr-2",
-            &pod(serde_json::json!({"spec": {"restartPolicy": "OnFailure",
-                                             "containers": [{"name": "app"}]}})),
+            &pod(json!({"spec": {"restartPolicy": "OnFailure",
+                                 "containers": [{"name": "app"}]}})),
         );
-        assert_eq!(policies.may_stay_stopped("crr-2"), Some(true));
+        assert_eq!(policies.may_stay_stopped("crr-2", "app", 0), Some(true));
+        assert_eq!(
+            policies.may_stay_stopped("crr-2", "app", 143),
+            Some(false),
+            "a non-zero exit is restarted after the back-off: no read"
+        );
+        assert_eq!(
+            policies.may_stay_stopped("crr-2", "other", 0),
+            Some(false),
+            "no such container"
+        );
         policies.forget("crr-1");
-        assert_eq!(policies.may_stay_stopped("crr-1"), None);
+        assert_eq!(policies.may_stay_stopped("crr-1", "app", 0), None);
+    }
+
+    #[test]
+    fn restart_policies_follow_the_containers_rules() {
+        let policies = RestartPolicies::default();
+        // Restarted only on 143: SIGKILLed (137) or a clean exit (0) leaves it stopped.
+        policies.record(
+            "crr-1",
+            &pod(json!({"spec": {"containers": [
+                {"name": "app", "restartPolicy": "Never", "restartPolicyRules": [
+                    {"action": "Restart", "exitCodes": {"operator": "In", "values": [143]}},
+                ]},
+                {"name": "web"},
+            ]}})),
+        );
+        assert_eq!(policies.may_stay_stopped("crr-1", "app", 137), Some(true));
+        assert_eq!(policies.may_stay_stopped("crr-1", "app", 0), Some(true));
+        assert_eq!(policies.may_stay_stopped("crr-1", "app", 143), Some(false));
+        assert_eq!(
+            policies.may_stay_stopped("crr-1", "web", 137),
+            Some(false),
+            "the pod's Always for the other container"
+        );
+        // The pod's Never does not matter to a container with its own Always.
+        policies.record(
+            "crr-2",
+            &pod(json!({"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "app", "restartPolicy": "Always"},
+            ]}})),
+        );
+        assert_eq!(policies.may_stay_stopped("crr-2", "app", 0), Some(false));
     }
 }

@@ -46,8 +46,9 @@ pub const LEFT_TO_THE_OPERATOR: Duration = Duration::from_secs(5);
 const API_AWAY_BOUND: Duration = Duration::from_secs(30);
 /// Between two reads while it is away.
 const API_RETRY: Duration = Duration::from_millis(500);
-/// How long a killed container must have been exited (with code 0) before the daemon asks
-/// whether the kubelet will ever start it again (`restartPolicy: OnFailure`).
+/// How long a killed container must have been exited (with a code its pod's restart policies may
+/// leave it stopped after) before the daemon asks whether the kubelet will ever start it again
+/// (`restartPolicy: OnFailure`, `restartPolicyRules`).
 const NOT_RESTARTED_AFTER: Duration = Duration::from_secs(3);
 
 /// A write the API server refused or could not take.
@@ -364,11 +365,15 @@ impl<R: Requests> Round<'_, R> {
     }
 
     /// A container killed and found exited may never come back: under `restartPolicy:
-    /// OnFailure` the kubelet does not start a container that exited 0. Such a state becomes
-    /// `Failed` with a message that says so, instead of waiting for a restart (or the deadline).
-    /// The runtime says first how the container ended: the pod is read only for one that exited
-    /// 0 at least [`NOT_RESTARTED_AFTER`] ago (the kubelet restarts within a second or two), so
-    /// an ordinary recreate costs no extra read.
+    /// OnFailure` the kubelet does not start a container that exited 0, and under
+    /// `restartPolicyRules` one that exited with a code no rule restarts on (see
+    /// `crr_crds::rules::after_exit`). Such a state becomes `Failed` with a message that says so,
+    /// instead of waiting for a restart (or the deadline). The runtime says first how the
+    /// container ended: the pod is read only for one that exited at least
+    /// [`NOT_RESTARTED_AFTER`] ago (the kubelet restarts within a second or two) with a code its
+    /// pod's restart policies may leave it stopped after, as read at the kill
+    /// ([`RestartPolicies`](crate::live_pod::RestartPolicies); any code when this daemon did not
+    /// read them), so an ordinary recreate costs no extra read.
     async fn fail_containers_not_restarted(
         &self,
         crr: &ContainerRecreateRequest,
@@ -386,6 +391,7 @@ impl<R: Requests> Round<'_, R> {
                     .map(|(_, container)| (index, container.id.clone()))
             })
             .collect();
+        let uid = crr.metadata.uid.as_deref().unwrap_or_default();
         let mut exited = Vec::new();
         for (index, container_id) in candidates {
             let ended = self
@@ -402,12 +408,16 @@ impl<R: Requests> Round<'_, R> {
                     .unsigned_abs()
                     .ge(&NOT_RESTARTED_AFTER)
             };
-            if ended.is_some_and(|(code, at)| code == 0 && long_enough(at)) {
+            let may_stay_stopped = |code: i32| {
+                self.restart_policies
+                    .may_stay_stopped(uid, &states[index].name, code)
+                    != Some(false)
+            };
+            if ended.is_some_and(|(code, at)| long_enough(at) && may_stay_stopped(code)) {
                 exited.push((index, container_id));
             }
         }
-        let uid = crr.metadata.uid.as_deref().unwrap_or_default();
-        if exited.is_empty() || self.restart_policies.may_stay_stopped(uid) == Some(false) {
+        if exited.is_empty() {
             return Ok(());
         }
         let namespace = crr.namespace().unwrap_or_default();
@@ -1704,6 +1714,72 @@ mod tests {
         let message = status.message.unwrap_or_default();
         assert!(message.contains("OnFailure"), "{message}");
         assert!(memory.events().contains(&"NotRestarted".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_container_its_restart_rules_leave_stopped_after_the_kill_fails_with_a_message() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        // SIGKILLed (137), and only 143 restarts it: the kubelet leaves it stopped.
+        fake.lock().restart_on_stop = false;
+        fake.lock().exited_ago = Duration::from_secs(10);
+        fake.lock().exit_code = 137;
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app"], Default::default()));
+        memory.set_pod(|pod| {
+            let app = &mut pod.spec.as_mut().unwrap().containers[0];
+            app.restart_policy = Some("Never".into());
+            app.restart_policy_rules = Some(
+                serde_json::from_value(json!([
+                    {"action": "Restart", "exitCodes": {"operator": "In", "values": [143]}},
+                ]))
+                .unwrap(),
+            );
+            pod.status = Some(
+                serde_json::from_value(json!({"containerStatuses": [{
+                    "name": "app", "image": "i", "imageID": "", "ready": false,
+                    "restartCount": 0, "containerID": "containerd://app-1",
+                    "state": {"terminated": {"exitCode": 137, "containerID": "containerd://app-1"}},
+                }]}))
+                .unwrap(),
+            );
+        });
+        drive(&memory, &fake, &runtime, 10, &[]).await;
+        assert_eq!(fake.lock().stopped_ids(), ["app-1"], "killed once");
+        assert_eq!(memory.states(), [("app".to_owned(), Phase::Failed, true)]);
+        let status = memory.get().status.unwrap();
+        assert_eq!(status.phase, Some(Phase::Completed));
+        let message = status.message.unwrap_or_default();
+        assert!(
+            message.contains("exited with code 137")
+                && message.contains("none of its restartPolicyRules restarts it")
+                && message.contains("restartPolicy is Never (container)"),
+            "{message}"
+        );
+        assert!(memory.events().contains(&"NotRestarted".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_code_the_kubelet_restarts_after_costs_no_pod_read() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        // OnFailure and 143: the kubelet restarts it after its back-off, however long.
+        fake.lock().restart_on_stop = false;
+        fake.lock().exited_ago = Duration::from_secs(10);
+        fake.lock().exit_code = 143;
+        let runtime = fake.serve().await;
+        let memory = Memory::new(request(&["app"], Default::default()));
+        memory.set_pod(|pod| {
+            pod.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+        });
+        drive(&memory, &fake, &runtime, 3, &[]).await;
+        assert_eq!(
+            memory.states(),
+            [("app".to_owned(), Phase::Recreating, true)]
+        );
+        assert_eq!(
+            memory.pod_reads.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "the kill round's read only"
+        );
     }
 
     #[tokio::test]

@@ -803,6 +803,87 @@ async fn on_failure_pods_are_accepted_with_a_warning() {
     assert_eq!(verdict, Verdict::Allowed, "{response}");
 }
 
+/// Kubernetes 1.35+ `restartPolicyRules`: a container the kubelet restarts only on some exit
+/// codes is accepted with a warning naming the kill codes it stays down after; one whose rule
+/// restarts the whole pod on a kill code is refused; the container's own `Never` is refused.
+#[tokio::test]
+async fn restart_rules_decide_as_the_kubelet_does() {
+    let spec = json!({"podName": "web-0", "containers": [{"name": "app"}]});
+    let with_app = |policy: &str, rules: Value| {
+        let mut pod = pod();
+        pod["spec"]["containers"][0]["restartPolicy"] = policy.into();
+        pod["spec"]["containers"][0]["restartPolicyRules"] = rules;
+        pod
+    };
+    let restart_on_143 = with_app(
+        "Never",
+        json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [143]}}]),
+    );
+    for version in ["v1alpha1", "v1beta1"] {
+        let (verdict, response, _) = run(
+            &cluster_with(restart_on_143.clone()),
+            "CREATE",
+            version,
+            crr(version, spec.clone()),
+            None,
+        )
+        .await;
+        assert_eq!(verdict, Verdict::Patched, "{version}: {response}");
+        let warnings = response["warnings"].as_array().expect("warnings");
+        assert_eq!(warnings.len(), 1, "{response}");
+        let warning = warnings[0].as_str().unwrap();
+        assert!(
+            warning.contains(
+                "container app has restartPolicy Never (container) with restartPolicyRules"
+            ) && warning.contains("not after 0 or 137"),
+            "{warning}"
+        );
+    }
+    let restarts_all = with_app(
+        "Always",
+        json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [143]}}]),
+    );
+    expect_denied(
+        &cluster_with(restarts_all),
+        spec.clone(),
+        400,
+        "container app restarts all containers of the pod (restartPolicyRules action RestartAllContainers) on exit code 143",
+    )
+    .await;
+    let (verdict, _, _) = run(
+        &cluster_with(with_app(
+            "Always",
+            json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [143]}}]),
+        )),
+        "CREATE",
+        "v1beta1",
+        crr("v1beta1", spec.clone()),
+        None,
+    )
+    .await;
+    assert_eq!(verdict, Verdict::Denied("RestartsAllContainers"));
+    expect_denied(
+        &cluster_with(with_app("Never", json!([]))),
+        spec.clone(),
+        400,
+        "container app would not be started again after it is stopped, whatever its exit code, under restartPolicy Never (container)",
+    )
+    .await;
+    // The pod's Never does not matter to a container with its own Always.
+    let mut always_in_never_pod = with_app("Always", json!([]));
+    always_in_never_pod["spec"]["restartPolicy"] = "Never".into();
+    let (verdict, response, _) = run(
+        &cluster_with(always_in_never_pod),
+        "CREATE",
+        "v1beta1",
+        crr("v1beta1", spec),
+        None,
+    )
+    .await;
+    assert_eq!(verdict, Verdict::Patched, "{response}");
+    assert!(response.get("warnings").is_none(), "{response}");
+}
+
 /// Upstream's v1alpha1 accepts a negative minStartedSeconds or ttlSecondsAfterFinished and
 /// behaves as for 0: we store 0 and say so.
 #[tokio::test]

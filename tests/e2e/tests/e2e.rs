@@ -111,6 +111,18 @@ fn scenarios() -> Vec<Scenario> {
             run: |ctx| Box::pin(on_failure(ctx)),
         },
         Scenario {
+            name: "restart-rules-pod-never",
+            run: |ctx| Box::pin(restart_rules_pod_never(ctx)),
+        },
+        Scenario {
+            name: "restart-rules-refused",
+            run: |ctx| Box::pin(restart_rules_refused(ctx)),
+        },
+        Scenario {
+            name: "restart-rules-exit-codes",
+            run: |ctx| Box::pin(restart_rules_exit_codes(ctx)),
+        },
+        Scenario {
             name: "v1beta1-min-started-ttl",
             run: |ctx| Box::pin(v1beta1_min_started_ttl(ctx)),
         },
@@ -1301,6 +1313,141 @@ async fn on_failure(ctx: Ctx) -> anyhow::Result<()> {
     let (id, restarts) = id_and_restarts(&pod, "sidecar")?;
     check(id != sidecar_id && restarts == 1, || {
         format!("sidecar {id} restarts {restarts}")
+    })
+}
+
+// Container restart rules (KEP-5307, issue 24): the kubelet decides from the container's own
+// restartPolicy and restartPolicyRules, else the pod's, and so does crr.
+
+/// `trap 'exit CODE' TERM`: the container exits with CODE when the daemon stops it.
+fn exits_on_term_with(code: u8) -> Value {
+    json!([
+        "sh",
+        "-c",
+        format!("trap 'exit {code}' TERM; while true; do sleep 1 & wait $!; done")
+    ])
+}
+
+/// A Restart (or RestartAllContainers) rule on exit codes `In` `codes`.
+fn rule_on(action: &str, codes: &[i32]) -> Value {
+    json!({"action": action, "exitCodes": {"operator": "In", "values": codes}})
+}
+
+// Pod restartPolicy Never, container app Always: the kubelet restarts app, so crr recreates it.
+async fn restart_rules_pod_never(ctx: Ctx) -> anyhow::Result<()> {
+    let pod = ctx
+        .two_container_pod("rules-never", |pod| {
+            pod["spec"]["restartPolicy"] = json!("Never");
+            pod["spec"]["containers"][0]["restartPolicy"] = json!("Always");
+        })
+        .await?;
+    let (app_id, _) = id_and_restarts(&pod, "app")?;
+    let (sidecar_id, _) = id_and_restarts(&pod, "sidecar")?;
+    let name = ctx
+        .create_crr(
+            Version::V1alpha1,
+            json!({"metadata": {"name": "rules-never"},
+                   "spec": {"podName": "rules-never", "containers": [{"name": "app"}]}}),
+        )
+        .await?;
+    succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)?;
+    let pod = ctx.pods().get("rules-never").await?;
+    let (id, restarts) = id_and_restarts(&pod, "app")?;
+    check(id != app_id && restarts == 1, || {
+        format!("app {id} restarts {restarts}")
+    })?;
+    check(id_and_restarts(&pod, "sidecar")? == (sidecar_id, 0), || {
+        "sidecar was touched".to_owned()
+    })
+}
+
+// Refused, naming the container: pod Always with container Never (the kubelet would never start it
+// again), and a container whose rules restart the whole pod on the codes a kill produces.
+async fn restart_rules_refused(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.two_container_pod("rules-refused", |pod| {
+        pod["spec"]["containers"][0]["restartPolicy"] = json!("Never");
+        pod["spec"]["containers"][1]["restartPolicy"] = json!("Never");
+        pod["spec"]["containers"][1]["restartPolicyRules"] =
+            json!([rule_on("RestartAllContainers", &[143])]);
+    })
+    .await?;
+    for (container, expected) in [("app", "Never"), ("sidecar", "RestartAllContainers")] {
+        let manifest = json!({
+            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "ContainerRecreateRequest",
+            "metadata": {"name": format!("refused-{container}"), "namespace": ctx.namespace},
+            "spec": {"podName": "rules-refused", "containers": [{"name": container}]},
+        });
+        let output = kubectl_with_stdin(&["apply", "-f", "-"], Some(&manifest.to_string())).await?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        ensure!(!output.status.success(), "{container}: accepted");
+        check(
+            stderr.contains("denied the request")
+                && stderr.contains(&format!("container {container}"))
+                && stderr.contains(expected),
+            || format!("{container}: {stderr}"),
+        )?;
+    }
+    Ok(())
+}
+
+// Container Never with a rule to Restart on exit 143: accepted with a warning (it depends on the
+// exit code). app exits 143 on SIGTERM and is recreated; sidecar has the same rule but exits 0,
+// which no rule matches: the kubelet leaves it stopped, and its state ends Failed at once, saying
+// why, instead of waiting for a restart that never comes.
+async fn restart_rules_exit_codes(ctx: Ctx) -> anyhow::Result<()> {
+    let pod = ctx
+        .two_container_pod("rules-codes", |pod| {
+            for (index, code) in [(0, 143), (1, 0)] {
+                let container = &mut pod["spec"]["containers"][index];
+                container["restartPolicy"] = json!("Never");
+                container["restartPolicyRules"] = json!([rule_on("Restart", &[143])]);
+                container["command"] = exits_on_term_with(code);
+            }
+        })
+        .await?;
+    let (app_id, _) = id_and_restarts(&pod, "app")?;
+    let manifest = json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
+        "metadata": {"name": "rules-codes", "namespace": ctx.namespace},
+        "spec": {"podName": "rules-codes", "containers": [{"name": "app"}, {"name": "sidecar"}],
+                 "strategy": {"failurePolicy": "Ignore"}},
+    });
+    let output = kubectl_with_stdin(&["create", "-f", "-"], Some(&manifest.to_string())).await?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure!(output.status.success(), "refused: {stderr}");
+    check(
+        stderr.contains("Warning") && stderr.contains("container app"),
+        || format!("no warning about app: {stderr}"),
+    )?;
+    let done = ctx.wait_completed("rules-codes", COMPLETION).await?;
+    let states = done
+        .status
+        .clone()
+        .unwrap_or_default()
+        .container_recreate_states;
+    let state = |container: &str| {
+        states
+            .iter()
+            .find(|state| state.name == container)
+            .cloned()
+            .ok_or_else(|| anyhow!("no state for {container}: {states:?}"))
+    };
+    let app = state("app")?;
+    check(app.phase == Phase::Succeeded, || format!("app: {app:?}"))?;
+    let sidecar = state("sidecar")?;
+    check(
+        sidecar.phase == Phase::Failed
+            && sidecar.is_killed
+            && sidecar
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("sidecar") && m.contains("code 0")),
+        || format!("sidecar: {sidecar:?}"),
+    )?;
+    let pod = ctx.pods().get("rules-codes").await?;
+    let (id, restarts) = id_and_restarts(&pod, "app")?;
+    check(id != app_id && restarts == 1, || {
+        format!("app {id} restarts {restarts}")
     })
 }
 
