@@ -350,10 +350,13 @@ pub fn pod_ready(pod: &Pod) -> bool {
 
 /// The status of one container of a pod.
 pub fn container<'a>(pod: &'a Pod, name: &str) -> anyhow::Result<&'a ContainerStatus> {
-    pod.status
-        .as_ref()
+    let status = pod.status.as_ref();
+    status
         .and_then(|status| status.container_statuses.as_ref())
-        .and_then(|statuses| statuses.iter().find(|status| status.name == name))
+        .into_iter()
+        .chain(status.and_then(|status| status.init_container_statuses.as_ref()))
+        .flatten()
+        .find(|status| status.name == name)
         .ok_or_else(|| anyhow!("pod {} has no status for container {name}", pod.name_any()))
 }
 

@@ -123,6 +123,10 @@ fn scenarios() -> Vec<Scenario> {
             run: |ctx| Box::pin(restart_rules_exit_codes(ctx)),
         },
         Scenario {
+            name: "native-sidecar",
+            run: |ctx| Box::pin(native_sidecar(ctx)),
+        },
+        Scenario {
             name: "v1beta1-min-started-ttl",
             run: |ctx| Box::pin(v1beta1_min_started_ttl(ctx)),
         },
@@ -1448,6 +1452,43 @@ async fn restart_rules_exit_codes(ctx: Ctx) -> anyhow::Result<()> {
     let (id, restarts) = id_and_restarts(&pod, "app")?;
     check(id != app_id && restarts == 1, || {
         format!("app {id} restarts {restarts}")
+    })
+}
+
+// A native sidecar (an init container with restartPolicy Always) of a restartPolicy Never pod is
+// recreated in place: the kubelet restarts sidecars whatever the pod's policy. The regular
+// containers stay.
+async fn native_sidecar(ctx: Ctx) -> anyhow::Result<()> {
+    let pod = ctx
+        .two_container_pod("native-sidecar", |pod| {
+            pod["spec"]["restartPolicy"] = json!("Never");
+            pod["spec"]["containers"][0]["restartPolicy"] = json!("Always");
+            pod["spec"]["containers"][1]["restartPolicy"] = json!("Always");
+            pod["spec"]["initContainers"] = json!([{
+                "name": "proxy",
+                "image": crr_e2e::BUSYBOX,
+                "restartPolicy": "Always",
+                "command": ["sh", "-c", crr_e2e::EXIT_ON_TERM_LOOP],
+            }]);
+        })
+        .await?;
+    let (proxy_id, _) = id_and_restarts(&pod, "proxy")?;
+    let app_before = id_and_restarts(&pod, "app")?;
+    let name = ctx
+        .create_crr(
+            Version::V1alpha1,
+            json!({"metadata": {"name": "native-sidecar"},
+                   "spec": {"podName": "native-sidecar", "containers": [{"name": "proxy"}]}}),
+        )
+        .await?;
+    succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)?;
+    let pod = ctx.pods().get("native-sidecar").await?;
+    let (id, restarts) = id_and_restarts(&pod, "proxy")?;
+    check(id != proxy_id && restarts == 1, || {
+        format!("proxy {id} restarts {restarts}")
+    })?;
+    check(id_and_restarts(&pod, "app")? == app_before, || {
+        "app was touched".to_owned()
     })
 }
 
