@@ -99,6 +99,11 @@ fn repository() -> PathBuf {
         .to_owned()
 }
 
+/// The node whose runtime socket ([`cri_socket`]) and network namespace the daemon under test
+/// uses: the test pods are bound to it, so that a test bed with more nodes (`CRR_NODES`) never
+/// schedules them where this daemon cannot reach.
+const TESTED_NODE: &str = "crr-node";
+
 fn cri_socket() -> PathBuf {
     std::env::var_os("CRR_CRI_SOCKET")
         .map(PathBuf::from)
@@ -204,6 +209,7 @@ async fn two_container_pod(client: &Client, namespace: &str) -> Pod {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "two"},
         "spec": {
+            "nodeName": TESTED_NODE,
             "terminationGracePeriodSeconds": 5,
             "containers": [
                 {
@@ -436,7 +442,7 @@ async fn pod_with_hook(
     }
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name},
-        "spec": {"terminationGracePeriodSeconds": grace_seconds, "containers": [app]},
+        "spec": {"nodeName": TESTED_NODE, "terminationGracePeriodSeconds": grace_seconds, "containers": [app]},
     }))
     .expect("a pod");
     pods.create(&PostParams::default(), &pod)
