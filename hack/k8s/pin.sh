@@ -30,7 +30,23 @@ mkdir -p "$dir"
   grep -E '^\s+k8s\.io/[^ ]+ => \./staging/' "$upstream_mod" | awk -v v="$staging" '{ printf "\t%s => %s %s\n", $1, $1, v }'
   echo ")"
 } > "$dir/go.mod"
-sed "s/^package tools/package tools/" "$here/tools.go" > "$dir/tools.go"
+cat > "$dir/tools.go" <<'GO'
+//go:build tools
+
+// Package tools names the upstream programs the test bed builds, so that `go mod tidy` records
+// every module they need in go.sum. Written by hack/k8s/pin.sh.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
+GO
 rm -f "$dir/go.sum"
 (cd "$dir" && go mod tidy)
 echo "pin.sh: $dir/go.mod requires k8s.io/kubernetes $version and etcd $etcd"

@@ -1697,23 +1697,36 @@ mod tests {
         let memory = Memory::new(request(&["app"], Default::default()));
         memory.set_pod(|pod| {
             pod.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
-            pod.status = Some(
-                serde_json::from_value(json!({"containerStatuses": [{
-                    "name": "app", "image": "i", "imageID": "", "ready": false,
-                    "restartCount": 0, "containerID": "containerd://app-1",
-                    "state": {"terminated": {"exitCode": 0, "containerID": "containerd://app-1"}},
-                }]}))
-                .unwrap(),
-            );
+            pod.status = Some(app_terminated_with(0));
         });
-        drive(&memory, &fake, &runtime, 10, &[]).await;
+        let message = killed_once_and_not_restarted(&memory, &fake, &runtime).await;
+        assert!(message.contains("OnFailure"), "{message}");
+    }
+
+    /// The pod status the kubelet reports once `app` (container app-1) exited with `exit_code`.
+    fn app_terminated_with(exit_code: i32) -> k8s_openapi::api::core::v1::PodStatus {
+        serde_json::from_value(json!({"containerStatuses": [{
+            "name": "app", "image": "i", "imageID": "", "ready": false,
+            "restartCount": 0, "containerID": "containerd://app-1",
+            "state": {"terminated": {"exitCode": exit_code, "containerID": "containerd://app-1"}},
+        }]}))
+        .unwrap()
+    }
+
+    /// Drives the request to its end and checks that `app` was killed once and ended Failed, the
+    /// request Completed, with a NotRestarted Event; returns the request's message.
+    async fn killed_once_and_not_restarted(
+        memory: &Memory,
+        fake: &FakeRuntime,
+        runtime: &Runtime,
+    ) -> String {
+        drive(memory, fake, runtime, 10, &[]).await;
         assert_eq!(fake.lock().stopped_ids(), ["app-1"], "killed once");
         assert_eq!(memory.states(), [("app".to_owned(), Phase::Failed, true)]);
         let status = memory.get().status.unwrap();
         assert_eq!(status.phase, Some(Phase::Completed));
-        let message = status.message.unwrap_or_default();
-        assert!(message.contains("OnFailure"), "{message}");
         assert!(memory.events().contains(&"NotRestarted".to_owned()));
+        status.message.unwrap_or_default()
     }
 
     #[tokio::test]
@@ -1734,28 +1747,15 @@ mod tests {
                 ]))
                 .unwrap(),
             );
-            pod.status = Some(
-                serde_json::from_value(json!({"containerStatuses": [{
-                    "name": "app", "image": "i", "imageID": "", "ready": false,
-                    "restartCount": 0, "containerID": "containerd://app-1",
-                    "state": {"terminated": {"exitCode": 137, "containerID": "containerd://app-1"}},
-                }]}))
-                .unwrap(),
-            );
+            pod.status = Some(app_terminated_with(137));
         });
-        drive(&memory, &fake, &runtime, 10, &[]).await;
-        assert_eq!(fake.lock().stopped_ids(), ["app-1"], "killed once");
-        assert_eq!(memory.states(), [("app".to_owned(), Phase::Failed, true)]);
-        let status = memory.get().status.unwrap();
-        assert_eq!(status.phase, Some(Phase::Completed));
-        let message = status.message.unwrap_or_default();
+        let message = killed_once_and_not_restarted(&memory, &fake, &runtime).await;
         assert!(
             message.contains("exited with code 137")
                 && message.contains("none of its restartPolicyRules restarts it")
                 && message.contains("restartPolicy is Never (container)"),
             "{message}"
         );
-        assert!(memory.events().contains(&"NotRestarted".to_owned()));
     }
 
     #[tokio::test]

@@ -1,7 +1,7 @@
 //go:build tools
 
-// Package tools names the upstream programs the test bed builds, so that
-// `go mod tidy` records every module they need in go.sum.
+// Package tools names the upstream programs the test bed builds, so that `go mod tidy` records
+// every module they need in go.sum. Written by hack/k8s/pin.sh.
 package tools
 
 import (
