@@ -26,5 +26,5 @@ KUBECONFIG="$KUBECONFIG_ADMIN" CRR_BENCH_OUT="$root/bench/results" \
 {
   echo
   echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r);"
-  echo "Kubernetes $KUBE_VERSION, containerd $(containerd --version | awk '{print $3}'); $(date -u +%Y-%m-%d)."
+  echo "Stack $CRR_STACK: Kubernetes $KUBE_VERSION, containerd $(containerd --version | awk '{print $3}'), runc $RUNC_VERSION; $(date -u +%Y-%m-%d)."
 } | tee -a "$root/bench/results/latest.md"
