@@ -511,12 +511,14 @@ daemon_command() {
       --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt"
       --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key"
       --use-service-account-credentials=true --allocate-node-cidrs=false
-      --service-cluster-ip-range "$SERVICE_CIDR") ;;
+      --service-cluster-ip-range "$SERVICE_CIDR"
+      ${KUBE_FEATURE_GATES:+--feature-gates "$KUBE_FEATURE_GATES"}) ;;
     kube-scheduler) DAEMON_CMD=("$KUBE_BIN/kube-scheduler"
       --kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig"
       --authentication-kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig"
       --authorization-kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig"
-      --bind-address 127.0.0.1 --leader-elect=false) ;;
+      --bind-address 127.0.0.1 --leader-elect=false
+      ${KUBE_FEATURE_GATES:+--feature-gates "$KUBE_FEATURE_GATES"}) ;;
     kubelet) DAEMON_CMD=("$KUBE_BIN/kubelet" --config "$CLUSTER_DIR/kubelet/config.yaml"
       --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig"
       --root-dir "$CLUSTER_DIR/kubelet/root"

@@ -32,15 +32,17 @@ case "$CRR_STACK" in
     RUNC_VERSION=v1.3.6        # containerd v2.2.9's script/setup/runc-version
     # RestartAllContainers (KEP-5532) is alpha in 1.35, beta and on from 1.36: on here, so that
     # the e2e suite proves on 1.35 too that crr refuses containers whose rules would restart the
-    # whole pod (a cluster that enabled it is exactly where that matters).
-    KUBE_FEATURE_GATES=RestartAllContainersOnContainerExits=true
+    # whole pod (a cluster that enabled it is exactly where that matters). In 1.35 it depends on
+    # NodeDeclaredFeatures (alpha too): the apiserver refuses to start with one alone.
+    KUBE_FEATURE_GATES=NodeDeclaredFeatures=true,RestartAllContainersOnContainerExits=true
     ;;
   *)
     echo "versions.sh: CRR_STACK=$CRR_STACK is not a supported stack (1.37, 1.35)" >&2
     return 2 2>/dev/null || exit 2
     ;;
 esac
-KUBE_FEATURE_GATES="${KUBE_FEATURE_GATES:-}"   # the apiserver's and the kubelets' --feature-gates
+# The control plane's --feature-gates and the kubelets' featureGates (hack/cluster.sh).
+KUBE_FEATURE_GATES="${KUBE_FEATURE_GATES:-}"
 KUBE_MINOR="${KUBE_VERSION#v1.}"; KUBE_MINOR="${KUBE_MINOR%%.*}"
 KUBE_GOMOD_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/k8s/v1.$KUBE_MINOR"
 # etcd: the server version that Kubernetes release itself requires (its go.mod, pinned in ours).
