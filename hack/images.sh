@@ -3,6 +3,7 @@
 # containerd (namespace k8s.io), since there is no registry:
 #   crr.local/pause:3.10     the sandbox image (hack/images/pause.c, static)
 #   crr.local/busybox:1.35   Debian's static busybox, for test pods
+#   crr.local/curl:7.88      the same with Debian's curl, for the chart's helm test
 #   crr.local/<bin>:dev      each Rust binary of ours named in $CRR_IMAGES ($CRR_IMAGE_TAG: dev)
 # Usage: hack/images.sh base | hack/images.sh crr BIN... | hack/images.sh archive DIR BIN... |
 #        hack/images.sh sync
@@ -43,6 +44,23 @@ build_base() {
   rm -rf "$rootfs"
 
   rootfs="$(mktemp -d)"
+  busybox_rootfs "$rootfs"
+  "$here/oci-image.sh" "$rootfs" crr.local/busybox:1.35 "$out/busybox.tar" /bin/sh
+  # The chart's helm test image: busybox with Debian's curl (OpenSSL 3). busybox's own TLS
+  # client sends no signature_algorithms, which API servers built with Go >= 1.25 refuse
+  # ("missing signature_algorithms from TLS 1.2 peer"): Kubernetes 1.35 and later.
+  copy_with_libs /usr/bin/curl "$rootfs" /usr/bin/curl
+  "$here/oci-image.sh" "$rootfs" crr.local/curl:7.88 "$out/curl.tar" /bin/sh
+  rm -rf "$rootfs"
+
+  import "$out/pause.tar" crr.local/pause:3.10
+  import "$out/busybox.tar" crr.local/busybox:1.35
+  import "$out/curl.tar" crr.local/curl:7.88
+}
+
+# Debian's static busybox and its applets in ROOTFS, with root and nobody in /etc/passwd.
+busybox_rootfs() {
+  local rootfs="$1" applet
   mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc"
   cp /bin/busybox "$rootfs/bin/busybox"
   for applet in $("$rootfs/bin/busybox" --list); do
@@ -50,11 +68,6 @@ build_base() {
   done
   echo 'root:x:0:0:root:/:/bin/sh' > "$rootfs/etc/passwd"
   echo 'nobody:x:65534:65534:nobody:/:/bin/false' >> "$rootfs/etc/passwd"
-  "$here/oci-image.sh" "$rootfs" crr.local/busybox:1.35 "$out/busybox.tar" /bin/sh
-  rm -rf "$rootfs"
-
-  import "$out/pause.tar" crr.local/pause:3.10
-  import "$out/busybox.tar" crr.local/busybox:1.35
 }
 
 tag="${CRR_IMAGE_TAG:-dev}"

@@ -7,7 +7,7 @@ packages=(
   libseccomp-dev pkg-config                     # runc's seccomp, built from its Go module (build-runtime.sh)
   iptables iproute2 conntrack util-linux        # kube-proxy, netns/veth, nsenter
   openssl                                       # the cluster's certificates
-  buildah busybox-static                        # local images, imported into containerd
+  buildah busybox-static curl                   # local images, imported into containerd
   protobuf-compiler                             # CRI bindings of the node daemon
   gcc libc6-dev                                 # the static pause program
   prometheus                                    # the test bed's Prometheus and promtool (monitoring/)

@@ -209,7 +209,7 @@ async fn migration(ctx: Ctx) -> anyhow::Result<()> {
          webhook: {repository: crr.local/crr-webhook, tag: dev}\n  \
          nodeDaemon: {repository: crr.local/crr-node-daemon, tag: dev}\n  pullPolicy: Never\n\
          nodeDaemon:\n  criSocket: /var/lib/crr-cluster/containerd/containerd.sock\n\
-         tests:\n  image: {repository: crr.local/busybox, tag: \"1.35\"}\n",
+         tests:\n  image: {repository: crr.local/curl, tag: \"7.88\"}\n",
     )?;
     doc.env = vec![
         ("VALUES".into(), values.display().to_string()),

@@ -193,7 +193,7 @@ async fn upgrade(ctx: Ctx) -> anyhow::Result<()> {
         &new_values,
         values(
             "dev",
-            "tests:\n  image: {repository: crr.local/busybox, tag: \"1.35\"}\n",
+            "tests:\n  image: {repository: crr.local/curl, tag: \"7.88\"}\n",
         ),
     )?;
     doc.env = vec![("VALUES".into(), new_values.display().to_string())];
