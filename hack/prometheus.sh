@@ -149,7 +149,7 @@ up() {
   # command line carries --config.file. It used to be `echo $!` here: checked before the forked
   # child had exec'd, that pid still ran `bash prometheus.sh up`, `up` took Prometheus for exited,
   # and cluster-test.sh's EXIT trap (`down`, which found no Prometheus) removed $PROM_DIR under the
-  # real one, which then failed on its missing configuration (issue 24).
+  # real one, which then failed on its missing configuration.
   rm -f "$PROM_PID"
   setsid bash -c 'echo $$ > "$0"; exec "$@"' "$PROM_PID" \
     prometheus --config.file="$PROM_CONFIG" --storage.tsdb.path="$PROM_DATA" \

@@ -1320,7 +1320,7 @@ async fn on_failure(ctx: Ctx) -> anyhow::Result<()> {
     })
 }
 
-// Container restart rules (KEP-5307, issue 24): the kubelet decides from the container's own
+// Container restart rules (KEP-5307): the kubelet decides from the container's own
 // restartPolicy and restartPolicyRules, else the pod's, and so does crr.
 
 /// `trap 'exit CODE' TERM`: the container exits with CODE when the daemon stops it.
