@@ -46,6 +46,9 @@ pub const MESSAGE_PRE_RECREATE_GRACE: &str =
     "Pod has been forced to not-ready for unreadyGracePeriodSeconds drain";
 /// v1beta1 condition (ours): the CRR's overall outcome once Completed.
 pub const CONDITION_SUCCEEDED: &str = "Succeeded";
+/// Reason of `Succeeded=False` when the operator completed the request because its pod is gone
+/// (deleted, terminating, or replaced under the same name).
+pub const REASON_POD_GONE: &str = "PodGone";
 
 /// Pod condition type of the readiness gate a CRR flips to take the pod out of endpoints.
 pub const POD_CONDITION_KRUISE_POD_READY: &str = "KruisePodReady";

@@ -78,8 +78,12 @@ pub struct Completion {
     pub outcome: Outcome,
     /// Machine-readable reason of the `Succeeded` condition (`Recreated`, `PodGone`, …).
     pub reason: String,
-    /// `status.message`, and the `Succeeded` condition's message.
+    /// `status.message`, and the `Succeeded` condition's message unless `condition_message`
+    /// says more.
     pub message: String,
+    /// The `Succeeded` condition's message when it says more than `status.message` (which
+    /// clients compare with upstream's fixed texts); `None`: the same.
+    pub condition_message: Option<String>,
     /// The per-container states to write, or `None` to leave them as they are.
     pub container_recreate_states: Option<Vec<ContainerRecreateRequestContainerRecreateState>>,
     /// The completion time (and the condition's transition time).
@@ -105,7 +109,10 @@ pub fn complete(
             type_: keys::CONDITION_SUCCEEDED.to_owned(),
             status: completion.outcome.condition_status().to_owned(),
             reason: completion.reason.clone(),
-            message: completion.message.clone(),
+            message: completion
+                .condition_message
+                .clone()
+                .unwrap_or_else(|| completion.message.clone()),
             last_transition_time: Time(completion.time),
             observed_generation,
         },
@@ -462,6 +469,7 @@ mod tests {
                     outcome: Outcome::Succeeded,
                     reason: "Recreated".to_owned(),
                     message: String::new(),
+                    condition_message: None,
                     container_recreate_states: Some(vec![state("app", Phase::Succeeded, true)]),
                     time: at(30),
                 },
@@ -484,6 +492,7 @@ mod tests {
                     outcome: Outcome::Failed,
                     reason: "PodGone".to_owned(),
                     message: "pod has gone".to_owned(),
+                    condition_message: None,
                     container_recreate_states: None,
                     time: at(30),
                 },
@@ -506,6 +515,7 @@ mod tests {
                     outcome: Outcome::Failed,
                     reason: "DaemonNotResponding".to_owned(),
                     message: "daemon has not responded for a long time".to_owned(),
+                    condition_message: None,
                     container_recreate_states: Some(vec![state("app", Phase::Failed, false)]),
                     time: at(60),
                 },
@@ -622,6 +632,7 @@ mod tests {
                         outcome: Outcome::Succeeded,
                         reason: "Recreated".to_owned(),
                         message: String::new(),
+                        condition_message: None,
                         container_recreate_states: Some(states.clone()),
                         time: at(30),
                     },
@@ -646,6 +657,7 @@ mod tests {
                         outcome: Outcome::Failed,
                         reason: "PodGone".to_owned(),
                         message: "pod has gone".to_owned(),
+                        condition_message: None,
                         container_recreate_states: None,
                         time: at(30),
                     },
@@ -750,6 +762,7 @@ mod tests {
             outcome: Outcome::Failed,
             reason: "ActiveDeadlineExceeded".to_owned(),
             message: "recreating has exceeded the activeDeadlineSeconds".to_owned(),
+            condition_message: None,
             container_recreate_states: Some(vec![state("app", Phase::Failed, false)]),
             time: at(3),
         };

@@ -348,15 +348,11 @@ pub fn kill_grace(grace_period_seconds: u64, spent_in_pre_stop: Duration) -> i64
     i64::try_from(left).unwrap_or(i64::MAX).max(2)
 }
 
-/// How long the preStop hook may take: the whole grace period, but no longer than the request
-/// has left before its deadline; `None` (no hook) with a grace period of 0, as the kubelet runs
-/// hooks only when there is time for them.
-pub fn pre_stop_budget(
-    grace_period_seconds: u64,
-    deadline_left: Option<Duration>,
-) -> Option<Duration> {
-    let grace = Duration::from_secs(grace_period_seconds);
-    let budget = deadline_left.map_or(grace, |left| left.min(grace));
+/// How long the preStop hook may take: the whole grace period, as the kubelet gives it (the
+/// request's deadline never shortens a hook under way); `None` (no hook) with a grace period of
+/// 0, as the kubelet runs hooks only when there is time for them.
+pub fn pre_stop_budget(grace_period_seconds: u64) -> Option<Duration> {
+    let budget = Duration::from_secs(grace_period_seconds);
     (!budget.is_zero()).then_some(budget)
 }
 
@@ -794,14 +790,9 @@ mod tests {
     }
 
     #[test]
-    fn the_pre_stop_budget_ends_at_the_deadline() {
-        assert_eq!(pre_stop_budget(30, None), Some(Duration::from_secs(30)));
-        assert_eq!(
-            pre_stop_budget(30, Some(Duration::from_secs(4))),
-            Some(Duration::from_secs(4))
-        );
-        assert_eq!(pre_stop_budget(30, Some(Duration::ZERO)), None);
-        assert_eq!(pre_stop_budget(0, None), None, "no time, no hook");
+    fn the_pre_stop_budget_is_the_whole_grace_period() {
+        assert_eq!(pre_stop_budget(30), Some(Duration::from_secs(30)));
+        assert_eq!(pre_stop_budget(0), None, "no time, no hook");
     }
 
     #[test]
@@ -1040,7 +1031,6 @@ mod properties {
             request in any::<Option<i64>>(),
             cap in any::<u64>(),
             spent in any::<u64>(),
-            deadline_left in proptest::option::of(any::<u64>()),
         ) {
             let grace = grace_period_seconds(pod, request, cap);
             prop_assert!(grace <= cap, "never beyond the cap");
@@ -1052,11 +1042,10 @@ mod properties {
             let kill = kill_grace(grace, Duration::from_secs(spent));
             prop_assert!(kill >= 2);
             prop_assert!(kill.unsigned_abs() <= grace.max(2));
-            let deadline_left = deadline_left.map(Duration::from_secs);
-            if let Some(budget) = pre_stop_budget(grace, deadline_left) {
-                prop_assert!(!budget.is_zero());
-                prop_assert!(budget <= Duration::from_secs(grace));
-                prop_assert!(deadline_left.is_none_or(|left| budget <= left));
+            if let Some(budget) = pre_stop_budget(grace) {
+                prop_assert_eq!(budget, Duration::from_secs(grace));
+            } else {
+                prop_assert_eq!(grace, 0);
             }
         }
 

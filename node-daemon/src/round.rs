@@ -6,22 +6,25 @@
 //! Every status write is a [`StatusPatch`] built from the request the round decided on, so it
 //! carries that request's resourceVersion as precondition: a request changed
 //! meanwhile (completed by the operator: deadline, pod gone) fails the write with a conflict
-//! and the next round decides again. Before a kill the request is read afresh: a request
-//! completed while its preStop ran is left alone, its container not killed.
+//! and the next round decides again. Kills of one request run one after another in the
+//! listed order, each stop finished before the next begins (one kill per round).
 //!
 //! A round that kills reads the live pod once ([`LivePod`]) and takes from it, never from the
 //! request, the preStop handler, the ports, the address and the grace period; the runtime's
-//! container must carry the request's pod and container in its CRI labels. The preStop hook
-//! ends at the first of: it returns, its budget (the pod's grace period, never beyond the
-//! daemon's cap or the request's deadline), the request finished or deleted, or the worker
-//! taking the slot back ([`Preemption`]).
+//! container must carry the request's pod and container in its CRI labels. No kill starts past
+//! the request's deadline, but a kill under way finishes, as upstream's and the kubelet's do:
+//! the preStop hook gets the container's whole grace period (never beyond the daemon's cap),
+//! the request's deadline does not shorten it, and a request completed meanwhile (deadline, pod
+//! gone) still gets the stop and its container's state. The hook ends early only when the
+//! request is deleted (or being deleted), or when the worker takes the slot back
+//! ([`Preemption`]) from a request still running.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 
-use crr_crds::keys::LABEL_POD_UID;
+use crr_crds::keys::{CONDITION_SUCCEEDED, LABEL_POD_UID, REASON_POD_GONE};
 use crr_crds::status::{
     self, Completion, NoResourceVersion, Outcome as RequestOutcome, StatusPatch,
 };
@@ -50,6 +53,9 @@ const API_RETRY: Duration = Duration::from_millis(500);
 /// leave it stopped after) before the daemon asks whether the kubelet will ever start it again
 /// (`restartPolicy: OnFailure`, `restartPolicyRules`).
 const NOT_RESTARTED_AFTER: Duration = Duration::from_secs(3);
+
+/// How many times the states after a kill are written against a request changing meanwhile.
+const STATE_WRITE_ATTEMPTS: usize = 5;
 
 /// A write the API server refused or could not take.
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +105,8 @@ pub trait Requests: Send + Sync {
     ) -> impl Future<Output = Result<Option<Pod>, WriteError>> + Send;
 
     /// Completes once the request is finished, being deleted, deleted, or no longer this node's
-    /// active request, as the watch shows it (a round's preStop hook is cancelled then).
+    /// active request, as the watch shows it. A round's preStop hook then reads the request
+    /// afresh: deleted, the hook is cancelled; only completed, it runs on.
     fn finished(&self, crr: &ContainerRecreateRequest) -> impl Future<Output = ()> + Send;
 
     /// Records an Event about the request (best effort).
@@ -126,6 +133,17 @@ pub trait Requests: Send + Sync {
 /// ([`crr_crds::status::is_finished`]) or being deleted.
 pub fn must_leave_alone(crr: &ContainerRecreateRequest) -> bool {
     status::is_finished(crr) || crr.metadata.deletion_timestamp.is_some()
+}
+
+/// Whether a kill under way (its preStop hook, then the stop) goes on against `fresh`, the
+/// request as it is now: yes while it runs, and once completed by the operator for its deadline;
+/// no once it is being deleted, or completed because its pod is gone (the kubelet stops the
+/// containers of a deleted pod itself).
+pub fn kill_under_way_goes_on(fresh: &ContainerRecreateRequest) -> bool {
+    fresh.metadata.deletion_timestamp.is_none()
+        && fresh
+            .condition(CONDITION_SUCCEEDED)
+            .is_none_or(|condition| condition.reason != REASON_POD_GONE)
 }
 
 /// Whole milliseconds of `duration`, for logs.
@@ -491,10 +509,7 @@ impl<R: Requests> Round<'_, R> {
         }
 
         let started = Instant::now();
-        if let (Some(handler), Some(budget)) = (
-            &live.pre_stop,
-            recreate::pre_stop_budget(grace, deadline_left),
-        ) {
+        if let (Some(handler), Some(budget)) = (&live.pre_stop, recreate::pre_stop_budget(grace)) {
             let hook = crate::pre_stop::run(
                 self.runtime,
                 container_id,
@@ -505,20 +520,38 @@ impl<R: Requests> Round<'_, R> {
             );
             // Dropping the hook's future cancels it: an exec's ExecSync call is abandoned (and
             // its own timeout, the budget, ends the command in the runtime).
-            let end = tokio::select! {
-                outcome = hook => HookEnd::Ran(outcome),
-                () = self.requests.finished(&crr) => HookEnd::RequestFinished,
-                () = self.preemption.requested() => HookEnd::Preempted,
-            };
-            let outcome = match end {
-                HookEnd::Ran(outcome) => outcome,
-                HookEnd::RequestFinished => {
-                    tracing::info!(container = %container.name, "request finished during its preStop hook; hook cancelled, container left running");
-                    return Ok(Outcome::OnChange);
-                }
-                HookEnd::Preempted => {
-                    tracing::info!(container = %container.name, "preStop hook preempted: the slot goes to another namespace; it runs again later");
-                    return Ok(Outcome::Preempted);
+            let mut hook = std::pin::pin!(hook);
+            // Once the request is seen completed, the hook and its kill are the last work on
+            // it, which no later round would redo: they are not preempted, and the request is
+            // not watched again (nor when the watch and a fresh read disagree: the read after
+            // the hook decides the kill).
+            let mut watching = true;
+            let mut preemptible = true;
+            let outcome = loop {
+                let end = tokio::select! {
+                    outcome = &mut hook => HookEnd::Ran(outcome),
+                    () = self.requests.finished(&crr), if watching => HookEnd::RequestFinished,
+                    () = self.preemption.requested(), if preemptible => HookEnd::Preempted,
+                };
+                match end {
+                    HookEnd::Ran(outcome) => break outcome,
+                    HookEnd::RequestFinished => match self.fresh_after_the_hook(&crr).await? {
+                        Some(fresh) if kill_under_way_goes_on(&fresh) => {
+                            watching = false;
+                            if must_leave_alone(&fresh) {
+                                tracing::info!(container = %container.name, "request completed during its preStop hook; the hook and the kill under way finish");
+                                preemptible = false;
+                            }
+                        }
+                        _ => {
+                            tracing::info!(container = %container.name, "request deleted, or its pod gone, during its preStop hook; hook cancelled, container left running");
+                            return Ok(Outcome::OnChange);
+                        }
+                    },
+                    HookEnd::Preempted => {
+                        tracing::info!(container = %container.name, "preStop hook preempted: the slot goes to another namespace; it runs again later");
+                        return Ok(Outcome::Preempted);
+                    }
                 }
             };
             let took = started.elapsed();
@@ -549,13 +582,14 @@ impl<R: Requests> Round<'_, R> {
         }
 
         let pre_stop_took = started.elapsed();
-        // The operator may have completed the request while the hook ran: then no kill. The
-        // hook has run: an API server away for a moment (restarting) must not send the round
-        // back to the start, where the hook would run a second time. Read again for a while.
+        // The request may have been deleted while the hook ran: then no kill. Completed (its
+        // deadline passed, say), the kill under way finishes. The hook has run: an API server
+        // away for a moment (restarting) must not send the round back to the start, where the
+        // hook would run a second time. Read again for a while.
         let crr = match self.fresh_after_the_hook(&crr).await? {
-            Some(fresh) if !must_leave_alone(&fresh) => fresh,
+            Some(fresh) if kill_under_way_goes_on(&fresh) => fresh,
             _ => {
-                tracing::info!(container = %container.name, "request finished before the kill; container left running");
+                tracing::info!(container = %container.name, "request deleted, or its pod gone, before the kill; container left running");
                 return Ok(Outcome::OnChange);
             }
         };
@@ -639,10 +673,31 @@ impl<R: Requests> Round<'_, R> {
                 )
                 .await;
         }
-        self.requests
-            .write_status(&patch_of(&crr)?.container_recreate_states(states.to_vec()))
-            .await?;
+        self.write_states_after_the_kill(crr, states).await?;
         Ok(Outcome::After(IN_FLIGHT_POLL))
+    }
+
+    /// Records the states after a kill. The kill happened whatever the request became
+    /// meanwhile: a write that conflicts (the operator completed the request, or removed its
+    /// label) is made again on the request as it is now, unless it was deleted. The daemon is
+    /// the only writer of the states, so its own vector is the truth to write.
+    async fn write_states_after_the_kill(
+        &self,
+        mut crr: ContainerRecreateRequest,
+        states: &[State],
+    ) -> Result<(), WriteError> {
+        for _ in 0..STATE_WRITE_ATTEMPTS {
+            let patch = patch_of(&crr)?.container_recreate_states(states.to_vec());
+            match self.requests.write_status(&patch).await {
+                Err(WriteError::Conflict) => match self.requests.fresh(&crr).await? {
+                    Some(fresh) => crr = fresh,
+                    None => return Ok(()),
+                },
+                Err(WriteError::Gone) => return Ok(()),
+                other => return other.map(drop),
+            }
+        }
+        Err(WriteError::Conflict)
     }
 
     /// The request as it is now, read again on API errors for up to [`API_AWAY_BOUND`].
@@ -682,6 +737,7 @@ impl<R: Requests> Round<'_, R> {
             },
             reason: reason.to_owned(),
             message: message.to_owned(),
+            condition_message: None,
             // No states (no pod-uid label, foreign runtime): leave them as they are.
             container_recreate_states: (!states.is_empty()).then_some(states),
             time: jiff::Timestamp::now(),
@@ -1656,15 +1712,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_request_completed_during_pre_stop_gets_no_kill() {
-        let fake = FakeRuntime::with_containers(&["app"]);
+    async fn a_request_completed_during_pre_stop_still_gets_its_kill_and_no_other() {
+        let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
         let runtime = fake.serve().await;
-        let mut memory = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
+        let mut memory = with_pre_stop(
+            request(&["app", "sidecar"], grace(9)),
+            exec(&["drain"]),
+            vec![],
+        );
         memory.complete_on_fresh = true;
         drive(&memory, &fake, &runtime, 10, &[]).await;
         assert_eq!(fake.lock().execs.len(), 1);
-        assert!(fake.lock().stops.is_empty(), "no kill after completion");
+        assert_eq!(
+            fake.lock().stopped_ids(),
+            ["app-1"],
+            "the kill under way finishes; no new kill starts"
+        );
         assert!(must_leave_alone(&memory.get()));
+        assert_eq!(
+            memory.states(),
+            [
+                ("app".to_owned(), Phase::Recreating, true),
+                ("sidecar".to_owned(), Phase::Pending, false),
+            ]
+        );
     }
 
     #[tokio::test]
@@ -1989,25 +2060,28 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_pre_stop_budget_ends_at_the_requests_deadline() {
+    async fn the_requests_deadline_never_shortens_the_pre_stop_budget() {
         let fake = FakeRuntime::with_containers(&["app"]);
         let runtime = fake.serve().await;
-        let mut crr = request(&["app"], grace(600));
-        crr.spec.active_deadline_seconds = Some(60);
+        let mut crr = request(&["app"], grace(200));
+        crr.spec.active_deadline_seconds = Some(3);
         crr.metadata.creation_timestamp = Some(Time(jiff::Timestamp::now()));
         let memory = with_pre_stop(crr, exec(&["drain"]), vec![]);
         memory
-            .set_pod(|pod| pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(600));
+            .set_pod(|pod| pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(200));
         drive(&memory, &fake, &runtime, 3, &[]).await;
-        let timeout = fake.lock().execs[0].2;
-        assert!((58..=60).contains(&timeout), "{timeout}");
+        assert_eq!(
+            fake.lock().execs[0].2,
+            200,
+            "the hook gets the whole grace period"
+        );
     }
 
     #[tokio::test]
     async fn past_its_deadline_a_request_gets_no_hook_and_no_kill() {
         let fake = FakeRuntime::with_containers(&["app"]);
         let runtime = fake.serve().await;
-        let mut crr = request(&["app"], grace(600));
+        let mut crr = request(&["app"], grace(200));
         crr.spec.active_deadline_seconds = Some(3);
         crr.metadata.creation_timestamp = Some(Time(
             jiff::Timestamp::now() - jiff::SignedDuration::from_secs(10),
@@ -2062,20 +2136,57 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_hook_is_cancelled_when_its_request_completes() {
-        let (memory, fake, rounds) = hanging_hook(300, Preemption::never()).await;
+    async fn a_hook_runs_on_when_its_request_completes_and_the_kill_follows() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().exec.delay = Duration::from_millis(300);
+        let runtime = fake.serve().await;
+        let memory = std::sync::Arc::new(with_pre_stop(
+            request(&["app"], grace(300)),
+            exec(&["sleep", "8"]),
+            vec![],
+        ));
+        let (preempt, preemption) = Preemption::new();
+        let rounds = {
+            let memory = memory.clone();
+            tokio::spawn(async move {
+                let metrics = Metrics::register(&mut Default::default());
+                let round = Round {
+                    requests: memory.as_ref(),
+                    runtime: &runtime,
+                    metrics: &metrics,
+                    max_grace_seconds: 300,
+                    preemption,
+                    grace_clock: &crate::timers::GraceClock::default(),
+                    restart_policies: &Default::default(),
+                };
+                round.run(memory.get()).await
+            })
+        };
+        fake.exec_started.notified().await;
         memory.set(|crr| {
             let status = crr.status.get_or_insert_default();
             status.phase = Some(Phase::Completed);
             status.message = Some("recreating has exceeded the activeDeadlineSeconds".into());
         });
+        // Once completed, the slot is not taken back either: no later round would redo it.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        preempt.send_replace(true);
         let outcome = tokio::time::timeout(Duration::from_secs(5), rounds)
             .await
-            .expect("the hook was cancelled, not waited out")
+            .expect("the round ends with the hook")
             .unwrap()
             .expect("a round");
-        assert_eq!(outcome, Outcome::OnChange);
-        assert!(fake.lock().stops.is_empty(), "no kill after completion");
+        assert_eq!(outcome, Outcome::After(IN_FLIGHT_POLL));
+        assert_eq!(fake.lock().execs.len(), 1);
+        assert_eq!(
+            fake.lock().stopped_ids(),
+            ["app-1"],
+            "the kill follows the hook"
+        );
+        assert_eq!(
+            memory.states(),
+            [("app".to_owned(), Phase::Recreating, true)]
+        );
     }
 
     #[tokio::test]
@@ -2089,6 +2200,49 @@ mod tests {
             .expect("a round");
         assert_eq!(outcome, Outcome::OnChange);
         assert!(fake.lock().stops.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_hook_is_cancelled_when_its_pod_is_gone() {
+        let (memory, fake, rounds) = hanging_hook(300, Preemption::never()).await;
+        memory.set(|crr| {
+            let status = crr.status.get_or_insert_default();
+            status.phase = Some(Phase::Completed);
+            status.message = Some("pod has gone".into());
+            status.conditions = vec![succeeded_false(REASON_POD_GONE)];
+        });
+        let outcome = tokio::time::timeout(Duration::from_secs(5), rounds)
+            .await
+            .expect("the hook was cancelled, not waited out")
+            .unwrap()
+            .expect("a round");
+        assert_eq!(outcome, Outcome::OnChange);
+        assert!(fake.lock().stops.is_empty());
+    }
+
+    fn succeeded_false(reason: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: CONDITION_SUCCEEDED.to_owned(),
+            status: "False".to_owned(),
+            reason: reason.to_owned(),
+            message: String::new(),
+            last_transition_time: Time(jiff::Timestamp::now()),
+            observed_generation: None,
+        }
+    }
+
+    #[test]
+    fn a_kill_under_way_goes_on_past_the_deadline_not_past_deletion_or_pod_loss() {
+        let mut crr = request(&["app"], grace(30));
+        assert!(kill_under_way_goes_on(&crr), "running");
+        crr.status.get_or_insert_default().phase = Some(Phase::Completed);
+        crr.status.as_mut().unwrap().conditions = vec![succeeded_false("ActiveDeadlineExceeded")];
+        assert!(kill_under_way_goes_on(&crr), "completed at its deadline");
+        crr.status.as_mut().unwrap().conditions = vec![succeeded_false(REASON_POD_GONE)];
+        assert!(!kill_under_way_goes_on(&crr), "its pod is gone");
+        crr.status.as_mut().unwrap().conditions.clear();
+        crr.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
+        assert!(!kill_under_way_goes_on(&crr), "being deleted");
     }
 
     #[tokio::test]

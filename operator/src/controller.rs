@@ -440,10 +440,20 @@ impl Executor<'_> {
     }
 
     async fn complete(&mut self, completion: Completion) -> Result<Step, Error> {
-        let message = completion.reason.message();
         // The resourceVersion precondition keeps a stale cache from overwriting a completion
         // the daemon has just written.
         let patch = reconcile::completion_patch(&self.current, &completion)?;
+        // The Succeeded condition's message: the reason and the containers not recreated.
+        let message = patch
+            .fields()
+            .conditions
+            .iter()
+            .flatten()
+            .find(|condition| condition.type_ == keys::CONDITION_SUCCEEDED)
+            .map_or_else(
+                || completion.reason.message().to_owned(),
+                |condition| condition.message.clone(),
+            );
         let step = self
             .patch_crr_status("completing the request", &patch)
             .await?;

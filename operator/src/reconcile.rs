@@ -22,8 +22,7 @@ use std::time::Duration;
 use crr_crds::keys;
 use crr_crds::status::{self, NoResourceVersion, Outcome, StatusPatch};
 use crr_crds::v1beta1::{
-    ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState,
-    ContainerRecreateRequestSyncContainerStatus, Phase,
+    ContainerRecreateRequest, ContainerRecreateRequestSyncContainerStatus, Phase,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -99,7 +98,7 @@ impl CompletionReason {
     /// A machine-readable reason for conditions, Events and metrics.
     pub fn reason(self) -> &'static str {
         match self {
-            Self::PodGone => "PodGone",
+            Self::PodGone => keys::REASON_POD_GONE,
             Self::DaemonNotResponding => "DaemonNotResponding",
             Self::ActiveDeadlineExceeded => "ActiveDeadlineExceeded",
         }
@@ -266,17 +265,18 @@ fn pre_recreate_grace_started(crr: &ContainerRecreateRequest) -> bool {
 }
 
 /// The status write that completes `crr` (phase Completed, completionTime, message,
-/// `Succeeded=False` with the reason), preconditioned on `crr`. Deadlines also mark every
-/// unfinished container Failed; a gone pod leaves the states as the daemon wrote them.
+/// `Succeeded=False` with the reason), preconditioned on `crr`. The per-container states stay
+/// as the daemon wrote them, as upstream leaves them: the `Succeeded` condition names the
+/// containers that were not recreated.
 pub fn completion_patch(
     crr: &ContainerRecreateRequest,
     completion: &Completion,
 ) -> Result<StatusPatch, NoResourceVersion> {
     let reason = completion.reason;
-    let container_recreate_states = match reason {
+    let condition_message = match reason {
         CompletionReason::PodGone => None,
         CompletionReason::DaemonNotResponding | CompletionReason::ActiveDeadlineExceeded => {
-            Some(fail_unfinished(crr, reason.message()))
+            Some(naming_not_recreated(crr, reason.message()))
         }
     };
     StatusPatch::completion(
@@ -285,7 +285,8 @@ pub fn completion_patch(
             outcome: Outcome::Failed,
             reason: reason.reason().to_owned(),
             message: reason.message().to_owned(),
-            container_recreate_states,
+            condition_message,
+            container_recreate_states: None,
             time: completion.time,
         },
     )
@@ -322,36 +323,38 @@ pub fn snapshot_patch(
     Ok(StatusPatch::of(crr)?.container_status_snapshot(snapshot))
 }
 
-/// Every requested container that has not finished is marked Failed with `message`, so users see
-/// which ones did not make it (upstream leaves them as they were, kruise issue 2353). Finished
-/// states (Succeeded, or Failed for their own reason) are kept.
-pub fn fail_unfinished(
-    crr: &ContainerRecreateRequest,
-    message: &str,
-) -> Vec<ContainerRecreateRequestContainerRecreateState> {
+/// `message`, followed by the requested containers that were not recreated (no state, or a
+/// state other than Succeeded), each with the phase the daemon last wrote and whether it was
+/// killed: "…; not recreated: app (Recreating, killed), sidecar (Pending)".
+pub fn naming_not_recreated(crr: &ContainerRecreateRequest, message: &str) -> String {
     let states = crr
         .status
         .as_ref()
         .map(|status| status.container_recreate_states.as_slice())
         .unwrap_or_default();
-    crr.spec
+    let not_recreated: Vec<String> = crr
+        .spec
         .containers
         .iter()
-        .map(|container| {
-            let existing = states.iter().find(|state| state.name == container.name);
-            match existing {
-                Some(state) if matches!(state.phase, Phase::Succeeded | Phase::Failed) => {
-                    state.clone()
-                }
-                _ => ContainerRecreateRequestContainerRecreateState {
-                    name: container.name.clone(),
-                    phase: Phase::Failed,
-                    message: Some(message.to_owned()),
-                    is_killed: existing.is_some_and(|state| state.is_killed),
-                },
+        .filter_map(|container| {
+            let state = states.iter().find(|state| state.name == container.name);
+            match state {
+                Some(state) if state.phase == Phase::Succeeded => None,
+                Some(state) if state.is_killed => Some(format!(
+                    "{} ({}, killed)",
+                    container.name,
+                    state.phase.as_str()
+                )),
+                Some(state) => Some(format!("{} ({})", container.name, state.phase.as_str())),
+                None => Some(format!("{} (Pending)", container.name)),
             }
         })
-        .collect()
+        .collect();
+    if not_recreated.is_empty() {
+        message.to_owned()
+    } else {
+        format!("{message}; not recreated: {}", not_recreated.join(", "))
+    }
 }
 
 /// How long the request took from creation to completion, once completed.
@@ -366,8 +369,8 @@ mod tests {
     use super::*;
     use crr_crds::v1beta1::{
         ContainerRecreateRequestContainer, ContainerRecreateRequestContainerContext,
-        ContainerRecreateRequestSpec, ContainerRecreateRequestStatus,
-        ContainerRecreateRequestStrategy,
+        ContainerRecreateRequestContainerRecreateState, ContainerRecreateRequestSpec,
+        ContainerRecreateRequestStatus, ContainerRecreateRequestStrategy,
     };
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateRunning, ContainerStatus, PodReadinessGate, PodSpec,
@@ -527,7 +530,7 @@ mod tests {
     }
 
     #[test]
-    fn active_deadline_completes_and_fails_unfinished_containers() {
+    fn active_deadline_completes_and_leaves_the_states_as_the_daemon_wrote_them() {
         let mut request = with_phase(crr(), Phase::Recreating);
         request.spec.active_deadline_seconds = Some(3);
         request
@@ -536,59 +539,87 @@ mod tests {
             .container_recreate_states = vec![
             ContainerRecreateRequestContainerRecreateState {
                 name: "app".to_owned(),
-                phase: Phase::Succeeded,
+                phase: Phase::Recreating,
                 message: None,
                 is_killed: true,
             },
             ContainerRecreateRequestContainerRecreateState {
                 name: "sidecar".to_owned(),
-                phase: Phase::Recreating,
+                phase: Phase::Pending,
                 message: None,
-                is_killed: true,
+                is_killed: false,
             },
         ];
         let plan = plan(&request, Some(&pod()), at(3));
         let completion = completion(&plan);
         assert_eq!(completion.reason, CompletionReason::ActiveDeadlineExceeded);
-        assert_eq!(
-            completion.reason.message(),
-            "recreating has exceeded the activeDeadlineSeconds"
-        );
         let patch = completion_patch(&request, completion).unwrap();
         let fields = patch.fields();
         assert_eq!(fields.phase, Some(Phase::Completed));
         assert_eq!(fields.completion_time, Some(Time(at(3))));
         assert_eq!(
             fields.message.as_deref(),
-            Some("recreating has exceeded the activeDeadlineSeconds")
+            Some("recreating has exceeded the activeDeadlineSeconds"),
+            "status.message is upstream's text, which clients compare"
         );
-        let states = fields.container_recreate_states.as_ref().unwrap();
-        assert_eq!(states[0].phase, Phase::Succeeded);
-        assert_eq!(states[1].phase, Phase::Failed);
-        assert!(states[1].is_killed);
         assert_eq!(
-            states[1].message.as_deref(),
-            Some("recreating has exceeded the activeDeadlineSeconds")
+            fields.container_recreate_states, None,
+            "the states are not written"
         );
         let succeeded = &fields.conditions.as_ref().unwrap()[0];
         assert_eq!(succeeded.type_, keys::CONDITION_SUCCEEDED);
         assert_eq!(succeeded.status, "False");
         assert_eq!(succeeded.reason, "ActiveDeadlineExceeded");
+        assert_eq!(
+            succeeded.message,
+            "recreating has exceeded the activeDeadlineSeconds; \
+             not recreated: app (Recreating, killed), sidecar (Pending)"
+        );
         assert_eq!(patch.resource_version(), "7");
     }
 
     #[test]
-    fn deadline_adds_failed_states_for_containers_the_daemon_never_reported() {
-        let mut request = with_phase(crr(), Phase::Pending);
+    fn the_succeeded_condition_names_only_containers_not_recreated() {
+        let mut request = with_phase(crr(), Phase::Recreating);
         request.spec.active_deadline_seconds = Some(5);
-        let plan = plan(&request, Some(&pod()), at(9));
-        let patch = completion_patch(&request, completion(&plan)).unwrap();
-        let states = patch.fields().container_recreate_states.clone().unwrap();
+        request
+            .status
+            .get_or_insert_default()
+            .container_recreate_states = vec![ContainerRecreateRequestContainerRecreateState {
+            name: "app".to_owned(),
+            phase: Phase::Succeeded,
+            message: None,
+            is_killed: true,
+        }];
         assert_eq!(
-            states.iter().map(|state| state.phase).collect::<Vec<_>>(),
-            vec![Phase::Failed, Phase::Failed]
+            naming_not_recreated(&request, "late"),
+            "late; not recreated: sidecar (Pending)",
+            "a container the daemon never reported counts as Pending"
         );
-        assert!(states.iter().all(|state| !state.is_killed));
+        request.status.as_mut().unwrap().container_recreate_states[0].phase = Phase::Failed;
+        request.status.as_mut().unwrap().container_recreate_states[0].is_killed = false;
+        assert_eq!(
+            naming_not_recreated(&request, "late"),
+            "late; not recreated: app (Failed), sidecar (Pending)"
+        );
+        request.spec.containers.truncate(1);
+        request.status.as_mut().unwrap().container_recreate_states[0].phase = Phase::Succeeded;
+        assert_eq!(naming_not_recreated(&request, "late"), "late");
+    }
+
+    #[test]
+    fn a_daemon_that_never_answered_leaves_no_states() {
+        let request = crr();
+        let plan = plan(&request, Some(&pod()), at(120));
+        let completion = completion(&plan);
+        assert_eq!(completion.reason, CompletionReason::DaemonNotResponding);
+        let patch = completion_patch(&request, completion).unwrap();
+        assert_eq!(patch.fields().container_recreate_states, None);
+        assert_eq!(
+            patch.fields().conditions.as_ref().unwrap()[0].message,
+            "daemon has not responded for a long time; \
+             not recreated: app (Pending), sidecar (Pending)"
+        );
     }
 
     #[test]

@@ -297,7 +297,7 @@ fn holders_message(namespace: &str, names: &[&str]) -> String {
 
 #[tokio::test]
 #[ignore = "needs the local test bed (hack/README.md); hack/cluster-test.sh runs it"]
-async fn active_deadline_completes_the_request_and_fails_unfinished_containers() {
+async fn active_deadline_completes_the_request_and_leaves_the_daemons_states() {
     with_namespace("deadline", |client, namespace| async move {
         let _operator = Operator::start(&namespace, "deadline-0");
         let pod = parked_pod(&client, &namespace, "web").await;
@@ -309,7 +309,10 @@ async fn active_deadline_completes_the_request_and_fails_unfinished_containers()
             &client,
             &namespace,
             "deadline",
-            json!({ "phase": "Recreating" }),
+            json!({
+                "phase": "Recreating",
+                "containerRecreateStates": [{ "name": "app", "phase": "Recreating", "isKilled": true }],
+            }),
         )
         .await;
         let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
@@ -322,9 +325,23 @@ async fn active_deadline_completes_the_request_and_fails_unfinished_containers()
         )
         .await
         .expect("request exists");
-        let status = done.status.expect("status");
+        let succeeded = done
+            .condition(keys::CONDITION_SUCCEEDED)
+            .expect("the Succeeded condition");
+        assert_eq!(succeeded.status, "False");
+        assert_eq!(succeeded.reason, "ActiveDeadlineExceeded");
+        assert_eq!(
+            succeeded.message,
+            "recreating has exceeded the activeDeadlineSeconds; not recreated: app (Recreating, killed)"
+        );
+        let status = done.status.clone().expect("status");
         assert_eq!(status.container_recreate_states.len(), 1);
-        assert_eq!(status.container_recreate_states[0].phase, Phase::Failed);
+        let state = &status.container_recreate_states[0];
+        assert_eq!(
+            (state.name.as_str(), state.phase, state.is_killed),
+            ("app", Phase::Recreating, true),
+            "the state the daemon wrote is left as it was"
+        );
         let created = done.metadata.creation_timestamp.expect("created").0;
         let completed = status.completion_time.expect("completion time").0;
         let took = completed.duration_since(created).as_secs_f64();

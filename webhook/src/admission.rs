@@ -16,7 +16,8 @@ use crr_crds::keys::{
 };
 use crr_crds::rules::{self, Caveat, ContainerNames, Violation};
 use crr_crds::v1beta1::{
-    ContainerRecreateRequest, ContainerRecreateRequestContainerContext, ProbeHandler,
+    ContainerRecreateRequest, ContainerRecreateRequestContainerContext,
+    ContainerRecreateRequestStatus, ProbeHandler,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -368,7 +369,9 @@ pub fn strip_status(crr: &mut ContainerRecreateRequest) -> Option<String> {
             }
         }
     }
-    if let Some(status) = crr.status.take() {
+    // A status that carries nothing goes without a word: OpenKruise's Go type always sends
+    // `status: {phase: ""}`, so every create from its clients would be warned about.
+    if let Some(status) = crr.status.take().filter(|status| !carries_nothing(status)) {
         // Parsed legacy annotations arrive here as status fields.
         if status
             .conditions
@@ -399,6 +402,17 @@ pub fn strip_status(crr: &mut ContainerRecreateRequest) -> Option<String> {
             removed.join(", ")
         )
     })
+}
+
+/// Whether a status sent by a client says nothing: no phase (or an empty one), no time, an
+/// empty message at most, and no states, snapshot or conditions.
+fn carries_nothing(status: &ContainerRecreateRequestStatus) -> bool {
+    status.phase.is_none()
+        && status.completion_time.is_none()
+        && status.message.as_deref().is_none_or(str::is_empty)
+        && status.container_recreate_states.is_empty()
+        && status.container_status_snapshot.is_empty()
+        && status.conditions.is_empty()
 }
 
 /// Validating a CREATE: the creation rules again, on the object as it will be stored (after

@@ -935,3 +935,48 @@ async fn v1alpha1_negative_min_started_and_ttl_are_set_to_zero_with_warnings() {
     .await;
     assert_eq!(verdict, Verdict::Allowed, "{response}");
 }
+
+/// OpenKruise's Go type always sends `status: {phase: ""}` on create: such a status, or `{}`,
+/// goes without a warning. One that carries something is removed with a warning.
+#[tokio::test]
+async fn an_empty_status_on_create_is_dropped_without_a_warning() {
+    let cluster = cluster_with(pod());
+    for version in ["v1alpha1", "v1beta1"] {
+        for empty in [
+            json!({}),
+            json!({"phase": ""}),
+            json!({"phase": "", "message": ""}),
+        ] {
+            let mut object = crr(
+                version,
+                json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+            );
+            object["status"] = empty.clone();
+            let (verdict, response, patched) = run(&cluster, "CREATE", version, object, None).await;
+            assert_eq!(verdict, Verdict::Patched, "{version} {empty}: {response}");
+            assert!(
+                response.get("warnings").is_none(),
+                "{version} {empty}: {response}"
+            );
+            let patched = patched.unwrap();
+            assert!(
+                patched.get("status").is_none(),
+                "{version} {empty}: the status is gone: {patched}"
+            );
+            let (verdict, response) =
+                review_as(Hook::Validate, &cluster, "CREATE", version, patched, None).await;
+            assert_eq!(verdict, Verdict::Allowed, "{version} {empty}: {response}");
+        }
+        let mut object = crr(
+            version,
+            json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+        );
+        object["status"] = json!({"phase": "Completed"});
+        let (_, response, patched) = run(&cluster, "CREATE", version, object, None).await;
+        assert!(
+            response["warnings"].to_string().contains("were removed"),
+            "{version}: {response}"
+        );
+        assert!(patched.unwrap().get("status").is_none(), "{version}");
+    }
+}

@@ -75,6 +75,10 @@ fn scenarios() -> Vec<Scenario> {
             run: |ctx| Box::pin(active_deadline(ctx)),
         },
         Scenario {
+            name: "deadline-pre-stop",
+            run: |ctx| Box::pin(deadline_pre_stop(ctx)),
+        },
+        Scenario {
             name: "target-pod-deleted",
             run: |ctx| Box::pin(target_pod_deleted(ctx)),
         },
@@ -810,6 +814,118 @@ async fn active_deadline(ctx: Ctx) -> anyhow::Result<()> {
         .unwrap_or_default();
     check(message.contains("activeDeadlineSeconds"), || {
         format!("message {message:?}")
+    })
+}
+
+// OpenKruise's own e2e block with `activeDeadlineSeconds: 3`: `app` has an 8 s preStop hook,
+// one request names `app` and `sidecar`. The deadline completes the request at about 3 s but
+// cuts nothing short: the hook runs its 8 s, `app`'s kill under way finishes and is recorded,
+// and no new kill starts, so `sidecar` is never killed. The states stay as the daemon wrote
+// them; the outcome is in the message and the `Succeeded` condition.
+async fn deadline_pre_stop(ctx: Ctx) -> anyhow::Result<()> {
+    let hook = "date +%s >> /data/hook; sleep 8; date +%s >> /data/hook";
+    let pod = ctx
+        .two_container_pod("deadline-hook", |pod| {
+            pod["spec"]["terminationGracePeriodSeconds"] = json!(30);
+            pod["spec"]["containers"][0]["lifecycle"] =
+                json!({"preStop": {"exec": {"command": ["sh", "-c", hook]}}});
+        })
+        .await?;
+    let (sidecar_id, _) = id_and_restarts(&pod, "sidecar")?;
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "deadline-hook"},
+                   "spec": {"podName": "deadline-hook", "activeDeadlineSeconds": 3,
+                            "containers": [{"name": "app"}, {"name": "sidecar"}]}}),
+        )
+        .await?;
+    let done = ctx.wait_completed(&name, Duration::from_secs(40)).await?;
+    let status = done.status.clone().unwrap_or_default();
+    check(
+        status.message.as_deref() == Some("recreating has exceeded the activeDeadlineSeconds"),
+        || format!("message {:?}", status.message),
+    )?;
+    let created = done
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .context("no creationTimestamp")?
+        .0;
+    let completed = status
+        .completion_time
+        .as_ref()
+        .context("no completionTime")?
+        .0;
+    let took = completed.duration_since(created).as_secs_f64();
+    check((3.0..=6.0).contains(&took), || {
+        format!("completed {took}s after creation, not at the 3 s deadline")
+    })?;
+    let condition = done
+        .condition(keys::CONDITION_SUCCEEDED)
+        .context("no Succeeded condition")?;
+    check(
+        condition.status == "False"
+            && condition.reason == "ActiveDeadlineExceeded"
+            && condition.message.contains("not recreated: app"),
+        || format!("Succeeded condition {condition:?}"),
+    )?;
+
+    // The hook runs on past the deadline, then the kill: app restarts once.
+    let pod = ctx
+        .wait_pod(
+            "deadline-hook",
+            "app restarted",
+            Duration::from_secs(60),
+            |pod| id_and_restarts(pod, "app").is_ok_and(|(_, restarts)| restarts >= 1),
+        )
+        .await?;
+    let stamps = ctx
+        .exec("deadline-hook", "sidecar", "cat /data/hook")
+        .await?;
+    let stamps: Vec<i64> = stamps
+        .lines()
+        .map(|line| line.trim().parse())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("the hook's stamps {stamps:?}"))?;
+    check(stamps.len() == 2 && stamps[1] - stamps[0] >= 8, || {
+        format!("the preStop hook did not run its 8 s once: stamps {stamps:?}")
+    })?;
+
+    // The daemon records the kill it finished: app Recreating and killed, sidecar Pending.
+    let expected = vec![
+        ("app".to_owned(), Phase::Recreating, true),
+        ("sidecar".to_owned(), Phase::Pending, false),
+    ];
+    let states_of = |crr: &ContainerRecreateRequest| -> Vec<(String, Phase, bool)> {
+        crr.status
+            .iter()
+            .flat_map(|status| &status.container_recreate_states)
+            .map(|state| (state.name.clone(), state.phase, state.is_killed))
+            .collect()
+    };
+    let recorded = wait(
+        ctx.crrs(),
+        &name,
+        Duration::from_secs(30),
+        |crr: Option<&ContainerRecreateRequest>| crr.is_some_and(|crr| states_of(crr) == expected),
+    )
+    .await
+    .with_context(|| format!("the states never became {expected:?}"))?
+    .context("the request vanished")?;
+    check(recorded.is_completed(), || {
+        "the state write moved the request back from Completed".into()
+    })?;
+
+    // No new kill after completion: sidecar is never killed, app only once.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pod = ctx.pods().get(&pod.name_any()).await?;
+    let (app_restarts, sidecar) = (
+        id_and_restarts(&pod, "app")?.1,
+        id_and_restarts(&pod, "sidecar")?,
+    );
+    check(app_restarts == 1 && sidecar == (sidecar_id, 0), || {
+        format!("app restarts {app_restarts}, sidecar {sidecar:?}: only app, once")
     })
 }
 

@@ -65,6 +65,19 @@ async fn main() -> anyhow::Result<()> {
     let mut report = BTreeMap::<String, Value>::new();
     let ctx = namespace(&client, "bench").await?;
 
+    let shutdown_repetitions = env_usize("CRR_BENCH_SHUTDOWN_REPETITIONS", 3);
+    eprintln!(
+        "bench: 6. two containers with 3 s shutdowns each, {shutdown_repetitions} repetitions"
+    );
+    let shutdowns = slow_shutdowns(&ctx, shutdown_repetitions, probes).await?;
+    report.insert("two_slow_shutdowns".into(), shutdowns);
+    if std::env::var("CRR_BENCH_ONLY").as_deref() == Ok("shutdowns") {
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(&ctx.namespace, &DeleteParams::default())
+            .await;
+        return write_report(&out_dir, &report);
+    }
+
     eprintln!("bench: 1. kubelet floor and CRR latency, {repetitions} repetitions");
     let mut floors = Vec::new();
     let mut plain = Vec::new();
@@ -347,18 +360,76 @@ async fn bench_pod(
     .await
 }
 
+/// What a container of the slow-shutdown pods does on SIGTERM: 3 s of shutdown, then exit.
+const SLOW_SHUTDOWN_LOOP: &str =
+    "trap 'sleep 3; exit 0' TERM; while true; do sleep 1 & wait $!; done";
+
+/// Section 6: one request for both containers of a pod whose containers each take 3 s to shut
+/// down (grace 10 s). Containers are stopped one after another in the listed order, each stop
+/// finished before the next begins, so the second stop ends about 6 s after the first began.
+/// Milestones from the create call: each container's stop by the daemon (its `Killing` Events)
+/// and the request's completion.
+async fn slow_shutdowns(ctx: &Ctx, repetitions: usize, probes: PodProbes) -> anyhow::Result<Value> {
+    let (mut first, mut second, mut completed) = (Vec::new(), Vec::new(), Vec::new());
+    for repetition in 0..repetitions {
+        let pod = format!("shutdown-{repetition}");
+        bench_pod(ctx, &pod, probes, |pod| {
+            pod["spec"]["terminationGracePeriodSeconds"] = json!(10);
+            for container in pod["spec"]["containers"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
+                container["command"] = json!(["sh", "-c", SLOW_SHUTDOWN_LOOP]);
+            }
+        })
+        .await?;
+        let start = Instant::now();
+        let wall_start = jiff::Timestamp::now();
+        let name = ctx
+            .create_crr(
+                Version::V1beta1,
+                json!({"metadata": {"generateName": format!("{pod}-")},
+                       "spec": {"podName": pod, "containers": [{"name": "app"}, {"name": "sidecar"}],
+                                "strategy": {"minStartedSeconds": 0}}}),
+            )
+            .await?;
+        ctx.wait_completed(&name, Duration::from_secs(120)).await?;
+        completed.push(start.elapsed().as_secs_f64() * 1000.0);
+        let stops = killing_event_times(ctx, &name).await;
+        let after = |at: &jiff::Timestamp| at.duration_since(wall_start).as_secs_f64() * 1000.0;
+        if let [app, sidecar, ..] = stops.as_slice() {
+            first.push(after(app));
+            second.push(after(sidecar));
+        }
+        let _ = ctx.crrs().delete(&name, &DeleteParams::default()).await;
+    }
+    Ok(json!({
+        "first_stopped_ms": summarize(&first),
+        "second_stopped_ms": summarize(&second),
+        "completed_ms": summarize(&completed),
+    }))
+}
+
 /// When the daemon recorded the `Killing` Event of a request (its microsecond eventTime).
 async fn killing_event_time(ctx: &Ctx, crr: &str) -> Option<jiff::Timestamp> {
+    killing_event_times(ctx, crr).await.into_iter().next()
+}
+
+/// Every `Killing` Event time of a request, earliest first.
+async fn killing_event_times(ctx: &Ctx, crr: &str) -> Vec<jiff::Timestamp> {
     let events: Api<Event> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
     let selector = format!("involvedObject.name={crr},reason=Killing");
-    let list = events
-        .list(&ListParams::default().fields(&selector))
-        .await
-        .ok()?;
-    list.items
+    let Ok(list) = events.list(&ListParams::default().fields(&selector)).await else {
+        return Vec::new();
+    };
+    let mut times: Vec<jiff::Timestamp> = list
+        .items
         .iter()
         .filter_map(|event| event.event_time.as_ref().map(|time| time.0))
-        .min()
+        .collect();
+    times.sort();
+    times
 }
 
 fn phase_summaries(samples: &[Milestones]) -> BTreeMap<&'static str, Summary> {
@@ -597,7 +668,13 @@ fn markdown(report: &BTreeMap<String, Value>) -> String {
         }
     }
     out.push('\n');
-    for key in ["kubelet_burst_ms", "burst", "idle", "ratios"] {
+    for key in [
+        "two_slow_shutdowns",
+        "kubelet_burst_ms",
+        "burst",
+        "idle",
+        "ratios",
+    ] {
         if let Some(value) = report.get(key) {
             out.push_str(&format!("**{key}**: `{value}`\n\n"));
         }
