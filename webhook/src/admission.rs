@@ -404,6 +404,31 @@ pub fn strip_status(crr: &mut ContainerRecreateRequest) -> Option<String> {
     })
 }
 
+/// The namespace a review is answered in: the review's own `request.namespace`, which the API
+/// server always sets for a namespaced resource, and which the object must not contradict. A
+/// hand-made review naming one namespace and carrying an object of another is refused before
+/// any lookup, so an answer never carries anything from a pod outside the request's namespace.
+pub fn review_namespace(
+    request_namespace: Option<&str>,
+    object: &ObjectMeta,
+) -> Result<String, Rejection> {
+    let Some(namespace) = request_namespace.filter(|namespace| !namespace.is_empty()) else {
+        return Err(Rejection::bad_request(
+            "NamespaceMismatch",
+            "the admission request names no namespace: ContainerRecreateRequests are namespaced",
+        ));
+    };
+    match object.namespace.as_deref() {
+        Some(other) if !other.is_empty() && other != namespace => Err(Rejection::bad_request(
+            "NamespaceMismatch",
+            format!(
+                "the object's namespace {other} is not the admission request's namespace {namespace}"
+            ),
+        )),
+        _ => Ok(namespace.to_owned()),
+    }
+}
+
 /// Whether a status sent by a client says nothing: no phase (or an empty one), no time, an
 /// empty message at most, and no states, snapshot or conditions.
 fn carries_nothing(status: &ContainerRecreateRequestStatus) -> bool {

@@ -191,11 +191,8 @@ async fn decide_crr(
         Operation::Create => {
             let raw = request.object;
             let mut crr = decode(raw, "object")?;
-            let namespace = request
-                .namespace
-                .clone()
-                .or_else(|| crr.metadata.namespace.clone())
-                .unwrap_or_default();
+            let namespace =
+                admission::review_namespace(request.namespace.as_deref(), &crr.metadata)?;
             let pod = if crr.spec.pod_name.is_empty() {
                 Lookup::NotFound
             } else {
@@ -240,6 +237,8 @@ async fn decide_crr(
         Operation::Update => {
             let old = decode(request.old_object, "oldObject")?;
             let new = decode(request.object, "object")?;
+            admission::review_namespace(request.namespace.as_deref(), &old.metadata)?;
+            admission::review_namespace(request.namespace.as_deref(), &new.metadata)?;
             admission::admit_update(&old, &new, version == Version::V1alpha1)?;
             Ok(Decision::default())
         }

@@ -563,7 +563,7 @@ proptest::proptest! {
 /// The review `hook` gives for `object` (and `old`), as a verdict and the response JSON.
 async fn review_as(
     hook: Hook,
-    cluster: &Cluster,
+    cluster: &impl ClusterLookup,
     operation: &str,
     version: &str,
     object: Value,
@@ -978,5 +978,69 @@ async fn an_empty_status_on_create_is_dropped_without_a_warning() {
             "{version}: {response}"
         );
         assert!(patched.unwrap().get("status").is_none(), "{version}");
+    }
+}
+
+/// A hand-made review whose object is in another namespace than the review names (or that names
+/// none) is refused before any lookup: the answer carries nothing from the other namespace's pod.
+#[tokio::test]
+async fn a_review_naming_another_namespace_is_refused_before_any_lookup() {
+    struct NoLookups;
+    impl ClusterLookup for NoLookups {
+        async fn pod(&self, namespace: &str, name: &str) -> Lookup<Arc<Pod>> {
+            panic!("looked up pod {namespace}/{name}")
+        }
+        async fn node(&self, name: &str) -> Lookup<Arc<ObjectMeta>> {
+            panic!("looked up node {name}")
+        }
+    }
+    for version in ["v1alpha1", "v1beta1"] {
+        let mut object = crr(
+            version,
+            json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+        );
+        object["metadata"]["namespace"] = json!("victim");
+        for hook in [Hook::Mutate, Hook::Validate] {
+            let (verdict, response) =
+                review_as(hook, &NoLookups, "CREATE", version, object.clone(), None).await;
+            assert_eq!(verdict, Verdict::Denied("NamespaceMismatch"), "{version}");
+            assert!(response.get("patch").is_none(), "{response}");
+            assert!(
+                response["status"]["message"]
+                    .as_str()
+                    .is_some_and(|message| message.contains("victim")),
+                "{response}"
+            );
+        }
+        let (verdict, _) = review_as(
+            Hook::Mutate,
+            &NoLookups,
+            "UPDATE",
+            version,
+            object.clone(),
+            Some(object.clone()),
+        )
+        .await;
+        assert_eq!(verdict, Verdict::Denied("NamespaceMismatch"), "{version}");
+        // A review without a namespace is refused too.
+        let mut body: Value = serde_json::from_slice(&review_body(
+            "CREATE",
+            version,
+            crr(
+                version,
+                json!({"podName": "web-0", "containers": [{"name": "app"}]}),
+            ),
+            None,
+        ))
+        .unwrap();
+        body["request"].as_object_mut().unwrap().remove("namespace");
+        let (_, verdict) = review::review_crr(
+            &serde_json::to_vec(&body).unwrap(),
+            &NoLookups,
+            true,
+            Hook::Mutate,
+        )
+        .await;
+        assert_eq!(verdict, Verdict::Denied("NamespaceMismatch"), "{version}");
     }
 }
