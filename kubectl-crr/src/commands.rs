@@ -187,7 +187,7 @@ async fn recreate(client: Client, namespace: &str, args: &RecreateArgs) -> Resul
 /// Prints what the admission webhook will warn about, as kubectl prints admission warnings.
 fn warn(warnings: &[String]) {
     for warning in warnings {
-        eprintln!("Warning: {warning}");
+        eprintln!("Warning: {}", crate::printable::printable(warning));
     }
 }
 

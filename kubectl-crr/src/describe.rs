@@ -9,6 +9,7 @@ use crr_crds::v1beta1::ContainerRecreateRequest;
 use k8s_openapi::api::core::v1::Event;
 use kube::ResourceExt as _;
 
+use crate::printable::printable;
 use crate::progress::{Outcome, progress};
 use crate::table::{format_age, format_rows};
 
@@ -83,8 +84,8 @@ pub fn describe(crr: &ContainerRecreateRequest, events: &[Event], now: jiff::Tim
         "Message",
         status
             .message
-            .clone()
-            .unwrap_or_else(|| "<none>".to_owned()),
+            .as_deref()
+            .map_or_else(|| "<none>".to_owned(), printable),
     );
     field(
         "Completed",
@@ -184,13 +185,13 @@ pub fn describe(crr: &ContainerRecreateRequest, events: &[Event], now: jiff::Tim
             rows.push(vec![
                 format!("  {}", condition.type_),
                 condition.status.clone(),
-                condition.reason.clone(),
+                printable(&condition.reason),
                 condition
                     .last_transition_time
                     .0
                     .strftime("%Y-%m-%dT%H:%M:%SZ")
                     .to_string(),
-                condition.message.clone(),
+                printable(&condition.message),
             ]);
         }
         text.push_str(&format_rows(&rows));
@@ -221,13 +222,13 @@ pub fn describe(crr: &ContainerRecreateRequest, events: &[Event], now: jiff::Tim
                 .unwrap_or_default();
             rows.push(vec![
                 format!("  {}", event.type_.clone().unwrap_or_default()),
-                event.reason.clone().unwrap_or_default(),
+                printable(event.reason.as_deref().unwrap_or_default()),
                 event_time(event).map_or_else(
                     || "<unknown>".to_owned(),
                     |time| format_age(now.duration_since(time).as_secs()),
                 ),
-                from,
-                event.message.clone().unwrap_or_default(),
+                printable(&from),
+                printable(event.message.as_deref().unwrap_or_default()),
             ]);
         }
         text.push_str(&format_rows(&rows));
@@ -289,6 +290,46 @@ mod tests {
             "  app    Succeeded   1          yes      containerd://new",
             "  Succeeded   True     AllRecreated",
             "  Warning   FailedPreStopHook   55s   crr-node-daemon   exit code 1",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn container_output_in_events_and_states_cannot_steer_the_terminal() {
+        let crr: ContainerRecreateRequest = serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1beta1",
+            "kind": "ContainerRecreateRequest",
+            "metadata": {"name": "r", "namespace": "prod", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"podName": "web-0", "containers": [{"name": "app"}]},
+            "status": {
+                "phase": "Completed",
+                "message": "container app failed: \u{1b}]0;pwned\u{7}",
+                "containerRecreateStates": [{"name": "app", "phase": "Failed",
+                                             "message": "kill container error: \u{1b}[2J"}],
+                "conditions": [{"type": "Succeeded", "status": "False", "reason": "RecreateFailed",
+                                "message": "line\r\nforged", "lastTransitionTime": "2026-01-01T00:00:20Z"}],
+            },
+        }))
+        .unwrap();
+        let event: Event = serde_json::from_value(json!({
+            "metadata": {"name": "e1", "namespace": "prod"},
+            "involvedObject": {"name": "r"},
+            "type": "Warning", "reason": "FailedPreStopHook",
+            "message": "preStop output: \u{1b}[1A\u{1b}[2Kall good\u{202e}",
+            "lastTimestamp": "2026-01-01T00:00:05Z",
+        }))
+        .unwrap();
+        let text = describe(&crr, &[event], "2026-01-01T00:01:00Z".parse().unwrap());
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{202e}'),
+            "{text:?}"
+        );
+        for expected in [
+            "\\u{1b}]0;pwned\\u{7}",
+            "kill container error: \\u{1b}[2J",
+            "line\\u{d}\\u{a}forged",
+            "\\u{1b}[1A\\u{1b}[2Kall good\\u{202e}",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }

@@ -62,7 +62,12 @@ impl fmt::Display for ServerError {
         } else {
             self.reason.clone()
         };
-        write!(formatter, "Error from server ({reason}): {}", self.message)
+        write!(
+            formatter,
+            "Error from server ({}): {}",
+            crate::printable::printable(&reason),
+            crate::printable::printable(&self.message)
+        )
     }
 }
 

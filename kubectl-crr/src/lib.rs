@@ -16,6 +16,7 @@ pub mod error;
 pub mod follow;
 pub mod kubeconfig;
 pub mod output;
+pub mod printable;
 pub mod progress;
 pub mod render;
 pub mod request;

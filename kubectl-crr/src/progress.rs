@@ -9,6 +9,8 @@ use crr_crds::keys;
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use kube::ResourceExt as _;
 
+use crate::printable::printable;
+
 /// The outcome of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -87,8 +89,9 @@ pub fn progress(crr: &ContainerRecreateRequest) -> RequestProgress {
                         .map(|context| context.restart_count)
                 }),
                 message: state
-                    .and_then(|state| state.message.clone())
-                    .filter(|message| !message.is_empty()),
+                    .and_then(|state| state.message.as_deref())
+                    .filter(|message| !message.is_empty())
+                    .map(printable),
             }
         })
         .collect();
@@ -117,9 +120,12 @@ fn outcome_of_completed(
         match condition.status.as_str() {
             "True" => return Outcome::Succeeded,
             "False" => {
-                let reason = message
-                    .map(str::to_owned)
-                    .or_else(|| Some(condition.message.clone()).filter(|m| !m.is_empty()))
+                // The condition's message says at least what status.message says (the
+                // operator's adds the containers not recreated).
+                let reason = Some(condition.message.as_str())
+                    .filter(|m| !m.is_empty())
+                    .or(message)
+                    .map(printable)
                     .unwrap_or_else(|| unfinished_summary(containers));
                 return Outcome::Failed(reason);
             }
@@ -134,7 +140,7 @@ fn outcome_of_completed(
     } else {
         Outcome::Failed(
             message
-                .map(str::to_owned)
+                .map(printable)
                 .unwrap_or_else(|| unfinished_summary(containers)),
         )
     }
