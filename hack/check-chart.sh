@@ -58,6 +58,7 @@ bad=(
   "nodeDaemon.metricsPort=0|/nodeDaemon/metricsPort': minimum: got 0, want 1"
   "nodeDaemon.metricsPort=65536|/nodeDaemon/metricsPort': maximum"
   "webhook.timeoutSeconds=31|/webhook/timeoutSeconds': maximum: got 31, want 30"
+  "webhook.timeoutSeconds=5|/webhook/timeoutSeconds': minimum: got 5, want 9"
   "nodeDaemon.maxGracePeriodSeconds=0|/nodeDaemon/maxGracePeriodSeconds': minimum: got 0, want 1"
   "nodeDaemon.tolerations[0].operator=Maybe|/nodeDaemon/tolerations/0/operator': value must be one of"
   "metrics.serviceMonitor.interval=soon|/metrics/serviceMonitor/interval'"

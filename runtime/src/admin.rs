@@ -156,6 +156,9 @@ pub const LIMITS: Limits = Limits {
     headers: Duration::from_secs(5),
     request: Duration::from_secs(10),
     drain: Duration::from_secs(1),
+    // Prometheus, the kubelet's probes and an operator's curl.
+    connections: 64,
+    connections_per_peer: 16,
 };
 
 /// Binds `address` and serves `router` until `shutdown` resolves.

@@ -3,7 +3,9 @@
 //! its admin routes in plain HTTP.
 //!
 //! A client that stalls (handshake, headers or body) loses its connection; it never holds the
-//! server. At shutdown the listener closes, keep-alive connections close after their current
+//! server. Connections are capped in all and per peer address: one over a cap is closed at
+//! once, so a flood of connections from a few peers cannot take every connection the server
+//! will hold. At shutdown the listener closes, keep-alive connections close after their current
 //! request, and in-flight requests get `Limits::drain` to finish.
 
 use std::future::Future;
@@ -30,6 +32,10 @@ pub struct Limits {
     pub request: Duration,
     /// Draining open connections at shutdown.
     pub drain: Duration,
+    /// Connections open at once; a new one over it is closed at once.
+    pub connections: usize,
+    /// Connections open at once from one peer address; a new one over it is closed at once.
+    pub connections_per_peer: usize,
 }
 
 impl Default for Limits {
@@ -40,6 +46,56 @@ impl Default for Limits {
             // The API server gives a webhook at most 30 s.
             request: Duration::from_secs(30),
             drain: Duration::from_secs(20),
+            connections: 1024,
+            connections_per_peer: 1024,
+        }
+    }
+}
+
+/// The connections open now, in all and per peer address.
+#[derive(Default)]
+struct OpenConnections {
+    per_peer: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+}
+
+/// One open connection, counted until dropped.
+struct Counted {
+    open: Arc<OpenConnections>,
+    peer: std::net::IpAddr,
+}
+
+impl OpenConnections {
+    /// Counts a new connection from `peer`, or `None` when it would go over a cap.
+    fn admit(self: &Arc<Self>, peer: std::net::IpAddr, limits: &Limits) -> Option<Counted> {
+        let mut per_peer = self
+            .per_peer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let total: usize = per_peer.values().sum();
+        let from_peer = per_peer.get(&peer).copied().unwrap_or(0);
+        if total >= limits.connections || from_peer >= limits.connections_per_peer {
+            return None;
+        }
+        *per_peer.entry(peer).or_insert(0) += 1;
+        Some(Counted {
+            open: self.clone(),
+            peer,
+        })
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut per_peer = self
+            .open
+            .per_peer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = per_peer.get_mut(&self.peer) {
+            *count -= 1;
+            if *count == 0 {
+                per_peer.remove(&self.peer);
+            }
         }
     }
 }
@@ -68,6 +124,7 @@ pub async fn serve(
     let acceptor = tls.map(TlsAcceptor::from);
     let router = with_request_timeout(router, limits.request);
     let graceful = GracefulShutdown::new();
+    let open = Arc::new(OpenConnections::default());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -82,6 +139,11 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let Some(counted) = open.admit(peer.ip(), &limits) else {
+            tracing::debug!(%peer, "over the connection cap: closed");
+            drop(stream);
+            continue;
+        };
         // An answer leaves as several TLS records; with Nagle's algorithm the later ones wait
         // for the client's delayed ACK (tens of milliseconds on loopback).
         if let Err(error) = stream.set_nodelay(true) {
@@ -91,6 +153,7 @@ pub async fn serve(
         let service = TowerToHyperService::new(router.clone());
         let watcher = graceful.watcher();
         tokio::spawn(async move {
+            let _counted = counted;
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder
                 .http1()
@@ -175,6 +238,52 @@ mod tests {
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
         assert!(tokio::net::TcpStream::connect(address).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn connections_over_the_per_peer_cap_are_closed_at_once_and_counted_back() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let limits = Limits {
+            connections_per_peer: 2,
+            ..Limits::default()
+        };
+        let router = Router::new().route("/hello", get(|| async { "hi" }));
+        tokio::spawn(serve(
+            listener,
+            None,
+            router,
+            std::future::pending(),
+            limits,
+        ));
+        let held: Vec<_> =
+            futures::future::join_all((0..2).map(|_| tokio::net::TcpStream::connect(address)))
+                .await
+                .into_iter()
+                .map(Result::unwrap)
+                .collect();
+        // Give the server the time to count both.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut third = tokio::net::TcpStream::connect(address).await.unwrap();
+        let _ = third
+            .write_all(b"GET /hello HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await;
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), third.read_to_end(&mut answer))
+            .await
+            .expect("the third connection was closed at once");
+        assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+        drop(held);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answer = get_over_tcp(
+            address,
+            "GET /hello HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "closed connections count back: {answer}"
+        );
     }
 
     #[tokio::test]

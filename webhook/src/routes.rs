@@ -6,13 +6,19 @@
 //! server can read (an invalid one for unreadable input), except for bodies over their
 //! endpoint's size cap, which get 413 before they are read.
 //!
-//! Memory is bounded per endpoint: each has its own body limit and its own number of requests
-//! handled at once, taken before the body is read (a request over the count waits its turn).
+//! Memory is bounded per endpoint: each has its own body limit, its own number of bodies read at
+//! once and its own number of requests handled at once (a request over a count waits its turn).
 //! CRR reviews are small; a pod review carries the whole pod; a ConversionReview carries a whole
 //! LIST, converted one raw object at a time (`review::review_conversion`).
+//!
+//! Time is bounded too, so that a few slow clients cannot starve the API server's calls: a body
+//! is read under its own short deadline *before* a handling slot is taken (a body trickling in
+//! holds no slot, and is cut off with 408), and each endpoint answers within a deadline below
+//! the API server's own (`timeoutSeconds` of the admission webhooks, 30 s for CRD conversion),
+//! with 503 past it. The serving loop caps connections in all and per peer (`crate::run`).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -41,6 +47,19 @@ pub const ADMISSION_CONCURRENCY: usize = 8;
 /// ConversionReviews handled at once: each holds its body and its answer, both up to
 /// [`CONVERT_BODY_LIMIT`].
 pub const CONVERT_CONCURRENCY: usize = 1;
+/// Admission bodies (CRR and pod) read at once.
+pub const ADMISSION_READS: usize = 64;
+/// ConversionReview bodies read at once (each up to [`CONVERT_BODY_LIMIT`]).
+pub const CONVERT_READS: usize = 4;
+/// How long an admission body may take to arrive: the API server sends it in one go.
+pub const ADMISSION_BODY_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a ConversionReview body may take to arrive (up to 16 MiB).
+pub const CONVERT_BODY_DEADLINE: Duration = Duration::from_secs(10);
+/// An admission call is answered within this, below the webhooks' `timeoutSeconds` (10 in the
+/// chart; its values schema refuses less than 9).
+pub const ADMISSION_DEADLINE: Duration = Duration::from_secs(8);
+/// A conversion is answered within this, below the API server's fixed 30 s.
+pub const CONVERT_DEADLINE: Duration = Duration::from_secs(25);
 
 /// Paths registered in the webhook configurations (manifests/helm/crr/templates/webhook.yaml).
 pub const MUTATE_CRR: &str = "/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest";
@@ -56,22 +75,59 @@ pub struct AppState<L> {
     pub metrics: Metrics,
 }
 
-/// What one endpoint may take: a body size and a number of requests at once.
+/// What one endpoint group may take: a body size, bodies read at once and the time to read
+/// one, requests handled at once, and the time to answer.
 #[derive(Clone)]
 struct EndpointLimits {
     body: usize,
+    reads: Arc<Semaphore>,
+    body_deadline: Duration,
     slots: Arc<Semaphore>,
+    deadline: Duration,
+}
+
+impl EndpointLimits {
+    fn new(
+        body: usize,
+        reads: usize,
+        body_deadline: Duration,
+        slots: usize,
+        deadline: Duration,
+    ) -> Self {
+        Self {
+            body,
+            reads: Arc::new(Semaphore::new(reads)),
+            body_deadline,
+            slots: Arc::new(Semaphore::new(slots)),
+            deadline,
+        }
+    }
+
+    fn with_body(&self, body: usize) -> Self {
+        Self {
+            body,
+            ..self.clone()
+        }
+    }
 }
 
 /// The webhook routes.
 pub fn router<L: ClusterLookup + 'static>(state: Arc<AppState<L>>) -> Router {
-    let admission = Arc::new(Semaphore::new(ADMISSION_CONCURRENCY));
-    let conversion = Arc::new(Semaphore::new(CONVERT_CONCURRENCY));
-    let limited = |route: MethodRouter<Arc<AppState<L>>>, body: usize, slots: &Arc<Semaphore>| {
-        let limits = EndpointLimits {
-            body,
-            slots: slots.clone(),
-        };
+    let admission = EndpointLimits::new(
+        CRR_BODY_LIMIT,
+        ADMISSION_READS,
+        ADMISSION_BODY_DEADLINE,
+        ADMISSION_CONCURRENCY,
+        ADMISSION_DEADLINE,
+    );
+    let conversion = EndpointLimits::new(
+        CONVERT_BODY_LIMIT,
+        CONVERT_READS,
+        CONVERT_BODY_DEADLINE,
+        CONVERT_CONCURRENCY,
+        CONVERT_DEADLINE,
+    );
+    let limited = |route: MethodRouter<Arc<AppState<L>>>, limits: EndpointLimits| {
         // `within_limits` enforces the limit; axum's own 2 MB default must not.
         route
             .layer(DefaultBodyLimit::disable())
@@ -80,32 +136,47 @@ pub fn router<L: ClusterLookup + 'static>(state: Arc<AppState<L>>) -> Router {
     Router::new()
         .route(
             MUTATE_CRR,
-            limited(post(mutate_crr::<L>), CRR_BODY_LIMIT, &admission),
+            limited(post(mutate_crr::<L>), admission.clone()),
         )
         .route(
             VALIDATE_CRR,
-            limited(post(validate_crr::<L>), CRR_BODY_LIMIT, &admission),
+            limited(post(validate_crr::<L>), admission.clone()),
         )
         .route(
             MUTATE_POD,
-            limited(post(mutate_pod::<L>), POD_BODY_LIMIT, &admission),
+            limited(post(mutate_pod::<L>), admission.with_body(POD_BODY_LIMIT)),
         )
         .route(
             crr_crds::CONVERSION_PATH,
-            limited(post(convert::<L>), CONVERT_BODY_LIMIT, &conversion),
+            limited(post(convert::<L>), conversion),
         )
         .with_state(state)
 }
 
-/// Holds one of the endpoint's slots while the request is handled, and reads its body into
-/// one buffer of the announced size (413 when it is over the endpoint's limit, refused before a
-/// byte is read when `Content-Length` says so). The handler then gets that buffer uncopied.
+/// Answers within the endpoint's deadline (503 past it): reads the body under its own deadline
+/// (408 past it) into one buffer of the announced size (413 when it is over the endpoint's
+/// limit, refused before a byte is read when `Content-Length` says so), and only then holds one
+/// of the endpoint's slots while the request is handled. The handler gets that buffer uncopied.
 async fn within_limits(
     State(limits): State<EndpointLimits>,
     request: axum::extract::Request,
     next: middleware::Next,
 ) -> Response {
-    let too_large = || (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+    match tokio::time::timeout(limits.deadline, read_then_handle(&limits, request, next)).await {
+        Ok(response) => response,
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the webhook could not answer in time",
+        )
+            .into_response(),
+    }
+}
+
+async fn read_then_handle(
+    limits: &EndpointLimits,
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
     let announced = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -114,30 +185,64 @@ async fn within_limits(
     if announced.is_some_and(|length| length > limits.body) {
         return too_large();
     }
+    let (parts, body) = request.into_parts();
+    let buffer = {
+        let Ok(_reading) = limits.reads.acquire().await else {
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        };
+        match tokio::time::timeout(
+            limits.body_deadline,
+            read_body(body, announced, limits.body),
+        )
+        .await
+        {
+            Ok(Ok(buffer)) => buffer,
+            Ok(Err(response)) => return response,
+            Err(_) => {
+                return (
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body took too long to arrive",
+                )
+                    .into_response();
+            }
+        }
+    };
     let Ok(_slot) = limits.slots.acquire().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    let (parts, body) = request.into_parts();
-    let mut buffer = Vec::with_capacity(announced.unwrap_or(0));
-    let mut frames = body.into_data_stream();
-    while let Some(frame) = frames.next().await {
-        let Ok(chunk) = frame else {
-            return (
-                StatusCode::BAD_REQUEST,
-                "the request body could not be read",
-            )
-                .into_response();
-        };
-        if buffer.len() + chunk.len() > limits.body {
-            return too_large();
-        }
-        buffer.extend_from_slice(&chunk);
-    }
     next.run(axum::extract::Request::from_parts(
         parts,
         axum::body::Body::from(buffer),
     ))
     .await
+}
+
+fn too_large() -> Response {
+    (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response()
+}
+
+/// The whole body, at most `limit` bytes.
+async fn read_body(
+    body: axum::body::Body,
+    announced: Option<usize>,
+    limit: usize,
+) -> Result<Vec<u8>, Response> {
+    let mut buffer = Vec::with_capacity(announced.unwrap_or(0));
+    let mut frames = body.into_data_stream();
+    while let Some(frame) = frames.next().await {
+        let Ok(chunk) = frame else {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            )
+                .into_response());
+        };
+        if buffer.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        buffer.extend_from_slice(&chunk);
+    }
+    Ok(buffer)
 }
 
 /// A large answer as a stream of slices of its one buffer. hyper copies a body into its own

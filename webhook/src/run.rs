@@ -22,6 +22,13 @@ use crr_runtime::events::EventPublisher;
 /// Field manager of the webhook's writes (caBundles, its certificate Secret).
 pub const FIELD_MANAGER: &str = "crr-webhook";
 
+/// Connections the webhook holds at once.
+pub const WEBHOOK_CONNECTIONS: usize = 1024;
+/// Connections the webhook holds at once from one address: room for an API server's busiest
+/// moment (it opens one HTTP/1.1 connection per call in flight), while a flood from a few pods
+/// cannot take every connection.
+pub const WEBHOOK_CONNECTIONS_PER_PEER: usize = 256;
+
 /// What the webhook process needs to know.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -109,8 +116,14 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         routes::router(state),
         shutdown.requested(),
         Limits {
+            // Stalled clients are cut off well within the API server's own timeout; each
+            // endpoint bounds its body and its answer more tightly (`routes`).
+            handshake: Duration::from_secs(5),
+            headers: Duration::from_secs(5),
+            request: routes::CONVERT_DEADLINE,
             drain: settings.drain,
-            ..Limits::default()
+            connections: WEBHOOK_CONNECTIONS,
+            connections_per_peer: WEBHOOK_CONNECTIONS_PER_PEER,
         },
     )
     .await

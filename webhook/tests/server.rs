@@ -346,3 +346,67 @@ async fn the_largest_body_of_each_endpoint_is_answered() {
         assert!(allowed_or_converted, "{path}: {}", answer["response"]);
     }
 }
+
+/// Slow-loris: more connections than there are admission slots, each trickling a review body
+/// one byte at a time. Bodies are read before a slot is taken, so none of them holds one: a
+/// real review on a fresh connection is answered at once, and each trickler is cut off with 408
+/// when its body's deadline passes.
+#[tokio::test]
+async fn trickling_bodies_hold_no_slot_and_a_real_review_is_answered() {
+    let served = Served::start(true, Limits::default()).await;
+    let review = create_review("trickled");
+    let mut tricklers = Vec::new();
+    for _ in 0..(routes::ADMISSION_CONCURRENCY * 3) {
+        let mut connection = served
+            .connect(served.client_config(&[&rustls::version::TLS13]))
+            .await
+            .expect("TLS handshake");
+        let head = format!(
+            "POST {} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            routes::MUTATE_CRR,
+            review.len()
+        );
+        let stream = connection.stream.get_mut();
+        stream.write_all(head.as_bytes()).await.expect("headers");
+        stream.write_all(&review[..1]).await.expect("a first byte");
+        stream.flush().await.expect("flush");
+        tricklers.push(connection);
+    }
+    let trickled = tokio::spawn(async move {
+        // One more byte a second on every connection, until the server cuts them off.
+        let mut statuses = Vec::new();
+        for mut connection in tricklers {
+            let stream = connection.stream.get_mut();
+            let _ = stream.write_all(&[b' ']).await;
+            let _ = stream.flush().await;
+            statuses.push(connection);
+        }
+        let mut answers = Vec::new();
+        for mut connection in statuses {
+            let answer = tokio::time::timeout(HANG, connection.read_response()).await;
+            answers.push(answer.ok().and_then(Result::ok).map(|(status, _)| status));
+        }
+        answers
+    });
+    let started = std::time::Instant::now();
+    let mut connection = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake");
+    let (status, body) = tokio::time::timeout(HANG, connection.post(routes::MUTATE_CRR, &review))
+        .await
+        .expect("no hang")
+        .expect("an answer");
+    assert_eq!(status, 200);
+    assert_eq!(response(&body)["allowed"], true);
+    assert!(
+        started.elapsed() < routes::ADMISSION_BODY_DEADLINE,
+        "the real review waited for the tricklers: {:?}",
+        started.elapsed()
+    );
+    let answers = trickled.await.expect("tricklers");
+    assert!(
+        answers.iter().all(|status| *status == Some(408)),
+        "every trickler is cut off with 408: {answers:?}"
+    );
+}
