@@ -377,7 +377,7 @@ async fn trickling_bodies_hold_no_slot_and_a_real_review_is_answered() {
         let mut statuses = Vec::new();
         for mut connection in tricklers {
             let stream = connection.stream.get_mut();
-            let _ = stream.write_all(&[b' ']).await;
+            let _ = stream.write_all(b" ").await;
             let _ = stream.flush().await;
             statuses.push(connection);
         }
