@@ -147,6 +147,12 @@ fn write_error(error: kube::Error) -> WriteError {
     match &error {
         kube::Error::Api(status) if status.code == 409 => WriteError::Conflict,
         kube::Error::Api(status) if status.code == 404 => WriteError::Gone,
+        kube::Error::Api(status) if status.code == 403 || status.code == 422 => {
+            WriteError::Refused(format!(
+                "{} ({}): {}",
+                status.reason, status.code, status.message
+            ))
+        }
         _ => WriteError::Api(error.to_string()),
     }
 }

@@ -66,6 +66,10 @@ pub enum WriteError {
     /// The request is gone.
     #[error("the request no longer exists")]
     Gone,
+    /// The API server refused the call for good (403 Forbidden, by RBAC or an admission
+    /// policy; 422 Invalid): trying again changes nothing.
+    #[error("refused by the API server: {0}")]
+    Refused(String),
     #[error("API server: {0}")]
     Api(String),
     /// The request has no resourceVersion to precondition the write on.
@@ -717,6 +721,27 @@ impl<R: Requests> Round<'_, R> {
         }
     }
 
+    /// Fails `crr` because the API server refused one of the round's calls for good, with the
+    /// reason in its status message (best effort: the refusal may be of that very write, and
+    /// then the log and an Event are all there is).
+    pub async fn fail_refused(&self, crr: &ContainerRecreateRequest, reason: &str) {
+        let message = format!("the API server refused the node daemon: {reason}");
+        self.requests
+            .event(crr, EventType::Warning, "Refused", &message)
+            .await;
+        let fresh = match self.requests.fresh(crr).await {
+            Ok(Some(fresh)) if !must_leave_alone(&fresh) => fresh,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::warn!(%error, "reading the request to fail it");
+                return;
+            }
+        };
+        if let Err(error) = self.complete(&fresh, vec![], false, &message).await {
+            tracing::warn!(%error, "failing the refused request");
+        }
+    }
+
     async fn complete(
         &self,
         crr: &ContainerRecreateRequest,
@@ -824,6 +849,8 @@ mod tests {
         complete_on_fresh: bool,
         /// How many re-reads to come find the API server away.
         failing_fresh_reads: std::sync::atomic::AtomicUsize,
+        /// Pod reads refused for good (403, as the node-scope policy answers).
+        refused_pod_reads: bool,
         /// How many times the live pod was read.
         pod_reads: std::sync::atomic::AtomicUsize,
         /// Every status patch written, as JSON.
@@ -959,6 +986,11 @@ mod tests {
         }
 
         async fn pod(&self, _: &str, _: &str) -> Result<Option<Pod>, WriteError> {
+            if self.refused_pod_reads {
+                return Err(WriteError::Refused(
+                    "Forbidden (403): pods \"p\" is forbidden: not this node's pod".to_owned(),
+                ));
+            }
             self.pod_reads
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(self.pod.lock().unwrap().clone())
@@ -1736,6 +1768,40 @@ mod tests {
                 ("sidecar".to_owned(), Phase::Pending, false),
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_refused_read_fails_the_request_with_the_reason_and_kills_nothing() {
+        let fake = FakeRuntime::with_containers(&["app"]);
+        let runtime = fake.serve().await;
+        let mut memory = Memory::new(request(&["app"], grace(9)));
+        memory.refused_pod_reads = true;
+        let metrics = Metrics::register(&mut Default::default());
+        let round = Round {
+            requests: &memory,
+            runtime: &runtime,
+            metrics: &metrics,
+            max_grace_seconds: 300,
+            preemption: Preemption::never(),
+            grace_clock: &crate::timers::GraceClock::default(),
+            restart_policies: &Default::default(),
+        };
+        let crr = memory.get();
+        let Err(RoundError::Write(WriteError::Refused(reason))) = round.run(crr.clone()).await
+        else {
+            panic!("a refused pod read ends the round as refused");
+        };
+        round.fail_refused(&crr, &reason).await;
+        let failed = memory.get();
+        assert!(must_leave_alone(&failed));
+        assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+        let message = failed.status.unwrap().message.unwrap_or_default();
+        assert!(
+            message.starts_with("the API server refused the node daemon: Forbidden (403)"),
+            "{message}"
+        );
+        assert!(memory.events().contains(&"Refused".to_owned()));
+        assert!(fake.lock().stops.is_empty());
     }
 
     #[tokio::test]

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use crr_runtime::backoff::Backoff;
 use crr_runtime::events::EventPublisher;
 use futures::StreamExt as _;
 use kube::runtime::reflector::{self, Store};
@@ -62,7 +63,14 @@ pub struct Daemon {
     /// When each unready grace was first seen here.
     grace_clock: crate::timers::GraceClock,
     restart_policies: crate::live_pod::RestartPolicies,
+    /// Failed rounds in a row, per request: their retries back off.
+    backoff: Backoff,
 }
+
+/// The first retry of a failed round comes after about this, doubling per failure in a row.
+pub const RETRY_BASE: Duration = Duration::from_millis(500);
+/// A failing request is retried at least this often.
+pub const RETRY_CAP: Duration = Duration::from_secs(60);
 
 impl Daemon {
     /// Starts the watch; returns the daemon and a future that feeds the queue.
@@ -84,6 +92,7 @@ impl Daemon {
             queue: Arc::default(),
             max_grace_seconds,
             grace_clock: Default::default(),
+            backoff: Backoff::new(RETRY_BASE, RETRY_CAP),
             restart_policies: Default::default(),
         });
         let events = watch_requests(client, &watch, writer);
@@ -209,7 +218,15 @@ impl Daemon {
             grace_clock: &self.grace_clock,
             restart_policies: &self.restart_policies,
         };
-        match round.run(crr.clone()).instrument(span).await {
+        let request = request_key(&crr);
+        let outcome = round.run(crr.clone()).instrument(span.clone()).await;
+        if !matches!(
+            outcome,
+            Err(RoundError::Write(WriteError::Api(_)) | RoundError::Runtime(_))
+        ) {
+            self.backoff.succeeded(&request);
+        }
+        match outcome {
             Ok(Outcome::After(after)) => Some(after),
             Ok(Outcome::OnChange) => None,
             Ok(Outcome::Preempted) => Some(Duration::ZERO),
@@ -221,9 +238,22 @@ impl Daemon {
                 tracing::debug!("the request changed meanwhile; deciding again");
                 Some(Duration::from_millis(200))
             }
+            Err(RoundError::Write(WriteError::Refused(reason))) => {
+                // Forbidden (a policy such as node-scope) or invalid: trying again changes
+                // nothing. The request fails with the reason, if the API server lets us say so.
+                let _span = span.enter();
+                tracing::warn!(%reason, "the API server refused the node daemon; the request fails");
+                round
+                    .fail_refused(&crr, &reason)
+                    .instrument(span.clone())
+                    .await;
+                None
+            }
             Err(error) => {
-                tracing::warn!(%error, "round failed; retrying");
-                Some(Duration::from_secs(1))
+                let after = self.backoff.failed(&request);
+                let _span = span.enter();
+                tracing::warn!(%error, failures = self.backoff.failures(&request), retry_in = ?after, "round failed; retrying");
+                Some(after)
             }
         }
     }

@@ -31,6 +31,7 @@ use std::time::Duration;
 use crr_crds::keys;
 use crr_crds::status::{NoResourceVersion, StatusPatch};
 use crr_crds::v1beta1::ContainerRecreateRequest;
+use crr_runtime::backoff::Backoff;
 use crr_runtime::events::EventPublisher;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
@@ -70,9 +71,34 @@ pub struct Context {
     /// The pods of requests in flight as last read (a reconcile reads a pod again only when
     /// the metadata watch reported a change).
     pub pod_memo: Arc<crate::pod_memo::PodMemo>,
+    /// Failed reconciles in a row, per request: their retries back off.
+    pub backoff: Backoff,
 }
 
+/// The first retry of a failed reconcile comes after about this, doubling per failure in a row.
+pub const RETRY_BASE: Duration = Duration::from_millis(500);
+/// A failing request is retried at least this often.
+pub const RETRY_CAP: Duration = Duration::from_secs(60);
+
 impl Context {
+    /// A context with no backoff history.
+    pub fn new(
+        client: Client,
+        events: EventPublisher,
+        metrics: Metrics,
+        leader: watch::Receiver<bool>,
+        pod_memo: Arc<crate::pod_memo::PodMemo>,
+    ) -> Self {
+        Self {
+            client,
+            events,
+            metrics,
+            leader,
+            pod_memo,
+            backoff: Backoff::new(RETRY_BASE, RETRY_CAP),
+        }
+    }
+
     fn is_leader(&self) -> bool {
         *self.leader.borrow()
     }
@@ -143,6 +169,20 @@ impl Error {
         "not_leader",
         "unversioned",
     ];
+
+    /// The API server's reason when it refused the call for good: 403 Forbidden (RBAC, an
+    /// admission policy) or 422 Invalid. Trying again changes nothing.
+    pub fn refusal(&self) -> Option<String> {
+        match self {
+            Self::ReadPod { source, .. } | Self::Write { source, .. } => match source {
+                kube::Error::Api(status) if status.code == 403 || status.code == 422 => Some(
+                    format!("{} ({}): {}", status.reason, status.code, status.message),
+                ),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
 
     /// A short label for metrics (one of [`Error::KINDS`]).
     pub fn kind(&self) -> &'static str {
@@ -221,6 +261,7 @@ pub async fn reconcile(
             .reconciles
             .get_or_create(&OutcomeLabels { outcome: "applied" })
             .inc();
+        ctx.backoff.succeeded(&format!("{namespace}/{name}"));
         Ok(match plan.requeue_after {
             Some(after) => controller::Action::requeue(after),
             None => controller::Action::await_change(),
@@ -244,16 +285,52 @@ pub fn error_policy(
         .errors
         .get_or_create(&ErrorLabels { kind: error.kind() })
         .inc();
+    let key = format!("{}/{}", crr.namespace().unwrap_or_default(), crr.name_any());
+    if let Some(reason) = error.refusal() {
+        // Forbidden or invalid: no retry until the request changes. The reason goes in the
+        // request's status message and a Warning Event, where `kubectl describe` shows it.
+        warn!(crr = %key, %error, "the API server refused the operator; not retrying");
+        ctx.backoff.succeeded(&key);
+        tokio::spawn(report_refusal(crr, ctx.clone(), reason));
+        return controller::Action::await_change();
+    }
     match error {
         Error::Conflict { .. } => {
-            debug!(crr = %crr.name_any(), %error, "reconcile conflicted");
+            debug!(crr = %key, %error, "reconcile conflicted");
             controller::Action::requeue(Duration::from_millis(500))
         }
         Error::NotLeader => controller::Action::await_change(),
         _ => {
-            warn!(crr = %crr.name_any(), %error, "reconcile failed");
-            controller::Action::requeue(Duration::from_secs(5))
+            let after = ctx.backoff.failed(&key);
+            warn!(crr = %key, %error, failures = ctx.backoff.failures(&key), retry_in = ?after, "reconcile failed");
+            controller::Action::requeue(after)
         }
+    }
+}
+
+/// Says on the request why the API server refused the operator: a Warning Event, and the
+/// reason in `status.message` (a merge patch that writes the same message again changes
+/// nothing, so it wakes no reconcile). Best effort: a refusal of that very write is logged.
+async fn report_refusal(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>, reason: String) {
+    let message = format!("the API server refused the operator: {reason}");
+    let reference = crr.object_ref(&());
+    ctx.events
+        .publish(&reference, EventType::Warning, "Refused", &message)
+        .await;
+    let Some(namespace) = crr.namespace() else {
+        return;
+    };
+    let crrs: Api<ContainerRecreateRequest> = Api::namespaced(ctx.client.clone(), &namespace);
+    let patch = json!({ "status": { "message": message } });
+    if let Err(error) = crrs
+        .patch_status(
+            &crr.name_any(),
+            &crr_runtime::client::patch_params(FIELD_MANAGER),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        warn!(crr = %crr.name_any(), %error, "writing the refusal into the status message");
     }
 }
 

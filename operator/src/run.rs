@@ -73,13 +73,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let metrics = Metrics::register(&mut registry);
 
     let (elector, leader) = Elector::new(client.clone(), settings.lease.clone());
-    let context = Arc::new(Context {
-        client: client.clone(),
-        events: EventPublisher::new(client.clone(), FIELD_MANAGER, identity),
-        metrics: metrics.clone(),
-        leader: leader.clone(),
-        pod_memo: Arc::default(),
-    });
+    let context = Arc::new(Context::new(
+        client.clone(),
+        EventPublisher::new(client.clone(), FIELD_MANAGER, identity),
+        metrics.clone(),
+        leader.clone(),
+        Arc::default(),
+    ));
 
     let namespace = settings.watch_namespace.as_deref();
     let controller = controller::new_controller(client.clone(), namespace, settings.workers);

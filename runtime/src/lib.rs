@@ -1,5 +1,5 @@
 //! `crr-runtime`: the edges that crr's three binaries (operator, webhook, node daemon) share, in
-//! one place: the admin server and readiness, the HTTP(S) serving loop with its time limits,
+//! one place: the admin server and readiness, retry backoff, the HTTP(S) serving loop with its time limits,
 //! signals and the bounded drain, logging, metrics encoding, Event publishing, the wait for a
 //! reflector store, the TLS crypto provider and the API client with its field manager.
 //!
@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod backoff;
 pub mod client;
 pub mod events;
 pub mod logging;

@@ -18,13 +18,13 @@ use k8s_openapi::api::core::v1::{
     PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
-use kube::Client;
+use kube::{Client, ResourceExt as _};
 use kube::client::Body;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::{Context, reconcile};
+use super::{Context, Error, error_policy, reconcile};
 use crate::metrics::Metrics;
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
@@ -37,13 +37,13 @@ fn context(leader: bool) -> (Arc<Context>, Handle, watch::Sender<bool>) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let (leader_tx, leader_rx) = watch::channel(leader);
-    let ctx = Context {
-        events: EventPublisher::new(client.clone(), "crr-operator", "test"),
-        client,
-        metrics: Metrics::register(&mut Registry::default()),
-        leader: leader_rx,
-        pod_memo: Arc::default(),
-    };
+    let ctx = Context::new(
+        client.clone(),
+        EventPublisher::new(client, "crr-operator", "test"),
+        Metrics::register(&mut Registry::default()),
+        leader_rx,
+        Arc::default(),
+    );
     (Arc::new(ctx), handle, leader_tx)
 }
 
@@ -494,5 +494,60 @@ async fn a_finished_request_is_observed_once_when_its_active_label_goes() {
     assert!(
         text.contains("crr_operator_outcomes_total{outcome=\"succeeded\",reason=\"Recreated\"} 1"),
         "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_forbidden_pod_read_is_not_retried_and_says_why_on_the_request() {
+    let (ctx, mut handle, _leader) = context(true);
+    let request = Arc::new(crr(Some(Phase::Recreating)));
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        send.send_response(respond(
+            StatusCode::FORBIDDEN,
+            &api_status(403, "Forbidden"),
+        ));
+        handle
+    });
+    let error = reconcile(request.clone(), ctx.clone())
+        .await
+        .expect_err("forbidden");
+    let mut handle = server.await.expect("scripted API server");
+    assert!(
+        error.refusal().is_some_and(|reason| reason.contains("403")),
+        "{error}"
+    );
+    let action = error_policy(request, &error, ctx.clone());
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::await_change(),
+        "not retried"
+    );
+    expect_event(&mut handle, "Refused", keys::KIND).await;
+    let (body, send) = expect(&mut handle, Method::PATCH, &format!("{CRR_PATH}/status")).await;
+    let message = body["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("the API server refused the operator: Forbidden (403)"),
+        "{body}"
+    );
+    send.send_response(respond(StatusCode::OK, &crr(Some(Phase::Recreating))));
+}
+
+#[tokio::test]
+async fn other_failures_back_off_per_request() {
+    let (ctx, _handle, _leader) = context(true);
+    let request = Arc::new(crr(Some(Phase::Recreating)));
+    let error = Error::MissingNamespace { name: "r".into() };
+    let delays: Vec<_> = (0..8)
+        .map(|_| error_policy(request.clone(), &error, ctx.clone()))
+        .collect();
+    assert_ne!(delays[0], delays[7], "the delay grows");
+    assert_eq!(
+        ctx.backoff.failures(&format!(
+            "{}/{}",
+            request.namespace().unwrap(),
+            request.name_any()
+        )),
+        8
     );
 }
