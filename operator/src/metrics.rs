@@ -262,8 +262,22 @@ pub fn count_past_deadline<'a>(
     i64::try_from(past).unwrap_or(i64::MAX)
 }
 
-/// Reports, at scrape time from a snapshot of the request cache, `crr_operator_requests{phase}`
-/// and `crr_operator_requests_past_deadline`. Every replica reports its own cache (followers
+/// Counts the finished requests without `ttlSecondsAfterFinished`: nothing deletes them, so they
+/// pile up in the API server and in every cache of them (a tenant's flood, or a client that
+/// never sets a TTL).
+pub fn count_finished_without_ttl<'a>(
+    requests: impl IntoIterator<Item = &'a ContainerRecreateRequest>,
+) -> i64 {
+    let kept = requests
+        .into_iter()
+        .filter(|crr| crr_crds::status::is_finished(crr))
+        .filter(|crr| crr.spec.ttl_seconds_after_finished.is_none())
+        .count();
+    i64::try_from(kept).unwrap_or(i64::MAX)
+}
+
+/// Reports, at scrape time from a snapshot of the request cache, `crr_operator_requests{phase}`,
+/// `crr_operator_requests_past_deadline` and `crr_operator_finished_requests_without_ttl`. Every replica reports its own cache (followers
 /// included): aggregate over replicas with `max`, not `sum`.
 pub struct CacheCollector {
     source: Arc<dyn Fn() -> Vec<Arc<ContainerRecreateRequest>> + Send + Sync>,
@@ -310,6 +324,14 @@ impl Collector for CacheCollector {
             MetricType::Gauge,
         )?;
         ConstGauge::new(past).encode(metric)?;
+        let kept = count_finished_without_ttl(requests.iter().map(Arc::as_ref));
+        let metric = encoder.encode_descriptor(
+            "finished_requests_without_ttl",
+            "Finished ContainerRecreateRequests in this replica's cache without ttlSecondsAfterFinished: nothing deletes them",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(kept).encode(metric)?;
         Ok(())
     }
 }
@@ -417,6 +439,19 @@ mod tests {
     }
 
     #[test]
+    fn finished_requests_without_ttl_are_counted() {
+        let mut kept = crr(Some(Phase::Completed), false);
+        kept.status.get_or_insert_default().completion_time = Some(Time(at(10)));
+        let mut deleted_later = kept.clone();
+        deleted_later.spec.ttl_seconds_after_finished = Some(60);
+        let running = crr(Some(Phase::Recreating), false);
+        assert_eq!(
+            count_finished_without_ttl([&kept, &deleted_later, &running]),
+            1
+        );
+    }
+
+    #[test]
     fn past_deadline_counts_only_unfinished_requests_past_their_deadline() {
         let with_deadline = |seconds: i64, completed: bool| {
             let mut request = created_at(crr(Some(Phase::Recreating), completed), 1_000);
@@ -460,6 +495,7 @@ mod tests {
             "crr_operator_outcomes_total{outcome=\"failed\",reason=\"ActiveDeadlineExceeded\"} 0",
             "crr_operator_requests{phase=\"Pending\"} 1",
             "crr_operator_requests_past_deadline 0",
+            "crr_operator_finished_requests_without_ttl 0",
             "crr_operator_leader 0",
             "# TYPE crr_operator_recreate_duration_seconds histogram",
             "# TYPE crr_operator_requests gauge",

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::{
     PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
-use kube::{Client, ResourceExt as _};
 use kube::client::Body;
+use kube::{Client, ResourceExt as _};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::sync::watch;
