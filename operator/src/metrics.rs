@@ -441,7 +441,7 @@ mod tests {
     #[test]
     fn finished_requests_without_ttl_are_counted() {
         let mut kept = crr(Some(Phase::Completed), false);
-        kept.status.get_or_insert_default().completion_time = Some(Time(at(10)));
+        kept.status.get_or_insert_default().completion_time = Some(Time(Timestamp::UNIX_EPOCH));
         let mut deleted_later = kept.clone();
         deleted_later.spec.ttl_seconds_after_finished = Some(60);
         let running = crr(Some(Phase::Recreating), false);
