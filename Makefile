@@ -20,11 +20,16 @@ bench-scale: deps
 
 ## test: everything CI runs: static checks, unit tests, then the cluster tests on the local
 ## test bed (built and started by hack/, taken down afterwards).
-test: deps fmt-check manifests-check monitoring-check clippy unit fuzz-smoke cluster-test compat-test
+test: deps fmt-check manifests-check monitoring-check deny clippy unit fuzz-smoke cluster-test compat-test
 
 ## deps: the Debian packages the build and the test bed need (hack/install-deps.sh).
 deps:
 	hack/install-deps.sh
+
+## deny: the dependency policy in deny.toml (licenses, banned crates, sources; hack/cargo-deny.sh).
+.PHONY: deny
+deny:
+	hack/cargo-deny.sh
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

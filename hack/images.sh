@@ -82,7 +82,8 @@ archive_crr() {
     rootfs="$(mktemp -d)"
     copy_with_libs "$bin" "$rootfs" "/usr/local/bin/$name"
     mkdir -p "$rootfs/tmp"
-    "$here/oci-image.sh" "$rootfs" "crr.local/$name:$tag" "$dir/$name.tar" "/usr/local/bin/$name"
+    # Non-root by default; the node daemon's DaemonSet chooses its user itself.
+    OCI_USER=65532:65532 "$here/oci-image.sh" "$rootfs" "crr.local/$name:$tag" "$dir/$name.tar" "/usr/local/bin/$name"
     rm -rf "$rootfs"
   done
 }

@@ -4,7 +4,8 @@
 # names, epoch mtimes, root owner), the config and manifest are written by
 # hand, and index.json names the image so `ctr images import` tags it.
 #
-#   hack/oci-image.sh ROOTFS NAME:TAG OUT.tar ENTRYPOINT [ARG...]
+#   [OCI_USER=UID:GID] hack/oci-image.sh ROOTFS NAME:TAG OUT.tar ENTRYPOINT [ARG...]
+# OCI_USER sets the image's default user (none: root, as the base images here run).
 set -euo pipefail
 (( $# >= 4 )) || { echo "usage: $0 ROOTFS NAME:TAG OUT.tar ENTRYPOINT [ARG...]" >&2; exit 2; }
 rootfs="$1" ref="$2" out="$3"; shift 3
@@ -30,8 +31,10 @@ layer_digest="$(sha256sum "$work/layer.tar" | cut -d' ' -f1)"
 layer_size="$(stat -c %s "$work/layer.tar")"
 mv "$work/layer.tar" "$work/blobs/sha256/$layer_digest"
 
-printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":%s,"Env":["PATH=/usr/local/bin:/usr/bin:/bin"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
-  "$(json_array "$@")" "$layer_digest" > "$work/config.json"
+user_field=""
+[[ -n "${OCI_USER:-}" ]] && user_field="\"User\":\"$OCI_USER\","
+printf '{"architecture":"amd64","os":"linux","config":{%s"Entrypoint":%s,"Env":["PATH=/usr/local/bin:/usr/bin:/bin"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+  "$user_field" "$(json_array "$@")" "$layer_digest" > "$work/config.json"
 config_digest="$(sha256sum "$work/config.json" | cut -d' ' -f1)"
 config_size="$(stat -c %s "$work/config.json")"
 mv "$work/config.json" "$work/blobs/sha256/$config_digest"

@@ -55,6 +55,9 @@ case ":$PATH:" in *":$RUNTIME_BIN:"*) ;; *) PATH="$RUNTIME_BIN:$PATH" ;; esac
 # Helm: renders manifests/helm/crr in tests and installs it in the migration and upgrade suites.
 HELM_VERSION=v3.18.6
 HELM_BIN="$CRR_CACHE/helm-$HELM_VERSION"
+# cargo-deny, the dependency policy check (deny.toml; hack/cargo-deny.sh installs it with cargo).
+CARGO_DENY_VERSION=0.20.2
+CARGO_DENY_ROOT="$CRR_CACHE/cargo-deny-$CARGO_DENY_VERSION"
 # kwok: simulated nodes for the scale bench (bench/scale.sh).
 KWOK_VERSION=v0.7.0
 KWOK_BIN="$CRR_CACHE/kwok-$KWOK_VERSION"

@@ -9,5 +9,7 @@ RUN cargo build --release --locked -p crr-node-daemon
 
 FROM debian:bookworm-slim
 COPY --from=build /src/target/release/crr-node-daemon /usr/local/bin/crr-node-daemon
-# Runs as root (set by the DaemonSet) only to open the runtime socket.
+# Non-root by default. The DaemonSet runs it as root only to open a root-owned runtime socket,
+# or as this user with the socket's group (the chart's nodeDaemon.criSocketGroup).
+USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/crr-node-daemon"]

@@ -107,6 +107,10 @@ fn scenarios() -> Vec<Scenario> {
             run: |ctx| Box::pin(node_scope(ctx)),
         },
         Scenario {
+            name: "least-privilege",
+            run: |ctx| Box::pin(least_privilege(ctx)),
+        },
+        Scenario {
             name: "gate-without-label",
             run: |ctx| Box::pin(gate_without_label(ctx)),
         },
@@ -1101,6 +1105,170 @@ async fn restore_webhook(replicas: &str) -> anyhow::Result<()> {
     ])
     .await?;
     Ok(())
+}
+
+/// `kubectl --as` one of crr's identities; the output.
+async fn as_identity(identity: &str, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    let user = format!(
+        "--as=system:serviceaccount:{}:{identity}",
+        crr_e2e::SYSTEM_NAMESPACE
+    );
+    let mut all = vec![user.as_str()];
+    all.extend_from_slice(args);
+    kubectl(&all).await
+}
+
+/// Whether `output` is a refusal by the named policy's message.
+fn refused_by(output: &std::process::Output, message: &str) -> bool {
+    !output.status.success() && String::from_utf8_lossy(&output.stderr).contains(message)
+}
+
+// The identities narrowed to the field each writes (templates/least-privilege.yaml): the
+// webhook's may change only caBundle of its webhook configurations and of the CRD, the
+// operator's only the KruisePodReady condition of a pod's status. Each forbidden change is
+// refused by its policy and the needed one passes, through the real API server.
+async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
+    // The webhook: a longer timeout on its own webhook is refused; the caBundle it holds, passes.
+    let refused = as_identity(
+        "crr-webhook",
+        &[
+            "patch",
+            "mutatingwebhookconfiguration",
+            "crr-webhook",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/webhooks/0/timeoutSeconds","value":30}]"#,
+        ],
+    )
+    .await?;
+    check(
+        refused_by(&refused, "may change only clientConfig.caBundle"),
+        || {
+            format!(
+                "the webhook changed its own timeout: {}",
+                String::from_utf8_lossy(&refused.stderr)
+            )
+        },
+    )?;
+    let bundle = kubectl(&[
+        "get",
+        "mutatingwebhookconfiguration",
+        "crr-webhook",
+        "-o",
+        "jsonpath={.webhooks[0].clientConfig.caBundle}",
+    ])
+    .await?;
+    let bundle = String::from_utf8_lossy(&bundle.stdout).into_owned();
+    ensure!(!bundle.is_empty(), "crr-webhook has no caBundle");
+    let allowed = as_identity(
+        "crr-webhook",
+        &["patch", "mutatingwebhookconfiguration", "crr-webhook", "--type=json",
+          "-p", &format!(r#"[{{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"{bundle}"}}]"#)],
+    )
+    .await?;
+    check(allowed.status.success(), || {
+        format!(
+            "the webhook could not write its caBundle: {}",
+            String::from_utf8_lossy(&allowed.stderr)
+        )
+    })?;
+    // The CRD: a label is refused; the conversion caBundle passes.
+    let crd = "containerrecreaterequests.apps.kruise.io";
+    let refused = as_identity(
+        "crr-webhook",
+        &[
+            "label",
+            "customresourcedefinition",
+            crd,
+            "crr-test/owned=true",
+        ],
+    )
+    .await?;
+    check(refused_by(&refused, "may not change labels"), || {
+        format!(
+            "the webhook labelled the CRD: {}",
+            String::from_utf8_lossy(&refused.stderr)
+        )
+    })?;
+    let bundle = kubectl(&[
+        "get",
+        "customresourcedefinition",
+        crd,
+        "-o",
+        "jsonpath={.spec.conversion.webhook.clientConfig.caBundle}",
+    ])
+    .await?;
+    let bundle = String::from_utf8_lossy(&bundle.stdout).into_owned();
+    let allowed = as_identity(
+        "crr-webhook",
+        &["patch", "customresourcedefinition", crd, "--type=merge",
+          "-p", &format!(r#"{{"spec":{{"conversion":{{"webhook":{{"clientConfig":{{"caBundle":"{bundle}"}}}}}}}}}}"#)],
+    )
+    .await?;
+    check(allowed.status.success(), || {
+        format!(
+            "the webhook could not write the CRD's caBundle: {}",
+            String::from_utf8_lossy(&allowed.stderr)
+        )
+    })?;
+
+    // The operator: on a gated pod, flipping Ready is refused; KruisePodReady passes.
+    ctx.two_container_pod("privilege", gated).await?;
+    let namespace = ctx.namespace.clone();
+    let refused = as_identity(
+        "crr-operator",
+        &[
+            "-n",
+            &namespace,
+            "patch",
+            "pod",
+            "privilege",
+            "--subresource=status",
+            "--type=strategic",
+            "-p",
+            r#"{"status":{"conditions":[{"type":"Ready","status":"False"}]}}"#,
+        ],
+    )
+    .await?;
+    check(
+        refused_by(&refused, "may change only the KruisePodReady condition"),
+        || {
+            format!(
+                "the operator flipped Ready: {}",
+                String::from_utf8_lossy(&refused.stderr)
+            )
+        },
+    )?;
+    let refused = as_identity(
+        "crr-operator",
+        &[
+            "-n",
+            &namespace,
+            "patch",
+            "pod",
+            "privilege",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"podIP":"10.0.0.1"}}"#,
+        ],
+    )
+    .await?;
+    check(!refused.status.success(), || {
+        "the operator changed a pod's IP".to_owned()
+    })?;
+    let allowed = as_identity(
+        "crr-operator",
+        &["-n", &namespace, "patch", "pod", "privilege", "--subresource=status", "--type=strategic",
+          "-p", r#"{"status":{"conditions":[{"type":"KruisePodReady","status":"True","message":"e2e"}]}}"#],
+    )
+    .await?;
+    check(allowed.status.success(), || {
+        format!(
+            "the operator could not write KruisePodReady: {}",
+            String::from_utf8_lossy(&allowed.stderr)
+        )
+    })
 }
 
 // A pod that declares the KruisePodReady gate without crr's label (an OpenKruise template)

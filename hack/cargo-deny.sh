@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The dependency policy (deny.toml): licenses, banned crates, sources. `make deny`, part of
+# `make test`. Installs the pinned cargo-deny (hack/versions.sh) with cargo into the cache on
+# first use (a few minutes of build, once per machine).
+#
+# Advisories are not checked here: `cargo deny check advisories` fetches the advisory database
+# from its repository, which the test machines cannot reach. Run it where it is reachable.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/versions.sh"
+deny="$CARGO_DENY_ROOT/bin/cargo-deny"
+if [[ ! -x "$deny" ]]; then
+  echo "cargo-deny: installing cargo-deny $CARGO_DENY_VERSION into $CARGO_DENY_ROOT" >&2
+  cargo install --locked --quiet --root "$CARGO_DENY_ROOT.partial" "cargo-deny@$CARGO_DENY_VERSION"
+  rm -rf "$CARGO_DENY_ROOT"
+  mv "$CARGO_DENY_ROOT.partial" "$CARGO_DENY_ROOT"
+fi
+cd "$here/.."
+"$deny" --version >&2
+exec "$deny" check --hide-inclusion-graph licenses bans sources
