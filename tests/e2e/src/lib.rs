@@ -815,3 +815,30 @@ pub fn uid<K: kube::Resource>(object: &K) -> anyhow::Result<String> {
         .clone()
         .ok_or_else(|| anyhow!("object without uid"))
 }
+
+/// After a successful `helm test`: none of its objects is left (they are test hooks deleted on
+/// success): no `crr-test` ServiceAccount, Role, RoleBinding or pod in the system namespace, no
+/// `crr-test` ClusterRole or ClusterRoleBinding.
+pub async fn helm_test_left_nothing() -> anyhow::Result<()> {
+    let namespaced = ["serviceaccount", "role", "rolebinding", "pod"];
+    let cluster = ["clusterrole", "clusterrolebinding"];
+    let mut left = Vec::new();
+    for kind in namespaced.iter().chain(&cluster) {
+        let mut args = vec!["get", kind, "crr-test", "--ignore-not-found", "-o", "name"];
+        if namespaced.contains(kind) {
+            args.extend(["-n", SYSTEM_NAMESPACE]);
+        }
+        let output = kubectl(&args).await?;
+        ensure!(
+            output.status.success(),
+            "kubectl get {kind} crr-test: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let found = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        if !found.is_empty() {
+            left.push(found);
+        }
+    }
+    ensure!(left.is_empty(), "helm test left behind: {left:?}");
+    Ok(())
+}

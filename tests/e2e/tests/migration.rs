@@ -347,6 +347,7 @@ async fn migration(ctx: Ctx) -> anyhow::Result<()> {
     doc.run("install-helm").await?;
     doc.run("verify").await?;
     doc.run("helm-test").await?;
+    crr_e2e::helm_test_left_nothing().await?;
 
     // --- After the switch -----------------------------------------------------------------
     let phases = readable_in_both_versions(&ctx).await?;

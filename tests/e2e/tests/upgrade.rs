@@ -408,6 +408,7 @@ async fn upgrade(ctx: Ctx) -> anyhow::Result<()> {
 
     // --- The upgraded release works ----------------------------------------------------------
     doc.run("helm-test").await?;
+    crr_e2e::helm_test_left_nothing().await?;
     let target = &targets[0];
     let before = id_and_restarts(&ctx.pods().get(&target.pod).await?, "app")?;
     let name = ctx
