@@ -20,7 +20,7 @@ failed() { echo "check-chart: $*" >&2; status=1; }
 all_on=(--set metrics.serviceMonitor.enabled=true --set metrics.serviceMonitor.labels.release=prometheus
         --set metrics.podMonitor.enabled=true --set metrics.prometheusRule.enabled=true
         --set webhook.certFiles.secretName=crr-webhook-tls --set nodeDaemon.priorityClassName=
-        --set operator.replicas=3 --set nodeDaemon.criSocketGroup=1000 --set-json 'operator.nodeSelector={"kubernetes.io/os":"linux"}')
+        --set operator.replicas=3 --set nodeDaemon.criSocketGroup=1000 --set webhook.networkPolicy.enabled=true --set-json 'webhook.networkPolicy.from=[{"ipBlock":{"cidr":"10.0.0.0/24"}}]' --set-json 'operator.nodeSelector={"kubernetes.io/os":"linux"}')
 
 # The minimal install: no node daemon (the webhook refuses requests), no tests, no namespace.
 minimal=(--set featureGates.nodeDaemon=false --set tests.enabled=false --set createNamespace=false
@@ -29,7 +29,7 @@ minimal=(--set featureGates.nodeDaemon=false --set tests.enabled=false --set cre
 for values in default all-on minimal; do
   case $values in
     default) args=(); kinds=(Deployment DaemonSet PodDisruptionBudget Pod) ;;
-    all-on) args=("${all_on[@]}"); kinds=(Deployment DaemonSet PodDisruptionBudget Pod ServiceMonitor PodMonitor Service)
+    all-on) args=("${all_on[@]}"); kinds=(Deployment DaemonSet PodDisruptionBudget Pod ServiceMonitor PodMonitor Service NetworkPolicy ValidatingAdmissionPolicy)
             [[ -f $chart/templates/prometheusrule.yaml ]] && kinds+=(PrometheusRule) ;;
     minimal) args=("${minimal[@]}"); kinds=(Deployment Service) ;;
   esac
@@ -59,6 +59,7 @@ bad=(
   "nodeDaemon.metricsPort=65536|/nodeDaemon/metricsPort': maximum"
   "webhook.timeoutSeconds=31|/webhook/timeoutSeconds': maximum: got 31, want 30"
   "webhook.timeoutSeconds=5|/webhook/timeoutSeconds': minimum: got 5, want 9"
+  "webhook.networkPolicy.enabled=true|needs webhook.networkPolicy.from"
   "nodeDaemon.criSocketGroup=0|/nodeDaemon/criSocketGroup': minimum: got 0, want 1"
   "nodeDaemon.maxGracePeriodSeconds=0|/nodeDaemon/maxGracePeriodSeconds': minimum: got 0, want 1"
   "nodeDaemon.tolerations[0].operator=Maybe|/nodeDaemon/tolerations/0/operator': value must be one of"
