@@ -20,7 +20,7 @@ failed() { echo "check-chart: $*" >&2; status=1; }
 all_on=(--set metrics.serviceMonitor.enabled=true --set metrics.serviceMonitor.labels.release=prometheus
         --set metrics.podMonitor.enabled=true --set metrics.prometheusRule.enabled=true
         --set webhook.certFiles.secretName=crr-webhook-tls --set nodeDaemon.priorityClassName=
-        --set operator.replicas=3 --set nodeDaemon.criSocketGroup=1000 --set webhook.networkPolicy.enabled=true --set-json 'webhook.networkPolicy.from=[{"ipBlock":{"cidr":"10.0.0.0/24"}}]' --set-json 'operator.nodeSelector={"kubernetes.io/os":"linux"}')
+        --set operator.replicas=3 --set nodeDaemon.criSocketGroup=1000 --set webhook.networkPolicy.enabled=true --set webhook.clientAuth.caConfigMap=apiserver-webhook-client-ca --set-json 'webhook.networkPolicy.from=[{"ipBlock":{"cidr":"10.0.0.0/24"}}]' --set-json 'operator.nodeSelector={"kubernetes.io/os":"linux"}')
 
 # The minimal install: no node daemon (the webhook refuses requests), no tests, no namespace.
 minimal=(--set featureGates.nodeDaemon=false --set tests.enabled=false --set createNamespace=false

@@ -100,6 +100,15 @@ impl Drop for Counted {
     }
 }
 
+/// Whether the client of a request's connection presented a TLS client certificate, which the
+/// server's verifier accepted (a certificate it refuses ends the handshake). Every request of a
+/// served router carries it as an extension; plain-HTTP connections carry `presented: false`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientCertificate {
+    /// A verified client certificate came with the handshake.
+    pub presented: bool,
+}
+
 /// Wraps every request of `router` in `limit`: a body that never arrives ends with 408.
 pub fn with_request_timeout(router: Router, limit: Duration) -> Router {
     router.layer(axum::middleware::from_fn(
@@ -150,7 +159,7 @@ pub async fn serve(
             tracing::debug!(%peer, %error, "setting TCP_NODELAY");
         }
         let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(router.clone());
+        let router = router.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _counted = counted;
@@ -174,11 +183,22 @@ pub async fn serve(
                             return;
                         }
                     };
+                    let presented = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .is_some_and(|chain| !chain.is_empty());
+                    let service = TowerToHyperService::new(
+                        router.layer(axum::Extension(ClientCertificate { presented })),
+                    );
                     watcher
                         .watch(builder.serve_connection(TokioIo::new(tls), service))
                         .await
                 }
                 None => {
+                    let service = TowerToHyperService::new(
+                        router.layer(axum::Extension(ClientCertificate::default())),
+                    );
                     watcher
                         .watch(builder.serve_connection(TokioIo::new(stream), service))
                         .await

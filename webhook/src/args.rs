@@ -39,6 +39,13 @@ pub struct Args {
     #[arg(long, env = "CRR_WEBHOOK_CERT_DIR")]
     pub cert_dir: Option<PathBuf>,
 
+    /// PEM file of the CA that signs the API server's client certificate for webhooks (its
+    /// `--admission-control-config-file` kubeconfig). Set, admission calls without a certificate
+    /// it verifies are refused with 403 before any lookup; conversion calls (for which the API
+    /// server presents none) are served as before.
+    #[arg(long, env = "CRR_WEBHOOK_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+
     /// Secret `namespace/name` holding the self-managed CA and serving certificate.
     #[arg(
         long,
@@ -151,6 +158,7 @@ impl Args {
             admin_listen: self.admin_listen,
             node_daemon_enabled: self.node_daemon_enabled,
             cert_source,
+            client_ca_file: self.client_ca_file.clone(),
             service_namespace,
             service_name,
             ca_targets: CaTargets {

@@ -765,18 +765,6 @@ pub async fn publish_ca(
     Ok(patched)
 }
 
-/// rustls settings: TLS 1.2+ (rustls offers nothing older), HTTP/1.1, the resolver's key pair.
-pub fn tls_config(resolver: Arc<CertResolver>) -> rustls::ServerConfig {
-    let mut config = rustls::ServerConfig::builder_with_protocol_versions(&[
-        &rustls::version::TLS13,
-        &rustls::version::TLS12,
-    ])
-    .with_no_client_auth()
-    .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    config
-}
-
 /// Where the serving certificate comes from.
 #[derive(Clone, Debug)]
 pub enum CertSource {

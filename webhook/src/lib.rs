@@ -13,4 +13,5 @@ pub mod review;
 pub mod rotation;
 pub mod routes;
 pub mod run;
+pub mod serving;
 pub mod x509;

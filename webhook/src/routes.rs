@@ -32,6 +32,8 @@ use kube::core::DynamicObject;
 use kube::core::admission::AdmissionReview;
 use tokio::sync::Semaphore;
 
+use crr_runtime::server::ClientCertificate;
+
 use crate::metrics::{Metrics, ReasonLabels};
 use crate::review::{self, ClusterLookup, ConversionVerdict, Hook, Verdict};
 
@@ -73,6 +75,9 @@ pub struct AppState<L> {
     /// Pods labelled `<this>: "true"` get the `KruisePodReady` readiness gate.
     pub readiness_gate_label: String,
     pub metrics: Metrics,
+    /// Admission calls must come with a verified TLS client certificate (the API server's;
+    /// `--client-ca-file`, `serving`). Conversion calls never need one.
+    pub client_certificate_required: bool,
 }
 
 /// What one endpoint group may take: a body size, bodies read at once and the time to read
@@ -84,6 +89,8 @@ struct EndpointLimits {
     body_deadline: Duration,
     slots: Arc<Semaphore>,
     deadline: Duration,
+    /// Refuse a connection without a verified client certificate (403), before the body.
+    client_certificate_required: bool,
 }
 
 impl EndpointLimits {
@@ -100,6 +107,14 @@ impl EndpointLimits {
             body_deadline,
             slots: Arc::new(Semaphore::new(slots)),
             deadline,
+            client_certificate_required: false,
+        }
+    }
+
+    fn requiring_client_certificates(self, required: bool) -> Self {
+        Self {
+            client_certificate_required: required,
+            ..self
         }
     }
 
@@ -119,7 +134,8 @@ pub fn router<L: ClusterLookup + 'static>(state: Arc<AppState<L>>) -> Router {
         ADMISSION_BODY_DEADLINE,
         ADMISSION_CONCURRENCY,
         ADMISSION_DEADLINE,
-    );
+    )
+    .requiring_client_certificates(state.client_certificate_required);
     let conversion = EndpointLimits::new(
         CONVERT_BODY_LIMIT,
         CONVERT_READS,
@@ -177,6 +193,18 @@ async fn read_then_handle(
     request: axum::extract::Request,
     next: middleware::Next,
 ) -> Response {
+    if limits.client_certificate_required
+        && !request
+            .extensions()
+            .get::<ClientCertificate>()
+            .is_some_and(|certificate| certificate.presented)
+    {
+        return (
+            StatusCode::FORBIDDEN,
+            "admission calls must present the API server's client certificate",
+        )
+            .into_response();
+    }
     let announced = request
         .headers()
         .get(header::CONTENT_LENGTH)

@@ -17,6 +17,7 @@ use crate::lookup::ApiLookup;
 use crate::metrics::Metrics;
 use crate::rotation::Policy;
 use crate::routes::{self, AppState};
+use crate::serving;
 use crr_runtime::events::EventPublisher;
 
 /// Field manager of the webhook's writes (caBundles, its certificate Secret).
@@ -39,6 +40,8 @@ pub struct Settings {
     /// Upstream's KruiseDaemon feature gate.
     pub node_daemon_enabled: bool,
     pub cert_source: CertSource,
+    /// The CA of the API server's client certificate; set, admission calls must present one.
+    pub client_ca_file: Option<std::path::PathBuf>,
     /// The Service the API server calls (the certificate's DNS names).
     pub service_namespace: String,
     pub service_name: String,
@@ -104,15 +107,26 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         admin::router(readiness, registry, ""),
         std::future::pending(),
     ));
+    let client_ca = settings
+        .client_ca_file
+        .as_deref()
+        .map(serving::read_client_ca)
+        .transpose()
+        .context("--client-ca-file")?;
+    if let Some(path) = &settings.client_ca_file {
+        tracing::info!(client_ca = %path.display(), "admission calls must present a client certificate signed by this CA");
+    }
     let state = Arc::new(AppState {
         lookup,
         node_daemon_enabled: settings.node_daemon_enabled,
         readiness_gate_label: settings.readiness_gate_label,
         metrics,
+        client_certificate_required: client_ca.is_some(),
     });
+    let tls = serving::tls_config(resolver, client_ca).context("the client CA")?;
     server::serve(
         listener,
-        Some(Arc::new(certs::tls_config(resolver))),
+        Some(Arc::new(tls)),
         routes::router(state),
         shutdown.requested(),
         Limits {

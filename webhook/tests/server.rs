@@ -410,3 +410,76 @@ async fn trickling_bodies_hold_no_slot_and_a_real_review_is_answered() {
         "every trickler is cut off with 408: {answers:?}"
     );
 }
+
+/// With a client CA, admission calls must present a certificate it signed: a direct call
+/// without one gets 403 before its body is read; a certificate from another CA fails the
+/// handshake; the API server's certificate is answered. Conversion, for which the API server
+/// presents no certificate, is served without one.
+#[tokio::test]
+async fn with_a_client_ca_only_the_api_servers_certificate_gets_admission_answers() {
+    let (client_ca, client_cert, client_key) = support::client_identity();
+    let served = Served::start_with_client_ca(true, Limits::default(), Some(&client_ca)).await;
+    let review = create_review("mtls");
+
+    let mut anonymous = served
+        .connect(served.client_config(&[&rustls::version::TLS13]))
+        .await
+        .expect("TLS handshake without a certificate");
+    let (status, body) = anonymous
+        .post(routes::MUTATE_CRR, &review)
+        .await
+        .expect("an answer");
+    assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        !String::from_utf8_lossy(&body).contains("containerd://"),
+        "nothing of the pod in the refusal"
+    );
+    let (status, _) = anonymous
+        .post(routes::MUTATE_POD, b"{}")
+        .await
+        .expect("an answer");
+    assert_eq!(status, 403, "the pod hook too");
+    let conversion = serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "c", "desiredAPIVersion": "apps.kruise.io/v1beta1", "objects": []}
+    }))
+    .unwrap();
+    let (status, _) = anonymous
+        .post(crr_crds::CONVERSION_PATH, &conversion)
+        .await
+        .expect("an answer");
+    assert_eq!(status, 200, "conversion needs no certificate");
+
+    let (other_ca, other_cert, other_key) = support::client_identity();
+    let stranger = served
+        .connect(support::client_config_with_identity(
+            &served.bundle.ca_pem,
+            &other_cert,
+            &other_key,
+        ))
+        .await;
+    let refused = match stranger {
+        Err(_) => true,
+        Ok(mut connection) => connection.post(routes::MUTATE_CRR, &review).await.is_err(),
+    };
+    assert!(
+        refused,
+        "a certificate of another CA ({}) is refused",
+        other_ca.len()
+    );
+
+    let mut api_server = served
+        .connect(support::client_config_with_identity(
+            &served.bundle.ca_pem,
+            &client_cert,
+            &client_key,
+        ))
+        .await
+        .expect("TLS handshake with the API server's certificate");
+    let (status, body) = api_server
+        .post(routes::MUTATE_CRR, &review)
+        .await
+        .expect("an answer");
+    assert_eq!(status, 200);
+    assert_eq!(response(&body)["allowed"], true);
+}

@@ -13,6 +13,7 @@ use crr_webhook::certs::{self, Bundle, CertResolver};
 use crr_webhook::metrics::Metrics;
 use crr_webhook::review::ClusterLookup;
 use crr_webhook::routes::{self, AppState};
+use crr_webhook::serving;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prometheus_client::registry::Registry;
@@ -174,7 +175,24 @@ pub struct Served {
 
 impl Served {
     pub async fn start(node_daemon_enabled: bool, limits: Limits) -> Self {
+        Self::start_with_client_ca(node_daemon_enabled, limits, None).await
+    }
+
+    /// [`Served::start`], requiring admission callers to present a client certificate signed
+    /// by `client_ca_pem` when given.
+    pub async fn start_with_client_ca(
+        node_daemon_enabled: bool,
+        limits: Limits,
+        client_ca_pem: Option<&str>,
+    ) -> Self {
         crr_runtime::tls::install_crypto_provider();
+        let client_ca = client_ca_pem.map(|pem| {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                roots.add(cert.expect("client CA PEM")).expect("client CA");
+            }
+            roots
+        });
         let bundle = certs::generate(&certs::service_dns_names("crr-system", "crr-webhook"))
             .expect("a certificate");
         let resolver = CertResolver::new(bundle.clone()).expect("a resolver");
@@ -191,6 +209,7 @@ impl Served {
             node_daemon_enabled,
             readiness_gate_label: crr_crds::keys::LABEL_READINESS_GATE.to_owned(),
             metrics,
+            client_certificate_required: client_ca.is_some(),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -199,7 +218,9 @@ impl Served {
         let (shutdown, requested) = Shutdown::manual();
         let task = tokio::spawn(server::serve(
             listener,
-            Some(Arc::new(certs::tls_config(resolver))),
+            Some(Arc::new(
+                serving::tls_config(resolver, client_ca).expect("TLS settings"),
+            )),
             routes::router(state),
             requested.requested(),
             limits,
@@ -244,6 +265,52 @@ pub fn client_config(
     rustls::ClientConfig::builder_with_protocol_versions(versions)
         .with_root_certificates(roots)
         .with_no_client_auth()
+}
+
+/// A client CA and a client certificate it signs (clientAuth): the CA's PEM, the client's
+/// certificate PEM and key PEM.
+pub fn client_identity() -> (String, String, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate().expect("a CA key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    let ca = ca_params.self_signed(&ca_key).expect("a CA");
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().expect("a client key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "kube-apiserver");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params
+        .signed_by(&key, &issuer)
+        .expect("a client certificate");
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+/// [`client_config`] presenting the client certificate `cert_pem` with `key_pem`.
+pub fn client_config_with_identity(
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> rustls::ClientConfig {
+    crr_runtime::tls::install_crypto_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.expect("CA PEM")).expect("CA cert");
+    }
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .map(|cert| cert.expect("client PEM"))
+        .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("a key");
+    rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("a client identity")
 }
 
 /// A TLS connection to a webhook at `address` (its certificate names the IP).
