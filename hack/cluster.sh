@@ -206,11 +206,31 @@ pki() {
   cert scheduler system:kube-scheduler
   cert kubelet "system:node:$CLUSTER_NODE" system:nodes
   cert kube-proxy system:kube-proxy
+  webhook_client_pki
   kubeconfig admin admin
   kubeconfig controller-manager controller-manager
   kubeconfig scheduler scheduler
   kubeconfig kubelet kubelet
   kubeconfig kube-proxy kube-proxy
+}
+
+# The client certificate the API server presents to webhooks (--admission-control-config-file),
+# from a CA of its own: crr's webhook trusts that CA alone (install.sh gives it the CA), not the
+# cluster CA that signs every node's and admin's certificate.
+webhook_client_pki() {
+  if [[ ! -f "$PKI/webhook-client-ca.crt" ]]; then
+    openssl req -x509 -new -newkey rsa:2048 -nodes -keyout "$PKI/webhook-client-ca.key" \
+      -subj "/CN=crr-test-bed-webhook-client-ca" -days 3650 -out "$PKI/webhook-client-ca.crt" 2>/dev/null
+  fi
+  [[ -f "$PKI/apiserver-webhook-client.crt" ]] && return
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' \
+    > "$PKI/apiserver-webhook-client.ext"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$PKI/apiserver-webhook-client.key" \
+    -subj "/CN=kube-apiserver-webhook-client" -out "$PKI/apiserver-webhook-client.csr" 2>/dev/null
+  openssl x509 -req -in "$PKI/apiserver-webhook-client.csr" -CA "$PKI/webhook-client-ca.crt" \
+    -CAkey "$PKI/webhook-client-ca.key" -CAcreateserial -days 365 \
+    -extfile "$PKI/apiserver-webhook-client.ext" -out "$PKI/apiserver-webhook-client.crt" 2>/dev/null
+  rm -f "$PKI/apiserver-webhook-client.csr" "$PKI/apiserver-webhook-client.ext"
 }
 
 node_pki() {
@@ -354,6 +374,32 @@ rules:
 - level: None
   resources: [{group: coordination.k8s.io, resources: [leases]}]
 - level: Metadata
+EOF
+  # The API server authenticates to webhooks behind Services with its webhook client
+  # certificate (crr's webhook refuses admission calls without it: install.sh).
+  cat > "$CLUSTER_DIR/webhook-client.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+users:
+- name: "*.svc"
+  user:
+    client-certificate: $PKI/apiserver-webhook-client.crt
+    client-key: $PKI/apiserver-webhook-client.key
+EOF
+  cat > "$CLUSTER_DIR/admission-config.yaml" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $CLUSTER_DIR/webhook-client.kubeconfig
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $CLUSTER_DIR/webhook-client.kubeconfig
 EOF
 }
 
@@ -501,6 +547,7 @@ daemon_command() {
       --kubelet-preferred-address-types InternalIP
       --endpoint-reconciler-type lease
       --audit-policy-file "$CLUSTER_DIR/audit-policy.yaml"
+      --admission-control-config-file "$CLUSTER_DIR/admission-config.yaml"
       --audit-log-path "$CLUSTER_DIR/audit/audit.log" --audit-log-maxsize 200 --audit-log-maxbackup 1
       ${KUBE_FEATURE_GATES:+--feature-gates "$KUBE_FEATURE_GATES"}) ;;
     kube-controller-manager) DAEMON_CMD=("$KUBE_BIN/kube-controller-manager"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds crr's three binaries, turns them into images in the test bed's containerd, installs
-# everything with `kubectl apply -k manifests/overlays/local` and waits until the operator,
+# everything with `kubectl apply -k manifests/overlays/local-client-auth` (the local overlay, with the webhook requiring the API server's client certificate) and waits until the operator,
 # the webhook and the node daemon are ready and the webhook has published its CA. Refuses, before
 # building anything, while another admission webhook for ContainerRecreateRequests (OpenKruise's)
 # is registered.
@@ -45,8 +45,14 @@ fi
 step "images"
 "$here/images.sh" crr "${bins[@]/#/$root/target/$dir/}"
 
-step "applying manifests/overlays/local"
-kubectl apply --server-side --force-conflicts -k "$root/manifests/overlays/local" >/dev/null
+# The local-client-auth overlay has the webhook require the API server's client certificate
+# (hack/cluster.sh: webhook_client_pki); its CA goes in this ConfigMap.
+step "the API server's webhook client CA"
+kubectl create namespace crr-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n crr-system create configmap apiserver-webhook-client-ca \
+  --from-file=ca.crt="$CLUSTER_DIR/pki/webhook-client-ca.crt" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+step "applying manifests/overlays/local-client-auth"
+kubectl apply --server-side --force-conflicts -k "$root/manifests/overlays/local-client-auth" >/dev/null
 # Same tag, new image: restart so the pods run what was just built.
 kubectl -n crr-system rollout restart deployment/crr-operator deployment/crr-webhook daemonset/crr-node-daemon >/dev/null
 for workload in deployment/crr-webhook deployment/crr-operator daemonset/crr-node-daemon; do

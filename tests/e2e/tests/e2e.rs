@@ -107,6 +107,10 @@ fn scenarios() -> Vec<Scenario> {
             run: |ctx| Box::pin(node_scope(ctx)),
         },
         Scenario {
+            name: "webhook-callers",
+            run: |ctx| Box::pin(webhook_callers(ctx)),
+        },
+        Scenario {
             name: "least-privilege",
             run: |ctx| Box::pin(least_privilege(ctx)),
         },
@@ -1105,6 +1109,79 @@ async fn restore_webhook(replicas: &str) -> anyhow::Result<()> {
     ])
     .await?;
     Ok(())
+}
+
+// Only the API server may call the admission hooks: the test bed's webhook requires the API
+// server's client certificate (manifests/overlays/local-client-auth). A review forged by a pod,
+// naming a pod of its own namespace, gets 403 and nothing of that pod; a create through the
+// API server, which presents the certificate, is admitted.
+async fn webhook_callers(ctx: Ctx) -> anyhow::Result<()> {
+    let target = ctx
+        .two_container_pod("callers", |pod| {
+            pod["spec"]["containers"][0]["lifecycle"] = json!({"preStop": {"exec": {"command":
+                ["sh", "-c", "echo secret-drain-token"]}}});
+        })
+        .await?;
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
+    let address = services
+        .get("crr-webhook")
+        .await?
+        .spec
+        .and_then(|spec| spec.cluster_ip)
+        .context("the crr-webhook Service has no cluster IP")?;
+    let forged = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "forged",
+            "kind": {"group": "apps.kruise.io", "version": "v1beta1", "kind": "ContainerRecreateRequest"},
+            "resource": {"group": "apps.kruise.io", "version": "v1beta1", "resource": "containerrecreaterequests"},
+            "name": "forged", "namespace": ctx.namespace, "operation": "CREATE",
+            "userInfo": {"username": "attacker"},
+            "object": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
+                       "metadata": {"name": "forged", "namespace": ctx.namespace},
+                       "spec": {"podName": target.name_any(), "containers": [{"name": "app"}]}}
+        }
+    })
+    .to_string();
+    let script = format!(
+        "curl -sk -o /tmp/answer -w '%{{http_code}}\\n' -X POST -H 'Content-Type: application/json' \\
+           --data '{forged}' https://{address}:443/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest; \\
+         cat /tmp/answer; echo; echo done"
+    );
+    let caller: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "forger"},
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "curl", "image": "crr.local/curl:7.88",
+                                 "imagePullPolicy": "Never",
+                                 "command": ["sh", "-c", script]}]},
+    }))?;
+    ctx.pods().create(&PostParams::default(), &caller).await?;
+    ctx.wait_pod("forger", "finished", Duration::from_secs(90), |pod| {
+        pod.status
+            .as_ref()
+            .and_then(|status| status.phase.as_deref())
+            .is_some_and(|phase| phase == "Succeeded" || phase == "Failed")
+    })
+    .await?;
+    let log = ctx.pods().logs("forger", &Default::default()).await?;
+    let status = log.lines().next().unwrap_or_default().trim().to_owned();
+    check(status == "403", || {
+        format!("a forged review from a pod got HTTP {status:?}, not 403: {log}")
+    })?;
+    check(
+        !log.contains("secret-drain-token") && !log.contains("containerd://"),
+        || format!("the refusal carried the pod's data: {log}"),
+    )?;
+    // Through the API server (with its client certificate), a request is admitted and works.
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "callers"},
+                   "spec": {"podName": "callers", "containers": [{"name": "sidecar"}]}}),
+        )
+        .await?;
+    succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)
 }
 
 /// `kubectl --as` one of crr's identities; the output.
