@@ -121,7 +121,8 @@ fn ca_params(not_before: i64, not_after: i64) -> Result<rcgen::CertificateParams
     params
         .distinguished_name
         .push(DnType::CommonName, ca_common_name(not_before));
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    // Path length 0: the CA signs serving certificates only, never another CA.
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     params.not_before = offset_time(not_before)?;
     params.not_after = offset_time(not_after)?;
