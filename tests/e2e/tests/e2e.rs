@@ -1289,62 +1289,53 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
         )
     })?;
 
-    // The operator: on a gated pod, flipping Ready is refused; KruisePodReady passes.
+    // The operator: on a gated pod, flipping another condition, turning Ready True or changing
+    // the pod's IP is refused; KruisePodReady passes. Through the API as the operator writes
+    // (it may patch pods/status, not read it, so not with kubectl patch).
     ctx.two_container_pod("privilege", gated).await?;
-    let namespace = ctx.namespace.clone();
-    let refused = as_identity(
-        "crr-operator",
-        &[
-            "-n",
-            &namespace,
-            "patch",
-            "pod",
-            "privilege",
-            "--subresource=status",
-            "--type=strategic",
-            "-p",
-            r#"{"status":{"conditions":[{"type":"Ready","status":"False"}]}}"#,
-        ],
-    )
-    .await?;
-    check(
-        refused_by(&refused, "may change only the KruisePodReady condition"),
-        || {
-            format!(
-                "the operator flipped Ready: {}",
-                String::from_utf8_lossy(&refused.stderr)
+    let mut config = kube::Config::infer().await?;
+    config.auth_info.impersonate = Some(format!(
+        "system:serviceaccount:{}:crr-operator",
+        crr_e2e::SYSTEM_NAMESPACE
+    ));
+    let as_operator: Api<Pod> = Api::namespaced(kube::Client::try_from(config)?, &ctx.namespace);
+    let status_patch = |patch: Value| {
+        let pods = as_operator.clone();
+        async move {
+            pods.patch_status(
+                "privilege",
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
             )
-        },
-    )?;
-    let refused = as_identity(
-        "crr-operator",
-        &[
-            "-n",
-            &namespace,
-            "patch",
-            "pod",
-            "privilege",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status":{"podIP":"10.0.0.1"}}"#,
-        ],
-    )
-    .await?;
-    check(!refused.status.success(), || {
-        "the operator changed a pod's IP".to_owned()
-    })?;
-    let allowed = as_identity(
-        "crr-operator",
-        &["-n", &namespace, "patch", "pod", "privilege", "--subresource=status", "--type=strategic",
-          "-p", r#"{"status":{"conditions":[{"type":"KruisePodReady","status":"True","message":"e2e"}]}}"#],
-    )
-    .await?;
-    check(allowed.status.success(), || {
-        format!(
-            "the operator could not write KruisePodReady: {}",
-            String::from_utf8_lossy(&allowed.stderr)
-        )
+            .await
+        }
+    };
+    for (what, patch) in [
+        (
+            "flipped PodScheduled",
+            json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False"}]}}),
+        ),
+        (
+            "turned Ready True by hand",
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ByHand"}]}}),
+        ),
+        (
+            "changed the pod's IP",
+            json!({"status": {"podIP": "10.0.0.1"}}),
+        ),
+    ] {
+        let answer = status_patch(patch).await;
+        check(
+            matches!(&answer, Err(kube::Error::Api(status)) if status.code == 403
+                && status.message.contains("crr-operator-kruise-pod-ready-only")),
+            || format!("the operator {what}: {answer:?}"),
+        )?;
+    }
+    let allowed = status_patch(json!({"status": {"conditions": [
+        {"type": "KruisePodReady", "status": "True", "message": "e2e"}]}}))
+    .await;
+    check(allowed.is_ok(), || {
+        format!("the operator could not write KruisePodReady: {allowed:?}")
     })
 }
 
