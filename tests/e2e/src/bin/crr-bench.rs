@@ -396,7 +396,7 @@ async fn slow_shutdowns(ctx: &Ctx, repetitions: usize, probes: PodProbes) -> any
             .await?;
         ctx.wait_completed(&name, Duration::from_secs(120)).await?;
         completed.push(start.elapsed().as_secs_f64() * 1000.0);
-        let stops = killing_event_times(ctx, &name).await;
+        let stops = pod_killing_event_times(ctx, &pod, &name).await;
         let after = |at: &jiff::Timestamp| at.duration_since(wall_start).as_secs_f64() * 1000.0;
         if let [app, sidecar, ..] = stops.as_slice() {
             first.push(after(app));
@@ -414,6 +414,29 @@ async fn slow_shutdowns(ctx: &Ctx, repetitions: usize, probes: PodProbes) -> any
 /// When the daemon recorded the `Killing` Event of a request (its microsecond eventTime).
 async fn killing_event_time(ctx: &Ctx, crr: &str) -> Option<jiff::Timestamp> {
     killing_event_times(ctx, crr).await.into_iter().next()
+}
+
+/// The times of the daemon's `Killing` Events on `pod` for request `crr` (one per container: on
+/// the request itself, Events of one reason form a series that keeps its first time), earliest
+/// first.
+async fn pod_killing_event_times(ctx: &Ctx, pod: &str, crr: &str) -> Vec<jiff::Timestamp> {
+    let events: Api<Event> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let selector = format!("involvedObject.name={pod},involvedObject.kind=Pod,reason=Killing");
+    let Ok(list) = events.list(&ListParams::default().fields(&selector)).await else {
+        return Vec::new();
+    };
+    let mut times: Vec<jiff::Timestamp> = list
+        .items
+        .iter()
+        .filter(|event| {
+            event.message.as_deref().is_some_and(|message| {
+                message.contains(&format!("ContainerRecreateRequest {crr} "))
+            })
+        })
+        .filter_map(|event| event.event_time.as_ref().map(|time| time.0))
+        .collect();
+    times.sort();
+    times
 }
 
 /// Every `Killing` Event time of a request, earliest first.
