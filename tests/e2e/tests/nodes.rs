@@ -259,6 +259,10 @@ async fn node_lost(ctx: Ctx) -> anyhow::Result<()> {
             "nodes:   {name}: {:?} {:?}",
             status.message, status.container_recreate_states
         );
+        // Completed by its deadline; the states stay as the daemon wrote them (its node is
+        // gone: the kill was announced, never recorded), and the Succeeded condition names the
+        // container that was not recreated.
+        let succeeded_condition = done.condition(crr_crds::keys::CONDITION_SUCCEEDED);
         check(
             status
                 .message
@@ -267,7 +271,12 @@ async fn node_lost(ctx: Ctx) -> anyhow::Result<()> {
                 && status
                     .container_recreate_states
                     .iter()
-                    .all(|state| state.phase == Phase::Failed),
+                    .all(|state| state.phase == Phase::Pending && !state.is_killed)
+                && succeeded_condition.is_some_and(|condition| {
+                    condition.status == "False"
+                        && condition.reason == "ActiveDeadlineExceeded"
+                        && condition.message.contains("not recreated: app (Pending)")
+                }),
             || format!("the lost node's request: {status:?}"),
         )?;
         let terminating: Vec<String> = ctx
