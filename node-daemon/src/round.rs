@@ -2159,6 +2159,33 @@ mod tests {
         assert!(fake.lock().stops.is_empty());
     }
 
+    /// Runs rounds of `memory`'s request in the background, as the worker would, until one ends
+    /// otherwise than `After` or the request is to be left alone; the last round's outcome.
+    fn rounds_in_background(
+        memory: std::sync::Arc<Memory>,
+        runtime: Runtime,
+        preemption: Preemption,
+    ) -> tokio::task::JoinHandle<Result<Outcome, RoundError>> {
+        tokio::spawn(async move {
+            let metrics = Metrics::register(&mut Default::default());
+            let round = Round {
+                requests: memory.as_ref(),
+                runtime: &runtime,
+                metrics: &metrics,
+                max_grace_seconds: 300,
+                preemption,
+                grace_clock: &crate::timers::GraceClock::default(),
+                restart_policies: &Default::default(),
+            };
+            loop {
+                let outcome = round.run(memory.get()).await?;
+                if !matches!(outcome, Outcome::After(_)) || must_leave_alone(&memory.get()) {
+                    return Ok(outcome);
+                }
+            }
+        })
+    }
+
     /// Runs rounds in the background with the exec hook hanging; returns once the hook runs.
     async fn hanging_hook(
         grace_seconds: i64,
@@ -2176,27 +2203,7 @@ mod tests {
             exec(&["sleep", "infinity"]),
             vec![],
         ));
-        let rounds = {
-            let memory = memory.clone();
-            tokio::spawn(async move {
-                let metrics = Metrics::register(&mut Default::default());
-                let round = Round {
-                    requests: memory.as_ref(),
-                    runtime: &runtime,
-                    metrics: &metrics,
-                    max_grace_seconds: 300,
-                    preemption,
-                    grace_clock: &crate::timers::GraceClock::default(),
-                    restart_policies: &Default::default(),
-                };
-                loop {
-                    match round.run(memory.get()).await? {
-                        Outcome::After(_) => continue,
-                        other => return Ok(other),
-                    }
-                }
-            })
-        };
+        let rounds = rounds_in_background(memory.clone(), runtime, preemption);
         fake.exec_started.notified().await;
         (memory, fake, rounds)
     }
@@ -2212,22 +2219,7 @@ mod tests {
             vec![],
         ));
         let (preempt, preemption) = Preemption::new();
-        let rounds = {
-            let memory = memory.clone();
-            tokio::spawn(async move {
-                let metrics = Metrics::register(&mut Default::default());
-                let round = Round {
-                    requests: memory.as_ref(),
-                    runtime: &runtime,
-                    metrics: &metrics,
-                    max_grace_seconds: 300,
-                    preemption,
-                    grace_clock: &crate::timers::GraceClock::default(),
-                    restart_policies: &Default::default(),
-                };
-                round.run(memory.get()).await
-            })
-        };
+        let rounds = rounds_in_background(memory.clone(), runtime, preemption);
         fake.exec_started.notified().await;
         memory.set(|crr| {
             let status = crr.status.get_or_insert_default();
