@@ -241,18 +241,13 @@ impl Daemon {
             Err(RoundError::Write(WriteError::Refused(reason))) => {
                 // Forbidden (a policy such as node-scope) or invalid: trying again changes
                 // nothing. The request fails with the reason, if the API server lets us say so.
-                let _span = span.enter();
-                tracing::warn!(%reason, "the API server refused the node daemon; the request fails");
-                round
-                    .fail_refused(&crr, &reason)
-                    .instrument(span.clone())
-                    .await;
+                tracing::warn!(parent: &span, %reason, "the API server refused the node daemon; the request fails");
+                round.fail_refused(&crr, &reason).instrument(span).await;
                 None
             }
             Err(error) => {
                 let after = self.backoff.failed(&request);
-                let _span = span.enter();
-                tracing::warn!(%error, failures = self.backoff.failures(&request), retry_in = ?after, "round failed; retrying");
+                tracing::warn!(parent: &span, %error, failures = self.backoff.failures(&request), retry_in = ?after, "round failed; retrying");
                 Some(after)
             }
         }
