@@ -11,7 +11,7 @@ demo: cluster-up
 	hack/demo.sh
 	@echo "demo: the cluster keeps running; use it with: $$(hack/cluster.sh env); stop it with: make cluster-down"
 
-## bench-scale: crr beside 1,000, 5,000 and 10,000 pods on 100 kwok nodes (issue 18; bench/scale.sh,
+## bench-scale: crr beside 1,000, 5,000 and 10,000 pods on 100 kwok nodes (bench/scale.sh,
 ## BENCHMARKS.md): memory and CPU per replica idle and under churn, admission latency, recreate
 ## latency, bursts, API requests per request, and the operator with 1,000 finished requests.
 .PHONY: bench-scale
@@ -59,7 +59,7 @@ fuzz:
 fuzz-smoke:
 	hack/fuzz.sh --smoke
 
-## chaos: the fault suite of issue 16 (tests/e2e/tests/chaos.rs) on the local test bed: starts
+## chaos: the fault suite (tests/e2e/tests/chaos.rs) on the local test bed: starts
 ## the test bed if none runs and installs crr if it is not installed (both left running), then
 ## restarts the apiserver and containerd and SIGKILLs crr's processes in the middle of recreates.
 ## hack/cluster-test.sh (make test, CI) runs it after the e2e suite.

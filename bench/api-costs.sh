@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What one ContainerRecreateRequest costs the API server (issue 18): writes, pod GETs and webhook
+# What one ContainerRecreateRequest costs the API server: writes, pod GETs and webhook
 # calls per request, by crr component, from the test bed apiserver's audit log and metrics
 # (tests/e2e/src/bin/crr-api-costs.rs). Release build, installed on the local test bed.
 #   CRR_COST_REQUESTS=20 bench/api-costs.sh     Results: bench/results/<date>-api-costs.md

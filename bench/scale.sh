@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# crr at scale (issue 18, part 2): thousands of pods on 100 simulated nodes beside the test bed's
+# crr at scale: thousands of pods on 100 simulated nodes beside the test bed's
 # real ones. Brings the test bed up (CRR_NODES real nodes, default 1), installs a release build
 # of crr, builds the pinned kwok from its Go module (hack/build-kwok.sh) and runs it against the
 # test bed's API server (loopback; its nodes' addresses are never contacted), then runs

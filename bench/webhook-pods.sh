@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory against the number of pods in the cluster (issue 18's first finding: the webhook was
+# Memory against the number of pods in the cluster (the first finding at scale: the webhook was
 # OOM-killed at 5,000 pods). On the local test bed with crr installed (release build), it
 # creates CRR_PODS (5000) two-container pods with server-side apply, left unschedulable (a
 # nodeSelector no node has: they sit in the API server and run nowhere, as in the report), and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Static checks of crr's monitoring (issue 19; `make monitoring-check`, part of `make test`). No
+# Static checks of crr's monitoring (`make monitoring-check`, part of `make test`). No
 # cluster needed: promtool (Debian's prometheus package, hack/install-deps.sh) and the chart.
 #   1. promtool check rules monitoring/alerts.yaml
 #   2. promtool test rules monitoring/alerts_test.yaml (every alert fires and stays quiet)
@@ -139,7 +139,7 @@ rule_exprs "$mon/alerts.yaml" | promql_metrics | sed 's/^/alerts.yaml /' > "$tmp
 dashboard_exprs "$mon/dashboard.json" | promql_metrics | sed 's/^/dashboard.json /' >> "$tmp/used"
 [[ -s "$tmp/used" ]] || fail "no metric found in alerts.yaml and dashboard.json (the extraction is broken)"
 if [[ ! -f "$metrics_doc" ]]; then
-  fail "${metrics_doc#"$root/"} does not exist: it is the catalog of crr's metrics (issue 19, written with the metrics), the metrics of alerts.yaml and dashboard.json are checked against it"
+  fail "${metrics_doc#"$root/"} does not exist: it is the catalog of crr's metrics, the metrics of alerts.yaml and dashboard.json are checked against it"
 else
   # The families: backticked names in the first column of its tables; a histogram's row (one
   # that says histogram) also allows the _bucket, _sum and _count series.

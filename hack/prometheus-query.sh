@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Questions to the test bed's Prometheus (hack/prometheus.sh) over its HTTP API, with promtool
-# (no curl or jq assumed). For the e2e run of issue 19: after the suite, every metric family that
+# (no curl or jq assumed). For the metrics suite: after the suite, every metric family that
 # docs/metrics.md lists must have a series.
 #
 #   hack/prometheus-query.sh missing [FAMILY...]   prints the families with no series in the last two hours, one a
@@ -32,7 +32,7 @@ families() {
   local series=0 doc="$root/docs/metrics.md"
   [[ "${1:-}" == --series ]] && { series=1; shift; }
   [[ -n "${1:-}" ]] && doc="$1"
-  [[ -f "$doc" ]] || die "$doc does not exist (the metric catalog of issue 19)"
+  [[ -f "$doc" ]] || die "$doc does not exist (the catalog of crr's metrics)"
   awk -F'|' -v series="$series" '/^ *\|/ && NF > 2 {
       row = tolower($0); first = $2
       while (match(first, /`[^`]*`/)) {

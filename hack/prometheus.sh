@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real Prometheus (Debian's package, hack/install-deps.sh) for the local test bed (issue 19).
+# A real Prometheus (Debian's package, hack/install-deps.sh) for the local test bed.
 # It scrapes crr's webhook, operator and node daemon through the API server's pod proxy
 # (monitoring/prometheus.yml) and evaluates monitoring/alerts.yaml.
 #

@@ -6,7 +6,7 @@
 //! = untouched) and always carries `metadata.resourceVersion` of the request it was built from,
 //! so the payload and its precondition come from the same object and cannot drift apart. A
 //! request changed since it was read fails the write with a conflict, and the writer decides
-//! again on the new version (crr-behaviour.md §4, "No write may move a Completed CRR back").
+//! again on the new version (docs/decisions.md, "Completed stays completed").
 //!
 //! Pure values only; sending the patch (client, field manager, retries) is each binary's job,
 //! and so is deciding *when* to write.

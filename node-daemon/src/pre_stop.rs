@@ -3,7 +3,7 @@
 //! host-network pods), named ports resolved from the ports the webhook injected. Every hook is
 //! bounded by the time it is given. A failed hook is reported by the caller and the kill goes on.
 //!
-//! `tcpSocket` is a connect check, as in a probe (issue 7 asks for it): the kubelet rejects it
+//! `tcpSocket` is a connect check, as in a probe (as upstream's CRD allows it): the kubelet rejects it
 //! as a lifecycle handler, so a pod never sees it run there; here a request carrying one gets
 //! a connection to the port before its container is stopped. This module decides nothing
 //! about when hooks run; `round` calls it before a kill.

@@ -164,7 +164,7 @@ pub fn foreign_runtime(crr: &ContainerRecreateRequest, scheme: &str) -> Option<S
 }
 
 /// Each spec container's state, from its previous state, the runtime and the operator's
-/// snapshot (spec section 4); `now` is this node's clock, as the runtime's start times are.
+/// snapshot (docs/behaviour.md §4); `now` is this node's clock, as the runtime's start times are.
 pub fn container_states(
     crr: &ContainerRecreateRequest,
     runtime: &dyn Fn(&str) -> Option<RuntimeContainer>,
@@ -235,7 +235,7 @@ pub fn container_states(
             }
             let replaced =
                 current.id != context.container_id || current.restart_count > context.restart_count;
-            // A container found Recreating is marked killed (spec section 4): exited, the
+            // A container found Recreating is marked killed (docs/behaviour.md §4): exited, the
             // kubelet restarts it, and forceRecreate must not kill its successor again.
             if !current.running {
                 return state(Phase::Recreating, None, true);

@@ -256,7 +256,8 @@ impl<R: Requests> Round<'_, R> {
     pub async fn run(&self, mut crr: ContainerRecreateRequest) -> Result<Outcome, RoundError> {
         let round_started = Instant::now();
         let key = timeline_key(&crr);
-        // Writes are folded (issue 18): the phase goes with the round's first status write.
+        // Writes are folded, one API write fewer per request: the phase goes with the round's first
+        // status write.
         // Only a request with an unready grace announces it at once, since the operator acquires
         // the pod's readiness for a request the daemon has taken up.
         let mut phase_pending = crr.phase() != Some(Phase::Recreating);
@@ -1224,7 +1225,7 @@ mod tests {
         drive(&memory, &fake, &runtime, 10, &[]).await;
         assert!(must_leave_alone(&memory.get()));
         let writes = memory.writes.lock().unwrap().clone();
-        // Folded (issue 18): the phase goes with the kill's announcement; then the kill's
+        // Folded: the phase goes with the kill's announcement; then the kill's
         // outcome; then the completion. Three writes for one container.
         assert_eq!(
             writes[0],

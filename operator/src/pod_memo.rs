@@ -1,5 +1,5 @@
 //! The pods of requests in flight, as the operator last read them, with the newest
-//! resourceVersion the pod metadata watch reported for each (issue 18: flat costs). A reconcile
+//! resourceVersion the pod metadata watch reported for each (one pod GET per pod change, not per reconcile). A reconcile
 //! reuses the pod it read before while the watch has reported no change since; otherwise it
 //! reads the pod again (one GET) and keeps that. A copy kept late by a reconcile that read it
 //! earlier never hides a newer report, and a pod the watch reports deleted is never served again

@@ -6,7 +6,7 @@
 //! later. Every action is idempotent and every plan is computed from the world as read, so a
 //! repeated or interrupted reconcile is harmless (level-triggered).
 //!
-//! The order follows crr-behaviour.md §3: finished or deleted requests let go of the pod first,
+//! The order follows docs/behaviour.md §3: finished or deleted requests let go of the pod first,
 //! then lose the `active` label and expire by TTL; live requests complete when their pod is gone
 //! or a deadline passes; a recreating request gets its status snapshot and, before any container
 //! is killed, takes the pod out of endpoints for `unreadyGracePeriodSeconds`.
@@ -127,7 +127,7 @@ pub struct Plan {
 /// Decides what to do with `crr`, given its pod and the time.
 /// Whether [`plan`] needs the live pod for `crr`: a request that is finished or being deleted
 /// needs it only to release the pod's readiness it still holds (its finalizer says so). The
-/// reconcile skips the pod GET otherwise (issue 18: finished requests cost no pod reads).
+/// reconcile skips the pod GET otherwise (finished requests cost no pod reads).
 pub fn needs_pod(crr: &ContainerRecreateRequest) -> bool {
     let holds_finalizer = crr
         .finalizers()

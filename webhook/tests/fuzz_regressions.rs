@@ -1,4 +1,4 @@
-//! Inputs the fuzz targets (`fuzz/`, issue 16) found, replayed through the same entry point.
+//! Inputs the fuzz targets (`fuzz/`) found, replayed through the same entry point.
 //! Each fixture in `tests/fuzz/` holds the pod and node the review is answered against and the
 //! CREATE AdmissionReview body; its `note` says what the fuzzer saw.
 //!

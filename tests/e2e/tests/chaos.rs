@@ -1,4 +1,4 @@
-//! The fault suite of issue 16 ("Faults survived, on the real test bed"), against crr installed
+//! The fault suite (faults survived, on the real test bed), against crr installed
 //! from manifests/ on the local test bed: `make chaos`, or
 //! `cargo test -p crr-e2e --test chaos -- --include-ignored [FILTER]` (hack/cluster-test.sh runs
 //! it after the e2e suite). Each scenario breaks something in the middle of a recreate (a test-bed
@@ -444,8 +444,8 @@ async fn leader_sigkill(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-// containerd stopped for 3 s and started again while the daemon runs a preStop (3 s). Before issue 16 the daemon's
-// ExecSync / StopContainer got `Unavailable` and the request ended Completed with app Failed
+// containerd stopped for 3 s and started again while the daemon runs a preStop (3 s). At first the
+// daemon's ExecSync / StopContainer got `Unavailable` and the request ended Completed with app Failed
 // ("kill container error: runtime unavailable"), the container never recreated. Now those are
 // retried; and since the daemon mounts the socket alone, which containerd replaces when it
 // starts, the daemon exits after --cri-unavailable-exit-seconds and the kubelet starts it with

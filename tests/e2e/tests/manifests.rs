@@ -1,5 +1,5 @@
 //! Static checks of what `kubectl apply -k manifests/system` installs (the CRD is manifests/crd) (no cluster needed): the
-//! node daemon's pod gets only what it needs from its node (issue 16).
+//! node daemon's pod gets only what it needs from its node.
 
 use serde_json::Value;
 
@@ -70,7 +70,7 @@ fn find(kind: &str, name: &str) -> Value {
         .unwrap_or_else(|| panic!("{kind} {name} in manifests/system/crr.yaml"))
 }
 
-/// The two-replica components (issue 19): a PodDisruptionBudget that lets a drain take one
+/// The two-replica components: a PodDisruptionBudget that lets a drain take one
 /// replica at a time, and a preferred (never required: a test bed of fewer nodes than replicas
 /// still runs them all) anti-affinity that spreads them over nodes.
 #[test]

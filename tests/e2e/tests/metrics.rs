@@ -1,4 +1,4 @@
-//! crr's metrics as a real Prometheus sees them (issue 19), after the e2e and nodes suites ran:
+//! crr's metrics as a real Prometheus sees them, after the e2e and nodes suites ran:
 //! hack/cluster-test.sh starts the test bed's Prometheus (hack/prometheus.sh, Debian's build,
 //! scraping every crr pod through the API server) before those suites and runs this after them.
 //!

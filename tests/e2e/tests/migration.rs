@@ -1,5 +1,5 @@
 //! The switch from OpenKruise to crr, on the local test bed, by the commands of
-//! `docs/migrating-from-openkruise.md` (issue 17): every `# step:` block of that document runs
+//! `docs/migrating-from-openkruise.md` : every `# step:` block of that document runs
 //! here, in its order, and a block the test does not know fails the suite.
 //!
 //! OpenKruise is stood in for by a Helm release `kruise` in `kruise-system` holding what its

@@ -1,4 +1,4 @@
-//! Scenarios across nodes (issue 18), on a test bed of at least two nodes
+//! Scenarios across nodes, on a test bed of at least two nodes
 //! (`CRR_NODES=2 hack/cluster.sh up`; hack/cluster-test.sh brings up two):
 //!
 //! - `per-node`: one request per node at the same time; each is handled by its own node's daemon

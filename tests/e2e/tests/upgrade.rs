@@ -1,5 +1,5 @@
 //! `helm upgrade` from the previous release to the working tree, on the local test bed, by the
-//! commands of `docs/upgrading.md` (issue 19): every `# step:` block of that document runs here,
+//! commands of `docs/upgrading.md` : every `# step:` block of that document runs here,
 //! in its order, and a block the test does not know fails the suite.
 //!
 //! The previous release is the commit `CRR_PREVIOUS_RELEASE` of `hack/versions.sh`;

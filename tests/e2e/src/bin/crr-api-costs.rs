@@ -1,5 +1,5 @@
 //! `crr-api-costs`: what one ContainerRecreateRequest costs the API server, by component, verb and
-//! resource (issue 18, "flat costs"), measured on the local test bed with crr installed
+//! resource, measured on the local test bed with crr installed
 //! (`bench/api-costs.sh`).
 //!
 //! N pods run; N requests (`CRR_COST_REQUESTS`, 20) are created at once, each recreating one

@@ -1,4 +1,4 @@
-//! `crr-scale`: crr against a cluster of thousands of pods on simulated nodes (issue 18, part 2),
+//! `crr-scale`: crr against a cluster of thousands of pods on simulated nodes,
 //! run by `bench/scale.sh` (`make bench-scale`), which brings up the test bed, installs a release
 //! build of crr and starts kwok, and then runs this.
 //!
