@@ -3,8 +3,9 @@
 //!
 //! # Watches
 //! * ContainerRecreateRequests (v1beta1, all namespaces) through the controller's own reflector:
-//!   the operator needs every request, finished ones included (TTL), and their number is small.
-//!   Their `managedFields` are dropped before the store (about half of a cached request).
+//!   the operator needs every request, finished ones included (TTL). Their `managedFields` are
+//!   dropped before the store (about half of a cached request), and a settled request (finished
+//!   and observed) keeps only what its TTL needs (`cache`), so requests piling up cost little.
 //! * Pods through a **metadata-only** watch. A pod event only has to say "this pod changed" so
 //!   the requests that name it are re-queued (see `trigger`); the reconcile then GETs the one pod
 //!   it needs, fresh. A full pod watch would cache every pod spec and status of the cluster to
@@ -791,7 +792,7 @@ pub fn new_controller(
     let (requests, writer) = reflector::store();
     let stream = watcher(crrs, watcher::Config::default())
         .default_backoff()
-        .modify(crr_runtime::store::drop_managed_fields)
+        .modify(crate::cache::keep_what_reconciles_read)
         .reflect(writer)
         .applied_objects();
     Controller::for_stream(stream, requests)

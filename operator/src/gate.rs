@@ -19,11 +19,13 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
 use kube::api::{ListParams, Patch};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
+use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -91,22 +93,86 @@ async fn start_condition(client: &Client, pod: &Pod) -> Result<bool, GateError> 
     }
 }
 
-/// Pods per page of the sweep's LIST: memory is one page, whatever the cluster's size.
-const SWEEP_PAGE: u32 = 500;
+/// Pods per page of the sweep's LIST: memory is one page's body, whatever the cluster's size.
+/// Real pods carry kilobytes each (managedFields, env, annotations), so a page is kept short.
+const SWEEP_PAGE: u32 = 100;
+
+/// A page of the sweep's LIST, decoded into [`SweptPod`]s.
+#[derive(Deserialize)]
+struct SweepPage {
+    metadata: ListMeta,
+    items: Vec<SweptPod>,
+}
+
+/// What the sweep reads of a pod: its identity, its readiness gates and its conditions. Decoding
+/// nothing else (no managedFields, no containers, no annotations) keeps a page small: a page of
+/// full `Pod`s held the leader's memory at its high-water mark long after the sweep.
+#[derive(Deserialize)]
+struct SweptPod {
+    metadata: SweptMeta,
+    #[serde(default)]
+    spec: Option<SweptSpec>,
+    #[serde(default)]
+    status: Option<SweptStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SweptMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SweptSpec {
+    readiness_gates: Option<Vec<PodReadinessGate>>,
+}
+
+#[derive(Deserialize)]
+struct SweptStatus {
+    conditions: Option<Vec<PodCondition>>,
+}
+
+impl SweptPod {
+    /// The pod as [`readiness::initial`] and [`start_condition`] read it.
+    fn into_pod(self) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: self.metadata.name,
+                namespace: self.metadata.namespace,
+                resource_version: self.metadata.resource_version,
+                ..ObjectMeta::default()
+            },
+            spec: self.spec.map(|spec| PodSpec {
+                readiness_gates: spec.readiness_gates,
+                ..PodSpec::default()
+            }),
+            status: self.status.map(|status| PodStatus {
+                conditions: status.conditions,
+                ..PodStatus::default()
+            }),
+        }
+    }
+}
 
 /// Starts the condition of every pod in `namespace` (all when `None`) that declares the gate
 /// and lacks it, label or not. Returns how many it started.
 pub async fn sweep(client: &Client, namespace: Option<&str>) -> Result<usize, kube::Error> {
-    let pods: Api<Pod> = match namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
+    let path = match namespace {
+        Some(namespace) => format!("/api/v1/namespaces/{namespace}/pods"),
+        None => "/api/v1/pods".to_owned(),
     };
     let mut params = ListParams::default().limit(SWEEP_PAGE);
     let mut started = 0;
     loop {
-        let page = pods.list(&params).await?;
-        for pod in &page.items {
-            match start_condition(client, pod).await {
+        let request = kube::core::Request::new(&path)
+            .list(&params)
+            .map_err(kube::Error::BuildRequest)?;
+        let page: SweepPage = client.request(request).await?;
+        for pod in page.items {
+            match start_condition(client, &pod.into_pod()).await {
                 Ok(true) => started += 1,
                 Ok(false) => {}
                 Err(error) => warn!(%error, "readiness gate sweep"),
@@ -205,6 +271,40 @@ mod tests {
         Response::new(Body::from(serde_json::to_vec(&body).unwrap()))
     }
 
+    /// A pod as the API server serves it, with what real pods carry beside the gate.
+    fn real_pod(gated: bool, condition: bool) -> Value {
+        let mut pod = pod("web-0", gated, condition);
+        pod["metadata"]["annotations"] = json!({"team.example/notes": "n".repeat(200)});
+        pod["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Apply",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:containers": {}}}}]);
+        pod["spec"]["containers"][0]["env"] = json!([{"name": "MODE", "value": "production"}]);
+        pod["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "Ready", "status": "True"}));
+        pod
+    }
+
+    #[test]
+    fn the_sweep_decides_on_its_slim_pod_as_on_the_whole_pod() {
+        let now = Timestamp::UNIX_EPOCH;
+        for (gated, condition) in [(false, false), (true, false), (true, true)] {
+            let json = real_pod(gated, condition);
+            let whole: Pod = serde_json::from_value(json.clone()).unwrap();
+            let slim: SweptPod = serde_json::from_value(json).unwrap();
+            let slim = slim.into_pod();
+            assert_eq!(
+                readiness::initial(&slim, now),
+                readiness::initial(&whole, now)
+            );
+            assert_eq!(slim.resource_version(), whole.resource_version());
+            assert_eq!(slim.namespace(), whole.namespace());
+            assert_eq!(slim.name_any(), whole.name_any());
+            assert_eq!(slim.metadata.managed_fields, None);
+            assert_eq!(slim.metadata.annotations, None);
+        }
+    }
+
     #[tokio::test]
     async fn the_sweep_pages_through_every_pod_and_starts_only_gated_ones_without_the_condition() {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -215,7 +315,7 @@ mod tests {
         let (request, send) = handle.next_request().await.unwrap();
         assert_eq!(request.method(), Method::GET);
         assert!(
-            request.uri().to_string().contains("limit=500"),
+            request.uri().to_string().contains("limit=100"),
             "{}",
             request.uri()
         );

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod cache;
 pub mod controller;
 pub mod deadline;
 pub mod elector;
