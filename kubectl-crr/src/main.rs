@@ -23,8 +23,9 @@ async fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
-    // Exactly one TLS crypto provider for the whole process (the API client uses rustls).
-    crr_runtime::tls::install_crypto_provider();
+    // Exactly one TLS crypto provider for the whole process (the API client uses rustls). An
+    // error only says one is installed already, which is as good.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let exit = match commands::execute(cli).await {
         Ok(exit) => exit,
         Err(error @ kubectl_crr::Error::Server(_)) => {

@@ -25,7 +25,7 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::pre_stop::HookError;
+use crate::hook_error::HookError;
 
 /// The User-Agent a hook request carries unless its handler sets one (the kubelet sends
 /// `kube-lifecycle/<version>`).

@@ -17,6 +17,7 @@ pub mod args;
 pub mod cri;
 #[cfg(test)]
 mod fake_runtime;
+pub mod hook_error;
 pub mod http_hook;
 pub mod kill_marker;
 pub mod live_pod;

@@ -11,31 +11,10 @@
 use std::time::Duration;
 
 use crate::cri::Runtime;
+use crate::hook_error::HookError;
 use crr_crds::v1beta1::ProbeHandler;
 use k8s_openapi::api::core::v1::ContainerPort;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum HookError {
-    #[error("exec exited with code {code}: {output}")]
-    ExecFailed { code: i32, output: String },
-    #[error("timed out after {0}s")]
-    Timeout(u64),
-    #[error("named port {0} not found in the container's ports")]
-    UnknownPort(String),
-    #[error("invalid httpGet handler: {0}")]
-    InvalidHttpRequest(String),
-    #[error("http GET {url}: {message}")]
-    Http { url: String, message: String },
-    #[error("tcp connect to {address}: {message}")]
-    Tcp { address: String, message: String },
-    #[error("no address to connect to: the handler names no host and the pod has no IP")]
-    NoAddress,
-    #[error("the handler has no action")]
-    Empty,
-    #[error("runtime: {0}")]
-    Runtime(String),
-}
 
 /// The port a handler names: a number, or a name looked up in `ports`.
 pub fn resolve_port(port: &IntOrString, ports: &[ContainerPort]) -> Result<u16, HookError> {

@@ -232,7 +232,7 @@ impl Preemption {
 
 /// How a preStop hook ended.
 enum HookEnd {
-    Ran(Result<(), crate::pre_stop::HookError>),
+    Ran(Result<(), crate::hook_error::HookError>),
     RequestFinished,
     Preempted,
 }

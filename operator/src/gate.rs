@@ -26,12 +26,11 @@ use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
-use serde_json::json;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::controller::FIELD_MANAGER;
-use crate::readiness;
+use crate::FIELD_MANAGER;
+use crate::readiness::{self, PodConditionsPatch};
 
 /// Shared state of the initializer.
 pub struct GateContext {
@@ -69,10 +68,7 @@ async fn start_condition(client: &Client, pod: &Pod) -> Result<bool, GateError> 
     let name = pod.name_any();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     // The resourceVersion precondition keeps us from racing a holder that just added its entry.
-    let patch = json!({
-        "metadata": { "resourceVersion": pod.resource_version() },
-        "status": { "conditions": [condition] },
-    });
+    let patch = PodConditionsPatch::new(pod, vec![condition]);
     let params = crr_runtime::client::patch_params(FIELD_MANAGER);
     match pods
         .patch_status(&name, &params, &Patch::Strategic(&patch))
@@ -247,7 +243,7 @@ mod tests {
     use super::*;
     use http::{Method, Request, Response};
     use kube::client::Body;
-    use serde_json::Value;
+    use serde_json::{Value, json};
 
     fn pod(name: &str, gated: bool, condition: bool) -> Value {
         let mut pod = json!({

@@ -2,7 +2,8 @@
 //!
 //! Pure decisions (`reconcile`, `readiness`, `snapshot`, `deadline`, `lease`, `metrics` counting)
 //! are functions of values and an injected clock, tested beside the code. The thin shells
-//! (`controller` executes a reconcile plan against the API server, `elector` holds the Lease,
+//! (`controller` wires the watches and the reconcile, `executor` carries out a plan against the
+//! API server, `elector` holds the Lease,
 //! `gate` starts readiness gates) wire them to Kubernetes; `run` wires the shells with the
 //! shared runtime (`crr-runtime`: admin server, signals, drain, Events), and `main.rs` only
 //! parses flags (`args`).
@@ -11,9 +12,12 @@
 
 pub mod args;
 pub mod cache;
+pub mod context;
 pub mod controller;
 pub mod deadline;
 pub mod elector;
+pub mod error;
+pub mod executor;
 pub mod gate;
 pub mod lease;
 pub mod metrics;
@@ -23,3 +27,6 @@ pub mod reconcile;
 pub mod run;
 pub mod snapshot;
 pub mod trigger;
+
+/// Field manager of every write the operator makes.
+pub const FIELD_MANAGER: &str = "crr-operator";

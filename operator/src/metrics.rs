@@ -43,7 +43,7 @@ pub struct OutcomeLabels {
 /// Label of a reconcile error.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
-    /// The error kind, see `controller::Error::kind`.
+    /// The error kind, see `error::Error::kind`.
     pub kind: &'static str,
 }
 
@@ -131,7 +131,7 @@ impl Metrics {
         );
         start_at_zero(
             &metrics.errors,
-            crate::controller::Error::KINDS.map(|kind| ErrorLabels { kind }),
+            crate::error::Error::KINDS.map(|kind| ErrorLabels { kind }),
         );
         start_at_zero(
             &metrics.completions,

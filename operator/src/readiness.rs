@@ -76,6 +76,40 @@ pub fn format_holders(holders: &[Holder]) -> String {
     serde_json::to_string(&sorted).unwrap_or_else(|_| "[]".to_owned())
 }
 
+/// The one write of pod conditions the operator makes (the readiness holders, the gate's
+/// initial condition): a strategic-merge patch of `status.conditions`, which merges by condition
+/// type and leaves the other conditions alone, preconditioned on the resourceVersion of the pod
+/// the conditions were decided on, so a holder added meanwhile makes it fail with a conflict
+/// instead of being lost.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct PodConditionsPatch {
+    metadata: PatchMetadata,
+    status: PatchStatus,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct PatchMetadata {
+    resource_version: Option<String>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+struct PatchStatus {
+    conditions: Vec<PodCondition>,
+}
+
+impl PodConditionsPatch {
+    /// Sets `conditions` on `pod` as it was read.
+    pub fn new(pod: &Pod, conditions: Vec<PodCondition>) -> Self {
+        Self {
+            metadata: PatchMetadata {
+                resource_version: pod.metadata.resource_version.clone(),
+            },
+            status: PatchStatus { conditions },
+        }
+    }
+}
+
 /// Whether the pod declares the `KruisePodReady` readiness gate, without which the condition
 /// does not affect the pod's readiness.
 pub fn has_readiness_gate(pod: &Pod) -> bool {
@@ -241,6 +275,24 @@ mod tests {
 
     const A: &str = r#"{"userAgent":"ContainerRecreateRequest","key":"ns/crr-a"}"#;
     const B: &str = r#"{"userAgent":"ContainerRecreateRequest","key":"ns/crr-b"}"#;
+
+    #[test]
+    fn the_pod_conditions_patch_carries_the_conditions_and_the_version_read() {
+        let mut pod = pod(true, vec![]);
+        pod.metadata.resource_version = Some("17".to_owned());
+        let condition = initial(&pod, at(0)).expect("a gated pod starts");
+        let patch = serde_json::to_value(PodConditionsPatch::new(&pod, vec![condition])).unwrap();
+        assert_eq!(
+            patch,
+            serde_json::json!({
+                "metadata": {"resourceVersion": "17"},
+                "status": {"conditions": [{
+                    "type": "KruisePodReady", "status": "True", "message": "[]",
+                    "lastTransitionTime": "2023-11-14T22:13:20Z",
+                }]},
+            })
+        );
+    }
 
     #[test]
     fn crr_holder_entry_is_user_agent_and_namespaced_name() {

@@ -20,7 +20,9 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::controller::{self, Context, FIELD_MANAGER};
+use crate::FIELD_MANAGER;
+use crate::context::Context;
+use crate::controller;
 use crate::elector::{self, Elector};
 use crate::gate::{self, GateContext};
 use crate::metrics::{CacheCollector, Metrics};

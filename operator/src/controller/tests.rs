@@ -24,7 +24,9 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::{Context, Error, error_policy, reconcile};
+use super::{error_policy, reconcile};
+use crate::context::Context;
+use crate::error::Error;
 use crate::metrics::Metrics;
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
