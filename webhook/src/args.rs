@@ -9,7 +9,8 @@ use anyhow::Context as _;
 use clap::Parser;
 use crr_runtime::logging::LogFormat;
 
-use crate::certs::{CaTargets, CertSource};
+use crate::certs::publish::CaTargets;
+use crate::certs::upkeep::CertSource;
 use crate::rotation::Policy;
 use crate::run::Settings;
 

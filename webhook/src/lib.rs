@@ -15,3 +15,6 @@ pub mod routes;
 pub mod run;
 pub mod serving;
 pub mod x509;
+
+/// Field manager of the webhook's writes (caBundles, its certificate Secret).
+pub const FIELD_MANAGER: &str = "crr-webhook";

@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::certs::Expiry;
+use crate::x509::Expiry;
 
 /// The `endpoint` label of each route: the CRR mutating and validating hooks, the pod
 /// readiness-gate hook, the CRD conversion.

@@ -12,16 +12,17 @@ use crr_runtime::server::{self, Limits};
 use crr_runtime::shutdown::Shutdown;
 use prometheus_client::registry::Registry;
 
-use crate::certs::{self, CaTargets, CertResolver, CertSource, Rotation};
+use crate::FIELD_MANAGER;
+use crate::certs::generate::service_dns_names;
+use crate::certs::publish::CaTargets;
+use crate::certs::resolver::CertResolver;
+use crate::certs::upkeep::{self, CertSource, Rotation};
 use crate::lookup::ApiLookup;
 use crate::metrics::Metrics;
 use crate::rotation::Policy;
 use crate::routes::{self, AppState};
 use crate::serving;
 use crr_runtime::events::EventPublisher;
-
-/// Field manager of the webhook's writes (caBundles, its certificate Secret).
-pub const FIELD_MANAGER: &str = "crr-webhook";
 
 /// Connections the webhook holds at once.
 pub const WEBHOOK_CONNECTIONS: usize = 1024;
@@ -64,7 +65,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .await
         .context("connecting to the API server")?;
     let client = api.client();
-    let dns_names = certs::service_dns_names(&settings.service_namespace, &settings.service_name);
+    let dns_names = service_dns_names(&settings.service_namespace, &settings.service_name);
     let bundle = settings
         .cert_source
         .first(&client, &dns_names, &settings.cert_policy)
@@ -82,7 +83,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         events: Some(EventPublisher::new(client.clone(), FIELD_MANAGER, instance)),
         renewals: metrics.certificate_renewals.clone(),
     };
-    tokio::spawn(certs::keep_up(
+    tokio::spawn(upkeep::keep_up(
         client.clone(),
         resolver.clone(),
         settings.cert_source.clone(),

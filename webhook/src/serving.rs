@@ -16,7 +16,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::server::WebPkiClientVerifier;
 
-use crate::certs::CertResolver;
+use crate::certs::resolver::CertResolver;
 
 /// Why the client CA could not be used.
 #[derive(Debug, thiserror::Error)]

@@ -8,6 +8,40 @@
 //! A full X.509 parser (x509-parser, behind an rcgen feature) would bring four crates for one
 //! field.
 
+use rustls::pki_types::pem::PemObject as _;
+
+/// When the certificates of a bundle expire (`notAfter`, Unix seconds): `None` for a
+/// certificate that is absent or unreadable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expiry {
+    /// The serving certificate (the first of `tls.crt`).
+    pub serving: Option<i64>,
+    /// The CA: of the certificates in `ca.crt`, the one that expires last (while two CAs are
+    /// bundled during a rollover, the new one is the one that matters).
+    pub ca: Option<i64>,
+}
+
+/// Reads when the first certificate of `serving_pem` and the longest-lived of `ca_pem` expire;
+/// what cannot be read is logged and left `None`.
+pub fn expiry(serving_pem: &str, ca_pem: &str) -> Expiry {
+    let read = |what: &str, pem: &str| -> Vec<i64> {
+        rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
+            .filter_map(|der| {
+                let result = der
+                    .map_err(|error| error.to_string())
+                    .and_then(|der| not_after(&der).map_err(|error| error.to_string()));
+                result
+                    .inspect_err(|error| tracing::warn!(certificate = what, %error, "reading the certificate's expiry"))
+                    .ok()
+            })
+            .collect()
+    };
+    Expiry {
+        serving: read("serving", serving_pem).first().copied(),
+        ca: read("ca", ca_pem).into_iter().max(),
+    }
+}
+
 /// Why a certificate's expiry could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExpiryError {

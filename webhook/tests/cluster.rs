@@ -613,9 +613,9 @@ async fn crr_admission_through_the_api_server() {
         assert!(validated >= 1.0, "our validating endpoint answered ({validated})");
 
         // Rotation: a new key pair written to the Secret is served and published, no restart.
-        let names = crr_webhook::certs::service_dns_names(&env.namespace, "crr-webhook");
+        let names = crr_webhook::certs::generate::service_dns_names(&env.namespace, "crr-webhook");
         crr_runtime::tls::install_crypto_provider();
-        let rotated = crr_webhook::certs::generate(&names).expect("generating a certificate");
+        let rotated = crr_webhook::certs::generate::generate(&names).expect("generating a certificate");
         assert_ne!(rotated.ca_pem.as_bytes(), first_ca.as_slice());
         let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.namespace);
         let data: BTreeMap<String, ByteString> = [

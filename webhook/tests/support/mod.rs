@@ -9,7 +9,9 @@ use std::sync::Arc;
 use crr_runtime::server::{self, Limits};
 use crr_runtime::shutdown::{Shutdown, Trigger};
 use crr_webhook::admission::Lookup;
-use crr_webhook::certs::{self, Bundle, CertResolver};
+use crr_webhook::certs::bundle::Bundle;
+use crr_webhook::certs::generate::{generate, service_dns_names};
+use crr_webhook::certs::resolver::CertResolver;
 use crr_webhook::metrics::Metrics;
 use crr_webhook::review::ClusterLookup;
 use crr_webhook::routes::{self, AppState};
@@ -193,8 +195,8 @@ impl Served {
             }
             roots
         });
-        let bundle = certs::generate(&certs::service_dns_names("crr-system", "crr-webhook"))
-            .expect("a certificate");
+        let bundle =
+            generate(&service_dns_names("crr-system", "crr-webhook")).expect("a certificate");
         let resolver = CertResolver::new(bundle.clone()).expect("a resolver");
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
