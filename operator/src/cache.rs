@@ -182,7 +182,11 @@ mod tests {
             let slim = cached(whole.clone());
             assert_eq!(needs_pod(&slim), needs_pod(&whole));
             for now in [at(20), at(49), at(50), at(51), at(100_000)] {
-                assert_eq!(plan(&slim, None, now), plan(&whole, None, now), "ttl {ttl:?}");
+                assert_eq!(
+                    plan(&slim, None, now),
+                    plan(&whole, None, now),
+                    "ttl {ttl:?}"
+                );
             }
         }
     }
