@@ -1,0 +1,344 @@
+//! The kill of one container, in named phases: [`Round::announce_kill`] reads the live pod and
+//! records the kill in the status before anything runs (so a daemon restarted after it knows it
+//! happened); [`Round::run_pre_stop_hook`] runs the live pod's preStop hook, watching for the
+//! request's deletion and for preemption; [`Round::still_to_kill`] reads the request again and
+//! decides whether the stop goes on; [`Round::stop_container`] asks the runtime;
+//! `recreate::state_after_stop` decides the container's state; [`Round::report_kill`] tells the
+//! metrics, the log and Events; `write_states_after_the_kill` records it.
+
+use std::time::{Duration, Instant};
+
+use crr_crds::keys::LABEL_POD_UID;
+use crr_crds::v1beta1::{
+    ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState as State, Phase,
+    ProbeHandler,
+};
+use k8s_openapi::api::core::v1::{ContainerPort, ObjectReference};
+use kube::ResourceExt as _;
+use kube::runtime::events::EventType;
+
+use super::{
+    HookEnd, LEFT_TO_THE_OPERATOR, Outcome, Requests, Round, RoundError, container_reference,
+    kill_under_way_goes_on, millis, must_leave_alone, patch_of, timeline_key,
+};
+use crate::cri::CriError;
+use crate::kill_marker::KillMarker;
+use crate::live_pod::LivePod;
+use crate::recreate::{self, IN_FLIGHT_POLL, StopResult};
+
+/// A kill, once announced: what the later phases work with.
+struct Kill<'k> {
+    /// The request as the announcement left it.
+    crr: ContainerRecreateRequest,
+    /// The container's name.
+    container: String,
+    /// The runtime's container to stop.
+    container_id: &'k str,
+    /// The live pod's preStop handler for the container, and the ports it resolves against.
+    pre_stop: Option<ProbeHandler>,
+    ports: Vec<ContainerPort>,
+    /// Where hooks without a host go: the pod's IP.
+    address: Option<String>,
+    /// The grace period of preStop and stop together, in seconds.
+    grace: u64,
+    /// The container in the pod, where `Killing` and `FailedPreStopHook` Events go.
+    pod_reference: ObjectReference,
+}
+
+/// Whether a phase lets the kill go on, or ends the round with an outcome.
+enum Then<T> {
+    Go(T),
+    Stop(Outcome),
+}
+
+impl<R: Requests> Round<'_, R> {
+    /// preStop, then StopContainer with the grace period left; the kill is announced in the
+    /// status first, so that a daemon restarted after it knows it happened.
+    pub(super) async fn kill(
+        &self,
+        crr: ContainerRecreateRequest,
+        states: &mut [State],
+        index: usize,
+        container_id: &str,
+        round_started: Instant,
+        phase_pending: bool,
+    ) -> Result<Outcome, RoundError> {
+        let kill = match self
+            .announce_kill(crr, states, index, container_id, phase_pending)
+            .await?
+        {
+            Then::Go(kill) => kill,
+            Then::Stop(outcome) => return Ok(outcome),
+        };
+        let hook_started = Instant::now();
+        if let Then::Stop(outcome) = self.run_pre_stop_hook(&kill).await? {
+            return Ok(outcome);
+        }
+        let pre_stop_took = hook_started.elapsed();
+        let crr = match self.still_to_kill(&kill).await? {
+            Then::Go(crr) => crr,
+            Then::Stop(outcome) => return Ok(outcome),
+        };
+        let grace = recreate::kill_grace(kill.grace, hook_started.elapsed());
+        let stop_started = Instant::now();
+        let stop = self.stop_container(&kill, grace).await?;
+        let stop_took = stop_started.elapsed();
+        states[index] = recreate::state_after_stop(&kill.container, &stop);
+        let timings = KillTimings {
+            before_stop: stop_started.saturating_duration_since(round_started),
+            pre_stop: pre_stop_took,
+            stop: stop_took,
+        };
+        self.report_kill(&crr, &kill, &stop, grace, timings).await;
+        self.write_states_after_the_kill(crr, states).await?;
+        Ok(Outcome::After(IN_FLIGHT_POLL))
+    }
+
+    /// Reads the live pod and, when it is still the request's and the deadline has not passed,
+    /// writes the kill marker (and the `Recreating` phase of a request picked up in this round).
+    async fn announce_kill<'k>(
+        &self,
+        crr: ContainerRecreateRequest,
+        states: &mut [State],
+        index: usize,
+        container_id: &'k str,
+        phase_pending: bool,
+    ) -> Result<Then<Kill<'k>>, RoundError> {
+        let container = crr.spec.containers[index].name.clone();
+        let namespace = crr.namespace().unwrap_or_default();
+        let Some(pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
+            tracing::info!("the pod is gone; the operator completes the request");
+            return Ok(Then::Stop(Outcome::After(LEFT_TO_THE_OPERATOR)));
+        };
+        // Killing and FailedPreStopHook also go on the pod, where the kubelet puts them.
+        // On the container, as the kubelet sets it (`spec.containers{app}`): Events of two
+        // containers are two Events, not one series under the first one's note.
+        let pod_reference = container_reference(&pod, &container);
+        self.restart_policies
+            .record(crr.metadata.uid.as_deref().unwrap_or_default(), &pod);
+        let pod = LivePod::of(&pod);
+        if pod.uid.is_none()
+            || pod.uid.as_deref() != crr.labels().get(LABEL_POD_UID).map(String::as_str)
+        {
+            tracing::info!(uid = ?pod.uid, "the pod was replaced; the operator completes the request");
+            return Ok(Then::Stop(Outcome::After(LEFT_TO_THE_OPERATOR)));
+        }
+        let deadline_left = recreate::time_left(recreate::deadline(&crr), jiff::Timestamp::now());
+        if deadline_left.is_some_and(|left| left.is_zero()) {
+            tracing::info!("past the request's deadline: no kill; the operator completes it");
+            return Ok(Then::Stop(Outcome::After(LEFT_TO_THE_OPERATOR)));
+        }
+        let live = pod.container(&container).cloned().unwrap_or_default();
+        let grace = recreate::grace_period_seconds(
+            pod.grace_period_seconds,
+            crr.strategy().termination_grace_period_seconds,
+            self.max_grace_seconds,
+        );
+        states[index].message = Some(KillMarker::new(container_id).format());
+        let mut patch = patch_of(&crr)?.container_recreate_states(states.to_vec());
+        if phase_pending {
+            patch = patch.phase(Phase::Recreating);
+        }
+        let crr = self.requests.write_status(&patch).await?;
+        if phase_pending {
+            self.recreating_event(&crr).await;
+        }
+        Ok(Then::Go(Kill {
+            crr,
+            container,
+            container_id,
+            pre_stop: live.pre_stop,
+            ports: live.ports,
+            address: pod.address,
+            grace,
+            pod_reference,
+        }))
+    }
+
+    /// Runs the container's preStop hook, if it has one and the grace leaves time for it. Stops
+    /// the round when the request is deleted (or its pod gone) meanwhile, or when the worker
+    /// takes the slot back; a request completed meanwhile (deadline) gets its hook finished. A
+    /// failed hook is reported and the kill goes on.
+    async fn run_pre_stop_hook(&self, kill: &Kill<'_>) -> Result<Then<()>, RoundError> {
+        let (Some(handler), Some(budget)) = (&kill.pre_stop, recreate::pre_stop_budget(kill.grace))
+        else {
+            return Ok(Then::Go(()));
+        };
+        let started = Instant::now();
+        let hook = crate::pre_stop::run(
+            self.runtime,
+            kill.container_id,
+            handler,
+            &kill.ports,
+            kill.address.as_deref(),
+            budget,
+        );
+        // Dropping the hook's future cancels it: an exec's ExecSync call is abandoned (and its
+        // own timeout, the budget, ends the command in the runtime).
+        let mut hook = std::pin::pin!(hook);
+        // Once the request is seen completed, the hook and its kill are the last work on it,
+        // which no later round would redo: they are not preempted, and the request is not
+        // watched again (nor when the watch and a fresh read disagree: the read after the hook
+        // decides the kill).
+        let mut watching = true;
+        let mut preemptible = true;
+        let outcome = loop {
+            let end = tokio::select! {
+                outcome = &mut hook => HookEnd::Ran(outcome),
+                () = self.requests.finished(&kill.crr), if watching => HookEnd::RequestFinished,
+                () = self.preemption.requested(), if preemptible => HookEnd::Preempted,
+            };
+            match end {
+                HookEnd::Ran(outcome) => break outcome,
+                HookEnd::RequestFinished => match self.fresh_after_the_hook(&kill.crr).await? {
+                    Some(fresh) if kill_under_way_goes_on(&fresh) => {
+                        watching = false;
+                        if must_leave_alone(&fresh) {
+                            tracing::info!(container = %kill.container, "request completed during its preStop hook; the hook and the kill under way finish");
+                            preemptible = false;
+                        }
+                    }
+                    _ => {
+                        tracing::info!(container = %kill.container, "request deleted, or its pod gone, during its preStop hook; hook cancelled, container left running");
+                        return Ok(Then::Stop(Outcome::OnChange));
+                    }
+                },
+                HookEnd::Preempted => {
+                    tracing::info!(container = %kill.container, "preStop hook preempted: the slot goes to another namespace; it runs again later");
+                    return Ok(Then::Stop(Outcome::Preempted));
+                }
+            }
+        };
+        let took = started.elapsed();
+        self.metrics.observe_pre_stop(outcome.is_ok(), took);
+        self.metrics
+            .timeline
+            .pre_stop(&timeline_key(&kill.crr), took);
+        if let Err(error) = outcome {
+            let note = format!(
+                "preStop hook of container {} failed: {error}",
+                kill.container
+            );
+            tracing::warn!(container = %kill.container, %error, "preStop failed; killing anyway");
+            self.requests
+                .event(&kill.crr, EventType::Warning, "FailedPreStopHook", &note)
+                .await;
+            self.requests
+                .pod_event(
+                    &kill.pod_reference,
+                    EventType::Warning,
+                    "FailedPreStopHook",
+                    &format!(
+                        "preStop hook of container {} failed (ContainerRecreateRequest {}): {error}",
+                        kill.container,
+                        kill.crr.name_any()
+                    ),
+                )
+                .await;
+        }
+        Ok(Then::Go(()))
+    }
+
+    /// The request as it is after the hook, when the stop goes on. Deleted while the hook ran (or
+    /// its pod gone): no kill. Completed (its deadline passed, say): the kill under way finishes.
+    /// The hook has run: an API server away for a moment (restarting) must not send the round
+    /// back to the start, where the hook would run a second time, so it is read again for a
+    /// while.
+    async fn still_to_kill(
+        &self,
+        kill: &Kill<'_>,
+    ) -> Result<Then<ContainerRecreateRequest>, RoundError> {
+        match self.fresh_after_the_hook(&kill.crr).await? {
+            Some(fresh) if kill_under_way_goes_on(&fresh) => Ok(Then::Go(fresh)),
+            _ => {
+                tracing::info!(container = %kill.container, "request deleted, or its pod gone, before the kill; container left running");
+                Ok(Then::Stop(Outcome::OnChange))
+            }
+        }
+    }
+
+    /// StopContainer with `grace` seconds. The runtime away (restarting, say) is not a failure
+    /// of this container: the round is retried, the kill marker stays, and the next round kills
+    /// again if the container still runs (its preStop hook may run again).
+    async fn stop_container(&self, kill: &Kill<'_>, grace: i64) -> Result<StopResult, RoundError> {
+        match self.runtime.stop(kill.container_id, grace).await {
+            Ok(()) => Ok(StopResult::Stopped),
+            Err(error @ CriError::NotFound(_)) => Ok(StopResult::AlreadyRemoved(error.to_string())),
+            Err(error) if error.is_transient() => {
+                tracing::warn!(container = %kill.container, %error, "runtime unavailable for the kill; retrying");
+                Err(RoundError::Runtime(error))
+            }
+            Err(error) => Ok(StopResult::Failed(error.to_string())),
+        }
+    }
+
+    /// Metrics, the log line of where the round's time went, and the `Killing` (or
+    /// `FailedKilling`) Events on the request and the pod.
+    async fn report_kill(
+        &self,
+        crr: &ContainerRecreateRequest,
+        kill: &Kill<'_>,
+        stop: &StopResult,
+        grace: i64,
+        timings: KillTimings,
+    ) {
+        let ok = !matches!(stop, StopResult::Failed(_));
+        self.metrics.observe_kill(ok);
+        self.metrics
+            .timeline
+            .killed(&timeline_key(crr), timings.stop, Instant::now());
+        // Where a round's time goes, for whoever wonders why a recreate took long: the API
+        // writes and reads before the kill, the preStop hook, the runtime's StopContainer.
+        tracing::info!(
+            container = %kill.container,
+            id = kill.container_id,
+            grace,
+            ok,
+            before_stop_ms = millis(timings.before_stop),
+            pre_stop_ms = millis(timings.pre_stop),
+            stop_ms = millis(timings.stop),
+            "stopped container"
+        );
+        let error = match stop {
+            StopResult::Failed(error) | StopResult::AlreadyRemoved(error) => format!(": {error}"),
+            StopResult::Stopped => String::new(),
+        };
+        self.requests
+            .event(
+                crr,
+                if ok {
+                    EventType::Normal
+                } else {
+                    EventType::Warning
+                },
+                if ok { "Killing" } else { "FailedKilling" },
+                &format!(
+                    "container {} stopped with a grace period of {grace}s{error}",
+                    kill.container
+                ),
+            )
+            .await;
+        if ok {
+            self.requests
+                .pod_event(
+                    &kill.pod_reference,
+                    EventType::Normal,
+                    "Killing",
+                    &format!(
+                        "Stopping container {} for ContainerRecreateRequest {} (grace period {grace}s)",
+                        kill.container,
+                        crr.name_any()
+                    ),
+                )
+                .await;
+        }
+    }
+}
+
+/// Where a kill's time went.
+struct KillTimings {
+    /// From the round's start to the stop: API reads and writes, and the hook.
+    before_stop: Duration,
+    pre_stop: Duration,
+    stop: Duration,
+}

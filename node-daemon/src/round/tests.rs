@@ -1,0 +1,1604 @@
+//! Rounds against the fake CRI server and an in-memory request. The tests play the
+//! operator (the snapshot) between rounds; the fake plays the kubelet (a stopped
+//! container is replaced).
+
+use std::sync::Mutex;
+
+use crate::kill_marker::KillMarker;
+
+use crr_crds::keys::{CONDITION_SUCCEEDED, LABEL_NODE_NAME, LABEL_POD_UID};
+use crr_crds::v1beta1::{
+    ContainerRecreateRequestStrategy, ContainerRecreateRequestSyncContainerStatus, ProbeHandler,
+};
+use k8s_openapi::api::core::v1::{
+    ContainerPort, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::json;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::*;
+use crate::fake_runtime::{FakeRuntime, POD_UID};
+
+/// The API server, for one request: resourceVersion preconditions, merge patches.
+#[derive(Default)]
+struct Memory {
+    crr: Mutex<Option<ContainerRecreateRequest>>,
+    events: Mutex<Vec<(String, String)>>,
+    /// Events on the pod: its reference, type, reason and note.
+    pod_events: Mutex<Vec<(ObjectReference, EventType, String, String)>>,
+    /// The live pod (`None`: deleted).
+    pod: Mutex<Option<Pod>>,
+    /// The operator completes the request when the daemon re-reads it (before a kill).
+    complete_on_fresh: bool,
+    /// How many re-reads to come find the API server away.
+    failing_fresh_reads: std::sync::atomic::AtomicUsize,
+    /// Pod reads refused for good (403, as the node-scope policy answers).
+    refused_pod_reads: bool,
+    /// How many times the live pod was read.
+    pod_reads: std::sync::atomic::AtomicUsize,
+    /// Every status patch written, as JSON.
+    writes: Mutex<Vec<serde_json::Value>>,
+}
+
+fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    match (target, patch) {
+        (serde_json::Value::Object(target), serde_json::Value::Object(patch)) => {
+            for (key, value) in patch {
+                if value.is_null() {
+                    target.remove(key);
+                } else {
+                    merge(target.entry(key.clone()).or_insert(json!({})), value);
+                }
+            }
+        }
+        (target, patch) => *target = patch.clone(),
+    }
+}
+
+impl Memory {
+    /// The request, and its pod as the kubelet runs it: the request's containers, without
+    /// hooks, the API server's default grace period.
+    fn new(crr: ContainerRecreateRequest) -> Self {
+        let containers: Vec<_> = crr
+            .spec
+            .containers
+            .iter()
+            .map(|container| json!({"name": container.name}))
+            .collect();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": POD_UID},
+            "spec": {"containers": containers},
+        }))
+        .unwrap();
+        Self {
+            crr: Mutex::new(Some(crr)),
+            pod: Mutex::new(Some(pod)),
+            ..Default::default()
+        }
+    }
+
+    fn set_pod(&self, change: impl FnOnce(&mut Pod)) {
+        change(self.pod.lock().unwrap().as_mut().expect("the pod exists"));
+    }
+
+    fn get(&self) -> ContainerRecreateRequest {
+        self.crr
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("the request exists")
+    }
+
+    fn set(&self, change: impl FnOnce(&mut ContainerRecreateRequest)) {
+        let mut guard = self.crr.lock().unwrap();
+        let crr = guard.as_mut().expect("the request exists");
+        change(crr);
+        let version: u64 = crr.resource_version().unwrap().parse().unwrap();
+        crr.metadata.resource_version = Some((version + 1).to_string());
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(reason, _)| reason.clone())
+            .collect()
+    }
+
+    fn states(&self) -> Vec<(String, Phase, bool)> {
+        self.get()
+            .status
+            .unwrap_or_default()
+            .container_recreate_states
+            .into_iter()
+            .map(|state| (state.name, state.phase, state.is_killed))
+            .collect()
+    }
+}
+
+impl Requests for Memory {
+    async fn write_status(
+        &self,
+        patch: &StatusPatch,
+    ) -> Result<ContainerRecreateRequest, WriteError> {
+        let mut guard = self.crr.lock().unwrap();
+        let current = guard.as_mut().ok_or(WriteError::Gone)?;
+        if current.resource_version().as_deref() != Some(patch.resource_version()) {
+            return Err(WriteError::Conflict);
+        }
+        self.writes
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(patch).unwrap());
+        let mut object = serde_json::to_value(&*current).unwrap();
+        merge(&mut object, &serde_json::to_value(patch).unwrap());
+        let mut updated: ContainerRecreateRequest = serde_json::from_value(object).unwrap();
+        let version: u64 = current.resource_version().unwrap().parse().unwrap();
+        updated.metadata.resource_version = Some((version + 1).to_string());
+        *current = updated.clone();
+        Ok(updated)
+    }
+
+    async fn fresh(
+        &self,
+        _: &ContainerRecreateRequest,
+    ) -> Result<Option<ContainerRecreateRequest>, WriteError> {
+        use std::sync::atomic::Ordering;
+        if self
+            .failing_fresh_reads
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(1)
+            })
+            .is_ok()
+        {
+            return Err(WriteError::Api(
+                "connection refused (API server away)".into(),
+            ));
+        }
+        if self.complete_on_fresh {
+            self.set(|crr| {
+                let status = crr.status.get_or_insert_default();
+                status.phase = Some(Phase::Completed);
+                status.completion_time = Some(Time(jiff::Timestamp::now()));
+                status.message = Some("recreating has exceeded the activeDeadlineSeconds".into());
+            });
+        }
+        Ok(self.crr.lock().unwrap().clone())
+    }
+
+    async fn pod(&self, _: &str, _: &str) -> Result<Option<Pod>, WriteError> {
+        if self.refused_pod_reads {
+            return Err(WriteError::Refused(
+                "Forbidden (403): pods \"p\" is forbidden: not this node's pod".to_owned(),
+            ));
+        }
+        self.pod_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(self.pod.lock().unwrap().clone())
+    }
+
+    async fn finished(&self, _: &ContainerRecreateRequest) {
+        // The watch, played by polling the in-memory request.
+        loop {
+            let finished = self
+                .crr
+                .lock()
+                .unwrap()
+                .as_ref()
+                .is_none_or(must_leave_alone);
+            if finished {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn event(&self, _: &ContainerRecreateRequest, _: EventType, reason: &str, note: &str) {
+        self.events
+            .lock()
+            .unwrap()
+            .push((reason.to_owned(), note.to_owned()));
+    }
+
+    async fn pod_event(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+    ) {
+        self.pod_events.lock().unwrap().push((
+            regarding.clone(),
+            type_,
+            reason.to_owned(),
+            note.to_owned(),
+        ));
+    }
+}
+
+/// A request as the webhook leaves it: labels, statusContext of each first attempt.
+fn request(
+    containers: &[&str],
+    strategy: ContainerRecreateRequestStrategy,
+) -> ContainerRecreateRequest {
+    let mut crr = crate::recreate::admitted_request(containers, strategy);
+    crr.metadata.namespace = Some("ns".into());
+    crr.metadata.resource_version = Some("1".into());
+    crr.metadata.labels = Some(
+        [
+            (LABEL_POD_UID.to_owned(), POD_UID.to_owned()),
+            (LABEL_NODE_NAME.to_owned(), "node".to_owned()),
+        ]
+        .into(),
+    );
+    crr
+}
+
+/// The request, its pod's first container with `handler` as preStop and these ports.
+fn with_pre_stop(
+    crr: ContainerRecreateRequest,
+    handler: ProbeHandler,
+    ports: Vec<ContainerPort>,
+) -> Memory {
+    let memory = Memory::new(crr);
+    memory.set_pod(|pod| {
+        let container = &mut pod.spec.as_mut().unwrap().containers[0];
+        container.lifecycle = Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                exec: handler.exec,
+                http_get: handler.http_get,
+                tcp_socket: handler.tcp_socket,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        container.ports = Some(ports);
+    });
+    memory
+}
+
+fn exec(command: &[&str]) -> ProbeHandler {
+    ProbeHandler {
+        exec: Some(ExecAction {
+            command: Some(command.iter().map(|part| (*part).to_owned()).collect()),
+        }),
+        ..Default::default()
+    }
+}
+
+fn grace(seconds: i64) -> ContainerRecreateRequestStrategy {
+    ContainerRecreateRequestStrategy {
+        termination_grace_period_seconds: Some(seconds),
+        ..Default::default()
+    }
+}
+
+/// The operator's snapshot: every running newest container, Ready unless `unready` names it.
+fn operator_snapshot(memory: &Memory, fake: &FakeRuntime, unready: &[&str]) {
+    let state = fake.lock();
+    let crr = memory.get();
+    let snapshot: Vec<_> = crr
+        .spec
+        .containers
+        .iter()
+        .filter_map(|container| state.newest(&container.name))
+        .filter(|container| container.running)
+        .map(|container| ContainerRecreateRequestSyncContainerStatus {
+            name: container.name.clone(),
+            ready: !unready.contains(&container.name.as_str()),
+            restart_count: i32::try_from(container.attempt).unwrap(),
+            container_id: format!("containerd://{}", container.id),
+        })
+        .collect();
+    drop(state);
+    memory.set(|crr| crr.status.get_or_insert_default().container_status_snapshot = snapshot);
+}
+
+/// Rounds until the request completes or `rounds` ran; the operator snapshots between.
+async fn drive(
+    memory: &Memory,
+    fake: &FakeRuntime,
+    runtime: &Runtime,
+    rounds: usize,
+    unready: &[&str],
+) -> Vec<Outcome> {
+    let metrics = Metrics::register(&mut Default::default());
+    drive_reporting(&metrics, memory, fake, runtime, rounds, unready).await
+}
+
+/// [`drive`], reporting to `metrics`.
+async fn drive_reporting(
+    metrics: &Metrics,
+    memory: &Memory,
+    fake: &FakeRuntime,
+    runtime: &Runtime,
+    rounds: usize,
+    unready: &[&str],
+) -> Vec<Outcome> {
+    let round = Round {
+        requests: memory,
+        runtime,
+        metrics,
+        max_grace_seconds: 300,
+        preemption: Preemption::never(),
+        grace_clock: &crate::timers::GraceClock::default(),
+        restart_policies: &Default::default(),
+    };
+    let mut outcomes = vec![];
+    for _ in 0..rounds {
+        let crr = memory.get();
+        if must_leave_alone(&crr) {
+            break;
+        }
+        outcomes.push(round.run(crr).await.expect("a round"));
+        operator_snapshot(memory, fake, unready);
+    }
+    outcomes
+}
+
+fn succeeded(memory: &Memory) -> Option<String> {
+    memory
+        .get()
+        .condition(CONDITION_SUCCEEDED)
+        .map(|condition| condition.status.clone())
+}
+
+#[tokio::test]
+async fn a_recreate_observes_each_of_its_phases_once() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let runtime = fake.serve_reporting(metrics.cri.clone()).await;
+    let mut crr = request(&["app"], grace(3));
+    crr.metadata.uid = Some("crr-uid".into());
+    crr.metadata.creation_timestamp = Some(Time(jiff::Timestamp::now()));
+    let memory = with_pre_stop(crr, exec(&["drain"]), vec![]);
+    drive_reporting(&metrics, &memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    // A stale copy of the request (as a cache may still hold it) comes round again: its
+    // completing write conflicts, and nothing is observed twice.
+    let mut stale = memory.get();
+    stale.metadata.resource_version = Some("stale".into());
+    let status = stale.status.get_or_insert_default();
+    status.phase = None;
+    status.completion_time = None;
+    status.conditions.clear();
+    let round = Round {
+        requests: &memory,
+        runtime: &runtime,
+        metrics: &metrics,
+        max_grace_seconds: 300,
+        preemption: Preemption::never(),
+        grace_clock: &crate::timers::GraceClock::default(),
+        restart_policies: &Default::default(),
+    };
+    let _ = round.run(stale).await;
+    let text = crr_runtime::metrics::encode(&registry).expect("encode");
+    for expected in [
+        "phase_duration_seconds_count{phase=\"pick_up\"} 1",
+        "phase_duration_seconds_count{phase=\"unready_grace\"} 0",
+        "phase_duration_seconds_count{phase=\"pre_stop\"} 1",
+        "phase_duration_seconds_count{phase=\"kill\"} 1",
+        "phase_duration_seconds_count{phase=\"restart\"} 1",
+        "phase_duration_seconds_count{phase=\"complete\"} 1",
+        "pre_stop_duration_seconds_count{outcome=\"success\"} 1",
+        "recreate_duration_seconds_count{outcome=\"success\"} 1",
+        "cri_request_duration_seconds_count{method=\"ExecSync\"} 1",
+        "cri_request_duration_seconds_count{method=\"StopContainer\"} 1",
+        "cri_errors_total{method=\"StopContainer\"} 0",
+    ] {
+        assert!(text.contains(expected), "{expected} missing from\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn status_writes_are_patches_preconditioned_on_the_version_they_were_built_from() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], grace(3)));
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert!(must_leave_alone(&memory.get()));
+    let writes = memory.writes.lock().unwrap().clone();
+    // Folded: the phase goes with the kill's announcement; then the kill's
+    // outcome; then the completion. Three writes for one container.
+    assert_eq!(
+        writes[0],
+        json!({"metadata": {"resourceVersion": "1"}, "status": {
+                "phase": "Recreating",
+                "containerRecreateStates": [{"name": "app", "phase": "Pending",
+                                             "message": "killing container containerd://app-1"}]}})
+    );
+    assert_eq!(writes.len(), 3, "{writes:#?}");
+    let shapes: Vec<Vec<String>> = writes
+        .iter()
+        .map(|write| {
+            let mut keys: Vec<String> = write.as_object().unwrap().keys().cloned().collect();
+            let mut status: Vec<String> = write["status"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            keys.sort();
+            status.sort();
+            keys.extend(status);
+            keys
+        })
+        .collect();
+    assert_eq!(
+        shapes[1],
+        ["metadata", "status", "containerRecreateStates"],
+        "{writes:#?}"
+    );
+    let completion = writes.last().unwrap();
+    assert_eq!(
+        shapes.last().unwrap(),
+        &[
+            "metadata",
+            "status",
+            "completionTime",
+            "conditions",
+            "containerRecreateStates",
+            "message",
+            "phase"
+        ]
+    );
+    assert_eq!(completion["status"]["phase"], "Completed");
+    let message = "recreated 1 container(s)";
+    assert_eq!(completion["status"]["message"], message);
+    assert_eq!(
+        completion["status"]["conditions"],
+        json!([{
+            "type": "Succeeded", "status": "True", "reason": "Recreated", "message": message,
+            "lastTransitionTime": completion["status"]["completionTime"],
+        }])
+    );
+    assert_eq!(
+        completion["status"]["containerRecreateStates"],
+        json!([{"name": "app", "phase": "Succeeded", "isKilled": true}])
+    );
+}
+
+#[tokio::test]
+async fn request_without_runtime_completes_without_touching_states() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let mut crr = request(&["app"], grace(3));
+    crr.metadata.labels.as_mut().unwrap().remove(LABEL_POD_UID);
+    crr.status.get_or_insert_default().phase = Some(Phase::Recreating);
+    let memory = Memory::new(crr);
+    drive(&memory, &fake, &runtime, 1, &[]).await;
+    let writes = memory.writes.lock().unwrap().clone();
+    let [completion] = writes.as_slice() else {
+        panic!("expected one write, got {writes:#?}");
+    };
+    let message = "the request has no pod-uid label (was it admitted by the crr webhook?)";
+    assert_eq!(
+        *completion,
+        json!({
+            "metadata": {"resourceVersion": "1"},
+            "status": {
+                "phase": "Completed",
+                "completionTime": completion["status"]["completionTime"],
+                "message": message,
+                "conditions": [{
+                    "type": "Succeeded", "status": "False", "reason": "RecreateFailed",
+                    "message": message,
+                    "lastTransitionTime": completion["status"]["completionTime"],
+                }],
+            },
+        })
+    );
+}
+
+#[tokio::test]
+async fn parallel_recreate_stops_each_container_once_and_completes() {
+    let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app", "sidecar"], grace(7)));
+    // The operator withholds readiness: parallel recreate does not wait for it.
+    drive(&memory, &fake, &runtime, 4, &["app", "sidecar"]).await;
+    assert_eq!(fake.lock().stopped_ids(), ["app-1", "sidecar-1"]);
+    assert_eq!(
+        fake.lock().stops[0].1,
+        7,
+        "the whole grace period without preStop"
+    );
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    let crr = memory.get();
+    assert!(must_leave_alone(&crr), "{crr:?}");
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    assert_eq!(
+        memory.states(),
+        [
+            ("app".into(), Phase::Succeeded, true),
+            ("sidecar".into(), Phase::Succeeded, true)
+        ]
+    );
+    assert_eq!(fake.lock().stops.len(), 2, "no container stopped twice");
+    assert!(crr.status.unwrap().completion_time.is_some());
+}
+
+#[tokio::test]
+async fn ordered_recreate_stops_the_next_container_only_after_the_previous_is_ready() {
+    let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+    let runtime = fake.serve().await;
+    let strategy = ContainerRecreateRequestStrategy {
+        ordered_recreate: true,
+        ..Default::default()
+    };
+    let memory = Memory::new(request(&["app", "sidecar"], strategy));
+    drive(&memory, &fake, &runtime, 6, &["app"]).await;
+    assert_eq!(
+        fake.lock().stopped_ids(),
+        ["app-1"],
+        "sidecar waits for app"
+    );
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(fake.lock().stopped_ids(), ["app-1", "sidecar-1"]);
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+}
+
+#[tokio::test]
+async fn failure_policy_fail_completes_at_the_first_failed_kill() {
+    let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+    fake.lock().failing_stops.push("app-1".into());
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app", "sidecar"], Default::default()));
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(
+        fake.lock().stopped_ids(),
+        ["app-1"],
+        "sidecar is left alone"
+    );
+    assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+    let states = memory.get().status.unwrap().container_recreate_states;
+    assert_eq!(states[0].phase, Phase::Failed);
+    assert!(
+        states[0]
+            .message
+            .as_deref()
+            .is_some_and(|message| message.starts_with("kill container error")),
+        "{states:?}"
+    );
+    assert!(
+        memory
+            .get()
+            .status
+            .unwrap()
+            .message
+            .unwrap()
+            .contains("app")
+    );
+}
+
+#[tokio::test]
+async fn a_runtime_away_during_the_kill_is_retried_not_a_failure() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().unavailable_stops = 2;
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], Default::default()));
+    let metrics = Metrics::register(&mut Default::default());
+    let round = Round {
+        requests: &memory,
+        runtime: &runtime,
+        metrics: &metrics,
+        max_grace_seconds: 300,
+        preemption: Preemption::never(),
+        grace_clock: &crate::timers::GraceClock::default(),
+        restart_policies: &Default::default(),
+    };
+    let mut transient = 0;
+    for _ in 0..12 {
+        let crr = memory.get();
+        if must_leave_alone(&crr) {
+            break;
+        }
+        match round.run(crr).await {
+            Ok(_) => {}
+            Err(RoundError::Runtime(error)) if error.is_transient() => transient += 1,
+            Err(error) => panic!("a round failed: {error}"),
+        }
+        assert!(
+            memory
+                .get()
+                .status
+                .unwrap_or_default()
+                .container_recreate_states
+                .iter()
+                .all(|state| state.phase != Phase::Failed),
+            "a runtime restart never fails a container"
+        );
+        operator_snapshot(&memory, &fake, &[]);
+    }
+    assert_eq!(transient, 2, "both failed kills were retried");
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    assert_eq!(
+        fake.lock()
+            .stops
+            .iter()
+            .filter(|(id, _)| id == "app-1")
+            .count(),
+        3,
+        "two refused calls, then the one kill"
+    );
+    assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
+}
+
+#[tokio::test]
+async fn failure_policy_ignore_goes_on_and_reports_the_failure() {
+    let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+    fake.lock().failing_stops.push("app-1".into());
+    let runtime = fake.serve().await;
+    let strategy = ContainerRecreateRequestStrategy {
+        failure_policy: Some("Ignore".into()),
+        ..Default::default()
+    };
+    let memory = Memory::new(request(&["app", "sidecar"], strategy));
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(fake.lock().stopped_ids(), ["app-1", "sidecar-1"]);
+    assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+    assert_eq!(
+        memory.states(),
+        [
+            ("app".into(), Phase::Failed, false),
+            ("sidecar".into(), Phase::Succeeded, true)
+        ]
+    );
+}
+
+/// The container restarted on its own after the request was made.
+fn already_restarted(fake: &FakeRuntime) {
+    let mut state = fake.lock();
+    state.containers[0].running = false;
+    state.containers.push(crate::fake_runtime::FakeContainer {
+        id: "app-2".into(),
+        name: "app".into(),
+        namespace_label: None,
+        attempt: 1,
+        running: true,
+        started_at: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60),
+        finished_at: None,
+    });
+}
+
+#[tokio::test]
+async fn a_container_restarted_since_the_request_counts_as_recreated() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    already_restarted(&fake);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], Default::default()));
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert!(fake.lock().stops.is_empty());
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+}
+
+#[tokio::test]
+async fn force_recreate_stops_a_restarted_container_exactly_once() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    already_restarted(&fake);
+    let runtime = fake.serve().await;
+    let strategy = ContainerRecreateRequestStrategy {
+        force_recreate: true,
+        ..Default::default()
+    };
+    let memory = Memory::new(request(&["app"], strategy));
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(fake.lock().stopped_ids(), ["app-2"]);
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
+}
+
+#[tokio::test]
+async fn force_recreate_never_kills_again_a_container_found_exiting_once_it_restarted() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().containers[0].running = false;
+    let runtime = fake.serve().await;
+    let strategy = ContainerRecreateRequestStrategy {
+        force_recreate: true,
+        ..Default::default()
+    };
+    let memory = Memory::new(request(&["app"], strategy));
+    drive(&memory, &fake, &runtime, 1, &[]).await;
+    assert_eq!(memory.states(), [("app".into(), Phase::Recreating, true)]);
+    // The kubelet restarts the exited container.
+    fake.lock()
+        .containers
+        .push(crate::fake_runtime::FakeContainer {
+            id: "app-2".into(),
+            name: "app".into(),
+            namespace_label: None,
+            attempt: 1,
+            running: true,
+            started_at: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60),
+            finished_at: None,
+        });
+    operator_snapshot(&memory, &fake, &[]);
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert!(fake.lock().stops.is_empty(), "{:?}", fake.lock().stops);
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
+}
+
+#[tokio::test]
+async fn a_container_without_status_context_fails_the_request_without_a_kill() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let mut crr = request(&["app"], Default::default());
+    // Created while the webhook was away: nothing recorded which container to replace.
+    crr.spec.containers[0].status_context = None;
+    let memory = Memory::new(crr);
+    operator_snapshot(&memory, &fake, &[]);
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert!(fake.lock().stops.is_empty(), "{:?}", fake.lock().stops);
+    assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+    assert_eq!(memory.states(), [("app".into(), Phase::Failed, false)]);
+    let message = memory.get().status.unwrap().message.unwrap_or_default();
+    assert!(
+        message.contains("no statusContext or empty containerID in app container"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn killing_and_failed_pre_stop_hook_go_on_the_pod_with_a_summary_on_the_request() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().exec.exit_code = 3;
+    let runtime = fake.serve().await;
+    let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["false"]), vec![]);
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    let pod_events = memory.pod_events.lock().unwrap().clone();
+    let summary: Vec<_> = pod_events
+        .iter()
+        .map(|(_, type_, reason, _)| (*type_, reason.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (EventType::Warning, "FailedPreStopHook"),
+            (EventType::Normal, "Killing")
+        ]
+    );
+    for (regarding, _, reason, note) in &pod_events {
+        assert_eq!(regarding.kind.as_deref(), Some("Pod"), "{reason}");
+        assert_eq!(regarding.api_version.as_deref(), Some("v1"), "{reason}");
+        assert_eq!(regarding.namespace.as_deref(), Some("ns"), "{reason}");
+        assert_eq!(regarding.name.as_deref(), Some("p"), "{reason}");
+        assert_eq!(regarding.uid.as_deref(), Some(POD_UID), "{reason}");
+        // The kubelet's field path: one Event per container, not one series per pod.
+        assert_eq!(
+            regarding.field_path.as_deref(),
+            Some("spec.containers{app}"),
+            "{reason}"
+        );
+        assert!(note.contains("app"), "{reason}: {note}");
+        assert!(
+            note.contains("ContainerRecreateRequest r"),
+            "{reason}: {note}"
+        );
+    }
+    let on_request = memory.events();
+    assert!(
+        on_request.contains(&"FailedPreStopHook".to_owned()),
+        "{on_request:?}"
+    );
+    assert!(on_request.contains(&"Killing".to_owned()), "{on_request:?}");
+}
+
+#[tokio::test]
+async fn min_started_seconds_holds_success_until_the_new_container_ran_that_long() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let strategy = ContainerRecreateRequestStrategy {
+        min_started_seconds: 600,
+        ..Default::default()
+    };
+    let memory = Memory::new(request(&["app"], strategy));
+    let outcomes = drive(&memory, &fake, &runtime, 6, &[]).await;
+    assert!(
+        !must_leave_alone(&memory.get()),
+        "the new container started just now"
+    );
+    assert_eq!(outcomes.last(), Some(&Outcome::After(IN_FLIGHT_POLL)));
+    assert_eq!(memory.states(), [("app".into(), Phase::Recreating, true)]);
+    // Ten minutes later, by the runtime's clock.
+    fake.lock().containers[1].started_at -= jiff::SignedDuration::from_secs(601);
+    drive(&memory, &fake, &runtime, 3, &[]).await;
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    assert_eq!(fake.lock().stops.len(), 1);
+}
+
+#[tokio::test]
+async fn exec_pre_stop_runs_in_the_old_container_before_the_kill_with_the_grace_period() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = with_pre_stop(
+        request(&["app"], grace(9)),
+        exec(&["sh", "-c", "drain"]),
+        vec![],
+    );
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    let state = fake.lock();
+    assert_eq!(
+        state.execs,
+        [(
+            "app-1".to_owned(),
+            vec!["sh".to_owned(), "-c".to_owned(), "drain".to_owned()],
+            9
+        )]
+    );
+    assert_eq!(state.stops.len(), 1);
+    assert!(
+        state.stops[0].1 <= 9 && state.stops[0].1 >= 2,
+        "{:?}",
+        state.stops
+    );
+    assert!(!memory.events().contains(&"FailedPreStopHook".to_owned()));
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+}
+
+#[tokio::test]
+async fn failed_exec_pre_stop_is_reported_and_the_kill_goes_on() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().exec.exit_code = 3;
+    let runtime = fake.serve().await;
+    let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["false"]), vec![]);
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert!(memory.events().contains(&"FailedPreStopHook".to_owned()));
+    let note = memory
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(reason, _)| reason == "FailedPreStopHook")
+        .map(|(_, note)| note.clone())
+        .unwrap();
+    assert!(note.contains("code 3"), "{note}");
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+}
+
+#[tokio::test]
+async fn exec_pre_stop_that_outlasts_the_grace_period_times_out_and_the_kill_gets_the_minimum() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().exec.hang = true;
+    let runtime = fake.serve().await;
+    let memory = with_pre_stop(request(&["app"], grace(1)), exec(&["sleep", "100"]), vec![]);
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    let notes: Vec<_> = memory.events.lock().unwrap().clone();
+    assert!(
+        notes
+            .iter()
+            .any(|(reason, note)| reason == "FailedPreStopHook" && note.contains("timed out")),
+        "{notes:?}"
+    );
+    assert_eq!(
+        fake.lock().stops,
+        [("app-1".to_owned(), 2)],
+        "never below 2 s"
+    );
+}
+
+#[tokio::test]
+async fn http_pre_stop_reaches_the_pod_address_on_the_named_port() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut buffer = vec![0u8; 1024];
+        let read = stream.read(&mut buffer).await.unwrap();
+        stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        String::from_utf8_lossy(&buffer[..read]).into_owned()
+    });
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let handler = ProbeHandler {
+        http_get: Some(HTTPGetAction {
+            path: Some("/drain".into()),
+            port: IntOrString::String("http".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let ports = vec![ContainerPort {
+        name: Some("http".into()),
+        container_port: i32::from(port),
+        ..Default::default()
+    }];
+    let memory = with_pre_stop(request(&["app"], grace(9)), handler, ports);
+    memory.set_pod(|pod| {
+        pod.status.get_or_insert_default().pod_ip = Some("127.0.0.1".into());
+    });
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    let received = server.await.unwrap();
+    assert!(received.starts_with("GET /drain HTTP/1.1"), "{received}");
+    assert!(!memory.events().contains(&"FailedPreStopHook".to_owned()));
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+}
+
+#[tokio::test]
+async fn a_request_completed_during_pre_stop_still_gets_its_kill_and_no_other() {
+    let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+    let runtime = fake.serve().await;
+    let mut memory = with_pre_stop(
+        request(&["app", "sidecar"], grace(9)),
+        exec(&["drain"]),
+        vec![],
+    );
+    memory.complete_on_fresh = true;
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(fake.lock().execs.len(), 1);
+    assert_eq!(
+        fake.lock().stopped_ids(),
+        ["app-1"],
+        "the kill under way finishes; no new kill starts"
+    );
+    assert!(must_leave_alone(&memory.get()));
+    assert_eq!(
+        memory.states(),
+        [
+            ("app".to_owned(), Phase::Recreating, true),
+            ("sidecar".to_owned(), Phase::Pending, false),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_refused_read_fails_the_request_with_the_reason_and_kills_nothing() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let mut memory = Memory::new(request(&["app"], grace(9)));
+    memory.refused_pod_reads = true;
+    let metrics = Metrics::register(&mut Default::default());
+    let round = Round {
+        requests: &memory,
+        runtime: &runtime,
+        metrics: &metrics,
+        max_grace_seconds: 300,
+        preemption: Preemption::never(),
+        grace_clock: &crate::timers::GraceClock::default(),
+        restart_policies: &Default::default(),
+    };
+    let crr = memory.get();
+    let Err(RoundError::Write(WriteError::Refused(reason))) = round.run(crr.clone()).await else {
+        panic!("a refused pod read ends the round as refused");
+    };
+    round.fail_refused(&crr, &reason).await;
+    let failed = memory.get();
+    assert!(must_leave_alone(&failed));
+    assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+    let message = failed.status.unwrap().message.unwrap_or_default();
+    assert!(
+        message.starts_with("the API server refused the node daemon: Forbidden (403)"),
+        "{message}"
+    );
+    assert!(memory.events().contains(&"Refused".to_owned()));
+    assert!(fake.lock().stops.is_empty());
+}
+
+#[tokio::test]
+async fn an_api_server_away_after_the_hook_is_waited_for_and_the_hook_runs_once() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
+    memory
+        .failing_fresh_reads
+        .store(3, std::sync::atomic::Ordering::Relaxed);
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(
+        memory
+            .failing_fresh_reads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "the re-read was tried again"
+    );
+    assert_eq!(fake.lock().execs.len(), 1, "the hook ran once");
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"], "then the kill");
+}
+
+#[tokio::test]
+async fn an_on_failure_container_that_exits_zero_after_the_kill_fails_with_a_message() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    // The kubelet does not start it again: it exited 0 under OnFailure, a while ago.
+    fake.lock().restart_on_stop = false;
+    fake.lock().exited_ago = Duration::from_secs(10);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], Default::default()));
+    memory.set_pod(|pod| {
+        pod.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+        pod.status = Some(app_terminated_with(0));
+    });
+    let message = killed_once_and_not_restarted(&memory, &fake, &runtime).await;
+    assert!(message.contains("OnFailure"), "{message}");
+}
+
+/// The pod status the kubelet reports once `app` (container app-1) exited with `exit_code`.
+fn app_terminated_with(exit_code: i32) -> k8s_openapi::api::core::v1::PodStatus {
+    serde_json::from_value(json!({"containerStatuses": [{
+        "name": "app", "image": "i", "imageID": "", "ready": false,
+        "restartCount": 0, "containerID": "containerd://app-1",
+        "state": {"terminated": {"exitCode": exit_code, "containerID": "containerd://app-1"}},
+    }]}))
+    .unwrap()
+}
+
+/// Drives the request to its end and checks that `app` was killed once and ended Failed, the
+/// request Completed, with a NotRestarted Event; returns the request's message.
+async fn killed_once_and_not_restarted(
+    memory: &Memory,
+    fake: &FakeRuntime,
+    runtime: &Runtime,
+) -> String {
+    drive(memory, fake, runtime, 10, &[]).await;
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"], "killed once");
+    assert_eq!(memory.states(), [("app".to_owned(), Phase::Failed, true)]);
+    let status = memory.get().status.unwrap();
+    assert_eq!(status.phase, Some(Phase::Completed));
+    assert!(memory.events().contains(&"NotRestarted".to_owned()));
+    status.message.unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_container_its_restart_rules_leave_stopped_after_the_kill_fails_with_a_message() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    // SIGKILLed (137), and only 143 restarts it: the kubelet leaves it stopped.
+    fake.lock().restart_on_stop = false;
+    fake.lock().exited_ago = Duration::from_secs(10);
+    fake.lock().exit_code = 137;
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], Default::default()));
+    memory.set_pod(|pod| {
+        let app = &mut pod.spec.as_mut().unwrap().containers[0];
+        app.restart_policy = Some("Never".into());
+        app.restart_policy_rules = Some(
+            serde_json::from_value(json!([
+                {"action": "Restart", "exitCodes": {"operator": "In", "values": [143]}},
+            ]))
+            .unwrap(),
+        );
+        pod.status = Some(app_terminated_with(137));
+    });
+    let message = killed_once_and_not_restarted(&memory, &fake, &runtime).await;
+    assert!(
+        message.contains("exited with code 137")
+            && message.contains("none of its restartPolicyRules restarts it")
+            && message.contains("restartPolicy is Never (container)"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_code_the_kubelet_restarts_after_costs_no_pod_read() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    // OnFailure and 143: the kubelet restarts it after its back-off, however long.
+    fake.lock().restart_on_stop = false;
+    fake.lock().exited_ago = Duration::from_secs(10);
+    fake.lock().exit_code = 143;
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], Default::default()));
+    memory.set_pod(|pod| {
+        pod.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+    });
+    drive(&memory, &fake, &runtime, 3, &[]).await;
+    assert_eq!(
+        memory.states(),
+        [("app".to_owned(), Phase::Recreating, true)]
+    );
+    assert_eq!(
+        memory.pod_reads.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "the kill round's read only"
+    );
+}
+
+#[tokio::test]
+async fn an_exited_container_of_an_always_pod_is_waited_for() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().restart_on_stop = false;
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], Default::default()));
+    let outcomes = drive(&memory, &fake, &runtime, 3, &[]).await;
+    assert_eq!(
+        memory.states(),
+        [("app".to_owned(), Phase::Recreating, true)]
+    );
+    assert!(
+        matches!(outcomes.last(), Some(Outcome::After(_))),
+        "{outcomes:?}"
+    );
+    // Just exited: the runtime's answer spares a pod read (the kill round's is the only one).
+    assert_eq!(
+        memory.pod_reads.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_stale_request_is_never_acted_on() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], Default::default()));
+    let stale = memory.get();
+    memory.set(|_| {});
+    let metrics = Metrics::register(&mut Default::default());
+    let round = Round {
+        requests: &memory,
+        runtime: &runtime,
+        metrics: &metrics,
+        max_grace_seconds: 300,
+        preemption: Preemption::never(),
+        grace_clock: &crate::timers::GraceClock::default(),
+        restart_policies: &Default::default(),
+    };
+    let error = round.run(stale).await.expect_err("a conflict");
+    assert!(matches!(error, RoundError::Write(WriteError::Conflict)));
+    assert!(fake.lock().stops.is_empty());
+}
+
+#[tokio::test]
+async fn a_daemon_restarted_mid_recreate_never_stops_a_container_twice() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().exec.hang = true;
+    let runtime = fake.serve().await;
+    let memory = std::sync::Arc::new(with_pre_stop(
+        request(&["app"], grace(30)),
+        exec(&["drain"]),
+        vec![],
+    ));
+    // First daemon: dies while the preStop hook runs, before its kill.
+    let first = {
+        let (memory, fake, runtime) = (memory.clone(), fake.clone(), runtime.clone());
+        tokio::spawn(async move { drive(&memory, &fake, &runtime, 10, &[]).await })
+    };
+    fake.exec_started.notified().await;
+    first.abort();
+    let _ = first.await;
+    assert!(fake.lock().stops.is_empty());
+    assert!(
+        memory.get().status.unwrap().container_recreate_states[0]
+            .message
+            .as_deref()
+            .and_then(KillMarker::parse)
+            .is_some_and(|marker| marker.container_id == "containerd://app-1"),
+        "the kill was announced"
+    );
+    // Second daemon: the container still runs, so the kill did not happen: do it once.
+    fake.lock().exec.hang = false;
+    let metrics = Metrics::register(&mut Default::default());
+    let round = Round {
+        requests: memory.as_ref(),
+        runtime: &runtime,
+        metrics: &metrics,
+        max_grace_seconds: 300,
+        preemption: Preemption::never(),
+        grace_clock: &crate::timers::GraceClock::default(),
+        restart_policies: &Default::default(),
+    };
+    round.run(memory.get()).await.expect("a round");
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+    // It dies right after the kill, before recording it: forget isKilled, keep the
+    // announcement, as the status would be.
+    memory.set(|crr| {
+        let state = &mut crr.status.as_mut().unwrap().container_recreate_states[0];
+        state.is_killed = false;
+        state.phase = Phase::Pending;
+        state.message = Some(KillMarker::new("containerd://app-1").format());
+    });
+    // Third daemon: sees the announced container gone, never kills its replacement.
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+    assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
+}
+
+#[tokio::test]
+async fn the_pre_stop_hook_comes_from_the_live_pod_never_from_the_request() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    // A request carrying a hook of its own (admission would have refused it; the daemon
+    // does not rely on that), for a pod whose container has another.
+    let mut crr = request(&["app"], grace(9));
+    crr.spec.containers[0].pre_stop = Some(exec(&["sh", "-c", "rm -rf /data"]));
+    let memory = with_pre_stop(crr, exec(&["drain"]), vec![]);
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    let execs: Vec<_> = fake
+        .lock()
+        .execs
+        .iter()
+        .map(|exec| exec.1.clone())
+        .collect();
+    assert_eq!(execs, [vec!["drain".to_owned()]]);
+    // And a pod without a hook gets none, whatever the request says.
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let mut crr = request(&["app"], grace(9));
+    crr.spec.containers[0].pre_stop = Some(exec(&["sh", "-c", "rm -rf /data"]));
+    let memory = Memory::new(crr);
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert!(fake.lock().execs.is_empty());
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+}
+
+#[tokio::test]
+async fn named_ports_resolve_against_the_live_pod_not_the_request() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let handler = ProbeHandler {
+        tcp_socket: Some(k8s_openapi::api::core::v1::TCPSocketAction {
+            host: None,
+            port: IntOrString::String("drain".into()),
+        }),
+        ..Default::default()
+    };
+    let mut crr = request(&["app"], grace(9));
+    // The request's ports point elsewhere (say, another tenant's service).
+    crr.spec.containers[0].ports = Some(vec![ContainerPort {
+        name: Some("drain".into()),
+        container_port: 1,
+        ..Default::default()
+    }]);
+    let live_ports = vec![ContainerPort {
+        name: Some("drain".into()),
+        container_port: i32::from(port),
+        ..Default::default()
+    }];
+    let memory = with_pre_stop(crr, handler, live_ports);
+    memory.set_pod(|pod| {
+        pod.status.get_or_insert_default().pod_ip = Some("127.0.0.1".into());
+    });
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    let accepted = tokio::time::timeout(Duration::from_secs(1), listener.accept()).await;
+    assert!(
+        accepted.is_ok(),
+        "the hook connected to the live pod's port"
+    );
+    assert!(!memory.events().contains(&"FailedPreStopHook".to_owned()));
+}
+
+#[tokio::test]
+async fn the_pre_stop_budget_is_the_pods_grace_period_capped_by_the_daemon() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    // No grace period in the request; the pod asks for a day.
+    let memory = with_pre_stop(
+        request(&["app"], Default::default()),
+        exec(&["drain"]),
+        vec![],
+    );
+    memory
+        .set_pod(|pod| pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(86_400));
+    let metrics = Metrics::register(&mut Default::default());
+    let round = Round {
+        requests: &memory,
+        runtime: &runtime,
+        metrics: &metrics,
+        max_grace_seconds: 20,
+        preemption: Preemption::never(),
+        grace_clock: &crate::timers::GraceClock::default(),
+        restart_policies: &Default::default(),
+    };
+    for _ in 0..3 {
+        round.run(memory.get()).await.expect("a round");
+    }
+    {
+        let state = fake.lock();
+        assert_eq!(state.execs.len(), 1);
+        assert_eq!(state.execs[0].2, 20, "the hook's timeout is the cap");
+        assert!(state.stops[0].1 <= 20, "{:?}", state.stops);
+    }
+    // A request may shorten the pod's grace period, never lengthen it.
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = with_pre_stop(request(&["app"], grace(3600)), exec(&["drain"]), vec![]);
+    memory.set_pod(|pod| pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(7));
+    drive(&memory, &fake, &runtime, 3, &[]).await;
+    assert_eq!(fake.lock().execs[0].2, 7);
+}
+
+#[tokio::test]
+async fn the_requests_deadline_never_shortens_the_pre_stop_budget() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let mut crr = request(&["app"], grace(200));
+    crr.spec.active_deadline_seconds = Some(3);
+    crr.metadata.creation_timestamp = Some(Time(jiff::Timestamp::now()));
+    let memory = with_pre_stop(crr, exec(&["drain"]), vec![]);
+    memory.set_pod(|pod| pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(200));
+    drive(&memory, &fake, &runtime, 3, &[]).await;
+    assert_eq!(
+        fake.lock().execs[0].2,
+        200,
+        "the hook gets the whole grace period"
+    );
+}
+
+#[tokio::test]
+async fn past_its_deadline_a_request_gets_no_hook_and_no_kill() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let mut crr = request(&["app"], grace(200));
+    crr.spec.active_deadline_seconds = Some(3);
+    crr.metadata.creation_timestamp = Some(Time(
+        jiff::Timestamp::now() - jiff::SignedDuration::from_secs(10),
+    ));
+    let memory = with_pre_stop(crr, exec(&["drain"]), vec![]);
+    let outcomes = drive(&memory, &fake, &runtime, 3, &[]).await;
+    assert_eq!(outcomes.last(), Some(&Outcome::After(LEFT_TO_THE_OPERATOR)));
+    assert!(fake.lock().execs.is_empty());
+    assert!(fake.lock().stops.is_empty());
+}
+
+/// Runs rounds of `memory`'s request in the background, as the worker would, until one ends
+/// otherwise than `After` or the request is to be left alone; the last round's outcome.
+fn rounds_in_background(
+    memory: std::sync::Arc<Memory>,
+    runtime: Runtime,
+    preemption: Preemption,
+) -> tokio::task::JoinHandle<Result<Outcome, RoundError>> {
+    tokio::spawn(async move {
+        let metrics = Metrics::register(&mut Default::default());
+        let round = Round {
+            requests: memory.as_ref(),
+            runtime: &runtime,
+            metrics: &metrics,
+            max_grace_seconds: 300,
+            preemption,
+            grace_clock: &crate::timers::GraceClock::default(),
+            restart_policies: &Default::default(),
+        };
+        loop {
+            let outcome = round.run(memory.get()).await?;
+            if !matches!(outcome, Outcome::After(_)) || must_leave_alone(&memory.get()) {
+                return Ok(outcome);
+            }
+        }
+    })
+}
+
+/// Runs rounds in the background with the exec hook hanging; returns once the hook runs.
+async fn hanging_hook(
+    grace_seconds: i64,
+    preemption: Preemption,
+) -> (
+    std::sync::Arc<Memory>,
+    FakeRuntime,
+    tokio::task::JoinHandle<Result<Outcome, RoundError>>,
+) {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().exec.hang = true;
+    let runtime = fake.serve().await;
+    let memory = std::sync::Arc::new(with_pre_stop(
+        request(&["app"], grace(grace_seconds)),
+        exec(&["sleep", "infinity"]),
+        vec![],
+    ));
+    let rounds = rounds_in_background(memory.clone(), runtime, preemption);
+    fake.exec_started.notified().await;
+    (memory, fake, rounds)
+}
+
+#[tokio::test]
+async fn a_hook_runs_on_when_its_request_completes_and_the_kill_follows() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().exec.delay = Duration::from_millis(300);
+    let runtime = fake.serve().await;
+    let memory = std::sync::Arc::new(with_pre_stop(
+        request(&["app"], grace(300)),
+        exec(&["sleep", "8"]),
+        vec![],
+    ));
+    let (preempt, preemption) = Preemption::new();
+    let rounds = rounds_in_background(memory.clone(), runtime, preemption);
+    fake.exec_started.notified().await;
+    memory.set(|crr| {
+        let status = crr.status.get_or_insert_default();
+        status.phase = Some(Phase::Completed);
+        status.message = Some("recreating has exceeded the activeDeadlineSeconds".into());
+    });
+    // Once completed, the slot is not taken back either: no later round would redo it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    preempt.send_replace(true);
+    let outcome = tokio::time::timeout(Duration::from_secs(5), rounds)
+        .await
+        .expect("the round ends with the hook")
+        .unwrap()
+        .expect("a round");
+    assert_eq!(outcome, Outcome::After(IN_FLIGHT_POLL));
+    assert_eq!(fake.lock().execs.len(), 1);
+    assert_eq!(
+        fake.lock().stopped_ids(),
+        ["app-1"],
+        "the kill follows the hook"
+    );
+    assert_eq!(
+        memory.states(),
+        [("app".to_owned(), Phase::Recreating, true)]
+    );
+}
+
+#[tokio::test]
+async fn a_hook_is_cancelled_when_its_request_is_deleted() {
+    let (memory, fake, rounds) = hanging_hook(300, Preemption::never()).await;
+    *memory.crr.lock().unwrap() = None;
+    let outcome = tokio::time::timeout(Duration::from_secs(5), rounds)
+        .await
+        .expect("the hook was cancelled, not waited out")
+        .unwrap()
+        .expect("a round");
+    assert_eq!(outcome, Outcome::OnChange);
+    assert!(fake.lock().stops.is_empty());
+}
+
+#[tokio::test]
+async fn a_hook_is_cancelled_when_its_pod_is_gone() {
+    let (memory, fake, rounds) = hanging_hook(300, Preemption::never()).await;
+    memory.set(|crr| {
+        let status = crr.status.get_or_insert_default();
+        status.phase = Some(Phase::Completed);
+        status.message = Some("pod has gone".into());
+        status.conditions = vec![succeeded_false(REASON_POD_GONE)];
+    });
+    let outcome = tokio::time::timeout(Duration::from_secs(5), rounds)
+        .await
+        .expect("the hook was cancelled, not waited out")
+        .unwrap()
+        .expect("a round");
+    assert_eq!(outcome, Outcome::OnChange);
+    assert!(fake.lock().stops.is_empty());
+}
+
+fn succeeded_false(reason: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: CONDITION_SUCCEEDED.to_owned(),
+        status: "False".to_owned(),
+        reason: reason.to_owned(),
+        message: String::new(),
+        last_transition_time: Time(jiff::Timestamp::now()),
+        observed_generation: None,
+    }
+}
+
+#[test]
+fn a_kill_under_way_goes_on_past_the_deadline_not_past_deletion_or_pod_loss() {
+    let mut crr = request(&["app"], grace(30));
+    assert!(kill_under_way_goes_on(&crr), "running");
+    crr.status.get_or_insert_default().phase = Some(Phase::Completed);
+    crr.status.as_mut().unwrap().conditions = vec![succeeded_false("ActiveDeadlineExceeded")];
+    assert!(kill_under_way_goes_on(&crr), "completed at its deadline");
+    crr.status.as_mut().unwrap().conditions = vec![succeeded_false(REASON_POD_GONE)];
+    assert!(!kill_under_way_goes_on(&crr), "its pod is gone");
+    crr.status.as_mut().unwrap().conditions.clear();
+    crr.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
+    assert!(!kill_under_way_goes_on(&crr), "being deleted");
+}
+
+#[tokio::test]
+async fn a_preempted_hook_gives_its_slot_back_without_a_kill() {
+    let (preempt, preemption) = Preemption::new();
+    let (memory, fake, rounds) = hanging_hook(300, preemption).await;
+    preempt.send_replace(true);
+    let outcome = tokio::time::timeout(Duration::from_secs(5), rounds)
+        .await
+        .expect("preempted at once")
+        .unwrap()
+        .expect("a round");
+    assert_eq!(outcome, Outcome::Preempted);
+    assert!(fake.lock().stops.is_empty());
+    // The next round runs the hook again and kills once.
+    fake.lock().exec.hang = false;
+    drive(&memory, &fake, &runtime_of(&fake).await, 10, &[]).await;
+    assert_eq!(fake.lock().execs.len(), 2);
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+}
+
+async fn runtime_of(fake: &FakeRuntime) -> Runtime {
+    fake.serve().await
+}
+
+#[tokio::test]
+async fn a_container_labelled_for_another_pod_is_refused_never_stopped() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    fake.lock().containers[0].namespace_label = Some("victim".into());
+    let runtime = fake.serve().await;
+    let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert!(fake.lock().execs.is_empty(), "no hook");
+    assert!(fake.lock().stops.is_empty(), "no kill");
+    assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+    let states = memory.get().status.unwrap().container_recreate_states;
+    assert_eq!(states[0].phase, Phase::Failed);
+    assert!(
+        states[0]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("\"victim\"")),
+        "{states:?}"
+    );
+    assert!(memory.events().contains(&"RecreateRefused".to_owned()));
+}
+
+#[tokio::test]
+async fn a_replaced_pod_of_the_same_name_is_never_touched() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
+    memory.set_pod(|pod| pod.metadata.uid = Some("a-new-pod".into()));
+    let outcomes = drive(&memory, &fake, &runtime, 3, &[]).await;
+    assert_eq!(outcomes.last(), Some(&Outcome::After(LEFT_TO_THE_OPERATOR)));
+    assert!(fake.lock().execs.is_empty());
+    assert!(fake.lock().stops.is_empty());
+}
+
+#[tokio::test]
+async fn an_unready_grace_beyond_the_end_of_time_never_panics() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let mut crr = request(
+        &["app"],
+        ContainerRecreateRequestStrategy {
+            unready_grace_period_seconds: Some(i64::MAX),
+            ..Default::default()
+        },
+    );
+    crr.status = Some(crr_crds::v1beta1::ContainerRecreateRequestStatus {
+        phase: Some(Phase::Recreating),
+        conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: crr_crds::keys::CONDITION_PRE_RECREATE_GRACE.into(),
+            status: "True".into(),
+            last_transition_time: Time(jiff::Timestamp::now()),
+            message: String::new(),
+            reason: "PreRecreateGrace".into(),
+            observed_generation: None,
+        }],
+        ..Default::default()
+    });
+    let memory = Memory::new(crr);
+    let outcomes = drive(&memory, &fake, &runtime, 1, &[]).await;
+    assert!(
+        matches!(outcomes.as_slice(), [Outcome::After(after)] if *after > Duration::from_secs(1_000_000)),
+        "{outcomes:?}"
+    );
+    assert!(fake.lock().stops.is_empty());
+}
+
+#[tokio::test]
+async fn a_grace_marked_an_hour_ago_by_another_clock_is_still_waited_out_here() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let mut crr = request(
+        &["app"],
+        ContainerRecreateRequestStrategy {
+            unready_grace_period_seconds: Some(30),
+            ..Default::default()
+        },
+    );
+    crr.status = Some(crr_crds::v1beta1::ContainerRecreateRequestStatus {
+        phase: Some(Phase::Recreating),
+        conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: crr_crds::keys::CONDITION_PRE_RECREATE_GRACE.into(),
+            status: "True".into(),
+            // The operator's clock an hour behind this node's (or ours an hour ahead).
+            last_transition_time: Time(
+                jiff::Timestamp::now()
+                    .checked_sub(jiff::SignedDuration::from_hours(1))
+                    .expect("an hour ago"),
+            ),
+            message: String::new(),
+            reason: "PreRecreateGrace".into(),
+            observed_generation: None,
+        }],
+        ..Default::default()
+    });
+    let memory = Memory::new(crr);
+    let outcomes = drive(&memory, &fake, &runtime, 1, &[]).await;
+    assert!(
+        matches!(outcomes.as_slice(), [Outcome::After(after)] if *after > Duration::from_secs(29) && *after <= Duration::from_secs(30)),
+        "{outcomes:?}"
+    );
+    assert!(fake.lock().stops.is_empty());
+}
