@@ -11,6 +11,7 @@
 pub mod conversion;
 pub mod keys;
 pub mod limits;
+pub mod restart_policy;
 pub mod rules;
 pub mod schema;
 pub mod status;

@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crr_crds::rules::{AfterExit, Caveat, after_exit, recreatable_containers};
+use crr_crds::restart_policy::{AfterExit, after_exit};
+use crr_crds::rules::{Caveat, recreatable_containers};
 use crr_crds::v1beta1::ProbeHandler;
 use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodSpec};
 

@@ -388,7 +388,7 @@ impl<R: Requests> Round<'_, R> {
     /// A container killed and found exited may never come back: under `restartPolicy:
     /// OnFailure` the kubelet does not start a container that exited 0, and under
     /// `restartPolicyRules` one that exited with a code no rule restarts on (see
-    /// `crr_crds::rules::after_exit`). Such a state becomes `Failed` with a message that says so,
+    /// `crr_crds::restart_policy::after_exit`). Such a state becomes `Failed` with a message that says so,
     /// instead of waiting for a restart (or the deadline). The runtime says first how the
     /// container ended: the pod is read only for one that exited at least
     /// [`NOT_RESTARTED_AFTER`] ago (the kubelet restarts within a second or two) with a code its

@@ -1,5 +1,7 @@
 use super::*;
+use crate::restart_policy::*;
 use crate::v1beta1::{ContainerRecreateRequestContainer, ContainerRecreateRequestStrategy};
+use k8s_openapi::api::core::v1::ContainerRestartRule;
 use k8s_openapi::api::core::v1::{
     ContainerRestartRuleOnExitCodes, PodCondition, PodSpec, PodStatus,
 };

@@ -165,9 +165,9 @@ fn containers_of_an_on_failure_pod_are_offered_with_the_webhooks_warning() {
         printed,
         ["app", "sidecar"].map(|name| rules::Caveat::RestartsOnlyOnSomeExitCodes {
             name: name.to_owned(),
-            policy: rules::EffectivePolicy {
+            policy: crr_crds::restart_policy::EffectivePolicy {
                 policy: "OnFailure".to_owned(),
-                source: rules::PolicySource::Pod,
+                source: crr_crds::restart_policy::PolicySource::Pod,
                 rules: false,
             },
             kill_codes_not_restarted: vec![0],
