@@ -12,7 +12,6 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/hack/versions.sh"
 . "$root/hack/cluster-env.sh"
-kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 steps="${CRR_POD_STEPS:-0 1000 3000 ${CRR_PODS:-5000}}"
 ns=crr-bench-pods
 settle="${CRR_POD_SETTLE_SECONDS:-20}"

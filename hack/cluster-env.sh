@@ -27,6 +27,9 @@ node_sockets() {
   local node
   for node in $(extra_nodes); do echo "$CLUSTER_NODES_DIR/$node/containerd/containerd.sock"; done
 }
+# kubectl (the stack's, from hack/versions.sh) as the test bed's admin: the one wrapper every
+# script uses.
+kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 # ctr (the stack's, on PATH from hack/versions.sh) without the notice containerd ≥ 2.2 sends with
 # every answer on a cgroup v1 host; its other errors still reach stderr.
 ctr() { command ctr "$@" 2> >(grep -v 'support for cgroup v1 is deprecated' >&2); }

@@ -7,7 +7,6 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
 . "$here/cluster-env.sh"
-kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 fail() { echo "cluster-smoke: FAIL: $*" >&2; kubectl -n "$ns" describe pod smoke >&2 || true; exit 1; }
 
 ns="crr-smoke-$$"

@@ -22,7 +22,7 @@ fi
 . "$here/cluster-env.sh"
 
 compat_leg() {
-  if [[ -d "$CLUSTER_DIR/pids" ]] && "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then
+  if [[ -d "$CLUSTER_DIR/pids" ]] && kubectl get --raw /readyz >/dev/null 2>&1; then
     echo "cluster-test --compat: a test bed already runs in $CLUSTER_DIR (stack $(cat "$CLUSTER_DIR/stack" 2>/dev/null || echo unknown));" \
       "the compatibility leg needs one of its own on stack $CRR_STACK: run hack/cluster.sh down first" >&2
     exit 1
@@ -44,7 +44,7 @@ if [[ "${1:-}" == --compat ]]; then
 fi
 
 started_here=0
-if ! "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then
+if ! kubectl get --raw /readyz >/dev/null 2>&1; then
   "$here/cluster.sh" up
   started_here=1
 fi
@@ -63,7 +63,7 @@ trap finish EXIT
 "$here/cluster-smoke.sh"
 # Each crate's cluster tests run its component alone: an installed crr (webhook, operator)
 # would act on their objects too.
-if "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get namespace crr-system >/dev/null 2>&1; then
+if kubectl get namespace crr-system >/dev/null 2>&1; then
   "$here/uninstall.sh"
 fi
 export KUBECONFIG="$KUBECONFIG_ADMIN"

@@ -52,7 +52,6 @@ in_node() { local node="$1"; shift; nsenter --net="/run/netns/$node" -- "$@"; }
 
 log() { echo "cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
-kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 in_netns() { nsenter --net="/run/netns/$CLUSTER_NETNS" -- "$@"; }
 BRIDGE=crr-br          # inside crr-node's namespace: the extra nodes' link to it and each other
 BRIDGE_IP=10.213.1.1

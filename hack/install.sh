@@ -10,7 +10,6 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
 . "$here/cluster-env.sh"
 root="$here/.."
-kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 started=$(date +%s)
 step() { echo "install: $* ($(( $(date +%s) - started ))s)" >&2; }
 

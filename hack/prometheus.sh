@@ -37,7 +37,6 @@ JOBS=(crr-webhook crr-operator crr-node-daemon)
 
 log() { echo "prometheus: $*" >&2; }
 die() { log "error: $*"; exit 1; }
-kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 
 # Writes monitoring/prometheus.yml with the test bed's paths to stdout. --pki DIR (ca.crt,
 # admin.crt, admin.key), --targets DIR and --rules FILE override them (hack/check-monitoring.sh).

@@ -6,7 +6,6 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
 . "$here/cluster-env.sh"
-kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 if kubectl get crd containerrecreaterequests.apps.kruise.io >/dev/null 2>&1; then
   kubectl delete containerrecreaterequests.apps.kruise.io --all -A --timeout=60s >/dev/null || true
   # Requests whose finalizer no operator is left to remove (crr was not running, or another

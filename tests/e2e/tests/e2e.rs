@@ -1,4 +1,4 @@
-//! End-to-end scenarios (spec section 5 plus issue 8's), against crr installed from
+//! End-to-end scenarios (upstream's suite, docs/behaviour.md §5, and ours), against crr installed from
 //! manifests/ on the local test bed:
 //! `cargo test -p crr-e2e --test e2e -- --include-ignored [FILTER]` (hack/cluster-test.sh).
 //! Like every cluster test, each scenario counts as ignored unless asked for: without
@@ -109,6 +109,10 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "webhook-callers",
             run: |ctx| Box::pin(webhook_callers(ctx)),
+        },
+        Scenario {
+            name: "slow-loris",
+            run: |ctx| Box::pin(slow_loris(ctx)),
         },
         Scenario {
             name: "least-privilege",
@@ -1184,6 +1188,180 @@ async fn webhook_callers(ctx: Ctx) -> anyhow::Result<()> {
     succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)
 }
 
+/// The webhook's cap on connections from one peer address (`crr_webhook::run::
+/// WEBHOOK_CONNECTIONS_PER_PEER`): the slow-loris scenario opens more than this to each replica.
+const WEBHOOK_CONNECTIONS_PER_PEER: usize = 256;
+/// Connections the slow-loris pod opens to each webhook replica, over the per-peer cap.
+const SLOW_LORIS_CONNECTIONS: usize = 300;
+
+/// Established connections to port 9443 of the process `pid`'s network namespace whose peer is
+/// `peer` (`ss` in that namespace: the webhook pods run on this machine).
+async fn connections_from(pid: u32, peer: &str) -> anyhow::Result<usize> {
+    let output = tokio::process::Command::new("nsenter")
+        .args([
+            "-t",
+            &pid.to_string(),
+            "-n",
+            "ss",
+            "-Htn",
+            "state",
+            "established",
+            "( sport = :9443 )",
+        ])
+        .output()
+        .await
+        .context("running ss in a webhook pod's network namespace")?;
+    ensure!(
+        output.status.success(),
+        "ss in the network namespace of pid {pid}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let peer_prefix = format!("{peer}:");
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| {
+            line.split_whitespace()
+                .nth(3)
+                .is_some_and(|remote| remote.starts_with(&peer_prefix))
+        })
+        .count())
+}
+
+// Slow-loris against the webhook from the pod network: one pod opens more connections to each
+// webhook replica than the per-peer cap allows, each trickling a conversion body (the endpoint
+// open without a client certificate) a byte a second, again and again. Each replica holds at
+// most the cap from that pod, and meanwhile a create (mutating and validating hooks) and a
+// v1alpha1 read (conversion) through the API server, a different peer, still succeed, and the
+// request recreates its container.
+async fn slow_loris(ctx: Ctx) -> anyhow::Result<()> {
+    let target = ctx.two_container_pod("loris-target", |_| {}).await?;
+    let webhook_pods: Api<Pod> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
+    let replicas = webhook_pods
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=crr-webhook"))
+        .await?
+        .items;
+    let addresses: Vec<String> = replicas
+        .iter()
+        .filter_map(|pod| pod.status.as_ref()?.pod_ip.clone())
+        .collect();
+    ensure!(!addresses.is_empty(), "no webhook pod has an IP");
+    let urls: Vec<String> = addresses
+        .iter()
+        .flat_map(|address| {
+            std::iter::repeat_n(
+                format!("https://{address}:9443/convert"),
+                SLOW_LORIS_CONNECTIONS,
+            )
+        })
+        .collect();
+    // curl --parallel: one process, a connection per URL (HTTP/1.1), each uploading a 64 KiB
+    // body at 1 byte a second; when the server has cut them all off, start over.
+    let script = format!(
+        "head -c 65536 /dev/zero > /tmp/body; echo attacking; \\
+         while true; do curl -sk --http1.1 -Z --parallel-max {max} --limit-rate 1 -X POST \\
+           -H 'Content-Type: application/json' --data-binary @/tmp/body {urls} >/dev/null 2>&1; done",
+        max = urls.len(),
+        urls = urls.join(" "),
+    );
+    let attacker: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "loris"},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "curl", "image": "crr.local/curl:7.88",
+                                 "imagePullPolicy": "Never",
+                                 "command": ["sh", "-c", script]}]},
+    }))?;
+    ctx.pods().create(&PostParams::default(), &attacker).await?;
+    let attacker = ctx
+        .wait_pod(
+            "loris",
+            "running with an IP",
+            Duration::from_secs(90),
+            |pod| {
+                pod.status.as_ref().is_some_and(|status| {
+                    status.phase.as_deref() == Some("Running") && status.pod_ip.is_some()
+                })
+            },
+        )
+        .await?;
+    let attacker_ip = attacker
+        .status
+        .and_then(|status| status.pod_ip)
+        .context("the attacker pod has no IP")?;
+    // Every webhook process on this machine: the replicas' network namespaces.
+    let pids = crr_e2e::measure::pids_of("crr-webhook");
+    ensure!(
+        pids.len() == replicas.len(),
+        "found webhook processes {pids:?} for {} replicas",
+        replicas.len()
+    );
+    // Wait until the attack holds connections on every replica, and never more than the cap.
+    let mut held = vec![0; pids.len()];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        for (index, pid) in pids.iter().enumerate() {
+            let now = connections_from(*pid, &attacker_ip).await?;
+            check(now <= WEBHOOK_CONNECTIONS_PER_PEER, || {
+                format!(
+                    "a webhook replica holds {now} connections from one pod, over the cap of {WEBHOOK_CONNECTIONS_PER_PEER}"
+                )
+            })?;
+            held[index] = held[index].max(now);
+        }
+        if held
+            .iter()
+            .all(|&count| count >= WEBHOOK_CONNECTIONS_PER_PEER / 2)
+        {
+            break;
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the slow-loris pod did not get its connections up: held {held:?} after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    println!(
+        "  slow-loris holds {held:?} connections on the webhook replicas (cap {WEBHOOK_CONNECTIONS_PER_PEER} each)"
+    );
+    // Under attack: a create through the API server, its v1alpha1 read, and the recreate.
+    let started = std::time::Instant::now();
+    let name = ctx
+        .create_crr(
+            Version::V1beta1,
+            json!({"metadata": {"name": "under-attack"},
+                   "spec": {"podName": target.name_any(), "containers": [{"name": "app"}]}}),
+        )
+        .await?;
+    println!(
+        "  create admitted in {:.0?} under attack",
+        started.elapsed()
+    );
+    let read = kubectl(&[
+        "-n",
+        &ctx.namespace,
+        "get",
+        "containerrecreaterequests.v1alpha1.apps.kruise.io",
+        &name,
+        "-o",
+        "jsonpath={.apiVersion}",
+    ])
+    .await?;
+    check(
+        read.status.success() && String::from_utf8_lossy(&read.stdout) == "apps.kruise.io/v1alpha1",
+        || {
+            format!(
+                "the v1alpha1 read failed under attack: {}",
+                String::from_utf8_lossy(&read.stderr)
+            )
+        },
+    )?;
+    let finished = ctx.wait_completed(&name, COMPLETION).await;
+    ctx.pods()
+        .delete("loris", &DeleteParams::default().grace_period(0))
+        .await?;
+    succeeded(&finished?, 1)
+}
+
 /// `kubectl --as` one of crr's identities; the output.
 async fn as_identity(identity: &str, args: &[&str]) -> anyhow::Result<std::process::Output> {
     let user = format!(
@@ -1621,7 +1799,7 @@ async fn plugin_batch(ctx: Ctx) -> anyhow::Result<()> {
     })
 }
 
-// restartPolicy OnFailure (issue 17): accepted. `app` exits 0 on SIGTERM, so the kubelet does not
+// restartPolicy OnFailure: accepted. `app` exits 0 on SIGTERM, so the kubelet does not
 // start it again: its state ends Failed with a message that says so, not stuck until a deadline.
 // `sidecar` ignores SIGTERM (PID 1 without a trap), is SIGKILLed at the end of its grace period,
 // exits non-zero and is restarted: Succeeded.

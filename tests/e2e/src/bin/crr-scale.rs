@@ -19,9 +19,15 @@
 //! - `crr-bench` `CRR_SCALE_BURST_RUNS` (3) times for the burst of 50 against the kubelet's own
 //!   burst, with nothing else running;
 //! - `crr-api-costs` (API requests per CRR from the audit log, nothing else running);
-//! - `CRR_SCALE_TTL_REQUESTS` (1000) requests that end at their deadline on kwok pods and then sit
-//!   completed with a day of TTL: the operator's reconciles and its API requests (audit log) over
-//!   the window.
+//! - the flood: `CRR_SCALE_TTL_REQUESTS` (20000) requests that end at their deadline on kwok
+//!   pods and then sit completed with a day of TTL, as a tenant could leave them: every crr
+//!   process's RSS before and after (the operator's leader and follower marked), the operator's
+//!   reconciles and its API requests (audit log) over the window.
+//!
+//! The bulk pods are like real ones: applied server-side (managedFields), with env values, a
+//! 200-character annotation, probes and resources. The operator's processes are marked leader
+//! and follower: its leader-only work (the readiness-gate sweep, which `bench/scale.sh` runs
+//! every 20 s here) must not make it grow with the cluster's pods.
 //!
 //! Writes `bench/results/<date>-scale.json` and `.md` (`CRR_BENCH_OUT`) and prints the table.
 //! Everything it created is deleted at the end; the kwok nodes stay for `bench/scale.sh` to remove.
@@ -97,7 +103,7 @@ impl Config {
             churn_rate: env_or("CRR_SCALE_CHURN_RATE", 50)?,
             admissions: env_or("CRR_SCALE_ADMISSIONS", 200)?,
             burst_runs: env_or("CRR_SCALE_BURST_RUNS", 3)?,
-            ttl_requests: env_or("CRR_SCALE_TTL_REQUESTS", 1000)?,
+            ttl_requests: env_or("CRR_SCALE_TTL_REQUESTS", 20_000)?,
             out: PathBuf::from(env_or("CRR_BENCH_OUT", "bench/results".to_owned())?),
             cluster_dir: env_or("CRR_CLUSTER_DIR", "/var/lib/crr-cluster".to_owned())?,
             skip: env_or("CRR_SCALE_SKIP", String::new())?
@@ -185,10 +191,10 @@ async fn run(client: &Client, config: &Config) -> anyhow::Result<Value> {
         );
         bulk_pods(client, pods, config.kwok_nodes).await?;
         settle(client).await?;
-        let idle = sample(config.window).await;
+        let idle = sample(client, config.window).await;
         let idle_admission = admission(client, &real_pods, config.admissions).await?;
         let churn = Churn::start(client.clone(), config.churn_rate, config.kwok_nodes);
-        let busy = sample(config.window).await;
+        let busy = sample(client, config.window).await;
         let busy_admission = admission(client, &real_pods, config.admissions).await?;
         let bench = if pods == last && !config.skips("bench") {
             eprintln!("scale: crr-bench on the real nodes while the churn runs");
@@ -322,12 +328,14 @@ fn kwok_node(index: usize) -> String {
     format!("kwok-node-{index}")
 }
 
-/// One bulk pod: two containers with ports, env, probes and resources (about 6 KiB of JSON once
-/// defaulted, as `bench/webhook-pods.sh`'s), bound to a kwok node, applied server-side.
+/// One bulk pod, like a real one: two containers with ports, env values, probes and resources,
+/// a 200-character annotation (about 8 KiB of JSON once defaulted, with its managedFields),
+/// bound to a kwok node, applied server-side.
 fn bulk_pod(name: &str, node: &str) -> anyhow::Result<Pod> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "scale", "tier": "backend", "release": "stable"}},
+        "metadata": {"name": name, "labels": {"app": "scale", "tier": "backend", "release": "stable"},
+                     "annotations": {"scale.crr.dev/notes": "n".repeat(200)}},
         "spec": {
             "nodeName": node,
             "tolerations": [{"key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
@@ -337,6 +345,9 @@ fn bulk_pod(name: &str, node: &str) -> anyhow::Result<Pod> {
                  "command": ["sh", "-c", crr_e2e::EXIT_ON_TERM_LOOP],
                  "ports": [{"name": "http", "containerPort": 8080}, {"name": "metrics", "containerPort": 9090}],
                  "env": [{"name": "MODE", "value": "production"}, {"name": "LOG_LEVEL", "value": "info"},
+                         {"name": "DATABASE_URL", "value": format!("postgres://app@db-{node}.internal:5432/orders")},
+                         {"name": "FEATURE_FLAGS", "value": "checkout-v2,search-ranking,async-invoices"},
+                         {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://otel-collector.observability:4317"},
                          {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                  "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
                  "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5},
@@ -407,27 +418,43 @@ async fn settle(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// RSS at the end and CPU over `window` of every crr process, one entry per process.
-async fn sample(window: Duration) -> Value {
+/// RSS at the end and CPU over `window` of every crr process, one entry per process; the
+/// operator's are marked `leader` or `follower`.
+async fn sample(client: &Client, window: Duration) -> Value {
     let before: BTreeMap<u32, Usage> = PROGRAMS
         .iter()
         .flat_map(|program| pids_of(program))
         .filter_map(|pid| Some((pid, usage(pid)?)))
         .collect();
     tokio::time::sleep(window).await;
+    let leader = operator_leader_pid(client).await;
     let mut out = BTreeMap::<&str, Vec<Value>>::new();
     for program in PROGRAMS {
         for pid in pids_of(program) {
             let (Some(now), Some(then)) = (usage(pid), before.get(&pid)) else {
                 continue;
             };
-            out.entry(program).or_default().push(json!({
+            let mut entry = json!({
                 "rss_mib": now.rss_kib as f64 / 1024.0,
                 "cpu_millicores": (now.cpu_seconds - then.cpu_seconds) * 1000.0 / window.as_secs_f64(),
-            }));
+            });
+            if program == "crr-operator" {
+                entry["role"] = json!(if Some(pid) == leader {
+                    "leader"
+                } else {
+                    "follower"
+                });
+            }
+            out.entry(program).or_default().push(entry);
         }
     }
     json!(out)
+}
+
+/// The pid of the operator's leader, when it can be told (the Lease's holder and its process).
+async fn operator_leader_pid(client: &Client) -> Option<u32> {
+    let leader = crr_e2e::faults::operator_leader(client).await.ok()?;
+    crr_e2e::faults::process_of(&leader, "crr-operator").ok()
 }
 
 /// `REAL_PODS` Ready pods on the real nodes (they tolerate no kwok taint), for dry-run creates.
@@ -642,9 +669,12 @@ fn newest_json(dir: &Path) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(&std::fs::read(&newest)?)?)
 }
 
-/// `count` requests on kwok pods that end at their deadline (3 s, the least the webhook allows) (kwok pods have no container the
-/// daemon could stop) and then sit completed with a day of TTL; over the window: the operator's
-/// reconciles (its leader's `/metrics`) and the API requests of every crr component (audit log).
+/// The flood: `count` requests on kwok pods that end at their deadline (3 s, the least the
+/// webhook allows; kwok pods have no container the daemon could stop) and then sit completed
+/// with a day of TTL. Every crr process's RSS and CPU before the flood and once every request is
+/// settled (finished, its `active` label removed); over the window after: the operator's
+/// reconciles (its leader's `/metrics`) and the API requests of every crr component (audit
+/// log).
 async fn ttl_window(client: &Client, config: &Config) -> anyhow::Result<Value> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), TTL_NAMESPACE);
     let names: Vec<String> = (0..config.ttl_requests.min(100))
@@ -676,9 +706,13 @@ async fn ttl_window(client: &Client, config: &Config) -> anyhow::Result<Value> {
         )
         .await?;
     }
+    let before = sample(client, config.window).await;
     let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), TTL_NAMESPACE);
+    let created = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
     let creates = (0..config.ttl_requests).map(|index| {
         let crrs = crrs.clone();
+        let created = created.clone();
         let pod = names[index % names.len()].clone();
         async move {
             let crr: ContainerRecreateRequest = serde_json::from_value(json!({
@@ -690,6 +724,10 @@ async fn ttl_window(client: &Client, config: &Config) -> anyhow::Result<Value> {
             crrs.create(&PostParams::default(), &crr)
                 .await
                 .with_context(|| format!("creating ttl-{index}"))?;
+            let now = created.fetch_add(1, Ordering::Relaxed) + 1;
+            if now.is_multiple_of(2000) {
+                eprintln!("scale: {now} requests created ({:.0?})", started.elapsed());
+            }
             anyhow::Ok(())
         }
     });
@@ -697,24 +735,28 @@ async fn ttl_window(client: &Client, config: &Config) -> anyhow::Result<Value> {
         .buffer_unordered(16)
         .try_collect::<Vec<_>>()
         .await?;
-    let deadline = Instant::now() + Duration::from_secs(600);
+    let create_seconds = started.elapsed().as_secs_f64();
+    // Settled: finished and observed by the operator, which removes the `active` label then.
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    let active = ListParams::default().labels(crr_crds::keys::LABEL_ACTIVE);
     loop {
-        let list = crrs.list(&ListParams::default()).await?.items;
-        let finished = list.iter().filter(|crr| crr.is_completed()).count();
-        if finished == config.ttl_requests {
+        let left = crrs.list_metadata(&active).await?.items.len();
+        if left == 0 {
             break;
         }
         ensure!(
             Instant::now() < deadline,
-            "only {finished} of {} TTL requests completed after 600 s",
+            "{left} of {} flood requests still active after 1800 s",
             config.ttl_requests
         );
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        eprintln!("scale: {left} flood requests not settled yet");
+        tokio::time::sleep(Duration::from_secs(10)).await;
     }
+    let settled_seconds = started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(10)).await;
     let reconciles_before = operator_reconciles(client).await?;
     let start = jiff::Timestamp::now();
-    let usage = sample(config.window).await;
+    let usage = sample(client, config.window).await;
     let end = jiff::Timestamp::now();
     let reconciles_after = operator_reconciles(client).await?;
     let audit = audit_counts(
@@ -730,9 +772,12 @@ async fn ttl_window(client: &Client, config: &Config) -> anyhow::Result<Value> {
         .collect();
     Ok(json!({
         "completed_requests": config.ttl_requests,
+        "create_seconds": create_seconds,
+        "settled_seconds": settled_seconds,
         "window_seconds": config.window.as_secs(),
         "operator_reconciles_per_second": (reconciles_after - reconciles_before) / config.window.as_secs_f64(),
         "api_requests_in_window": requests,
+        "before": before,
         "usage": usage,
     }))
 }
@@ -779,12 +824,29 @@ fn per_process(sample: &Value, program: &str, field: &str) -> String {
         .map(|processes| {
             processes
                 .iter()
-                .filter_map(|process| process[field].as_f64())
-                .map(|value| format!("{value:.1}"))
+                .filter_map(|process| {
+                    let value = process[field].as_f64()?;
+                    Some(match process["role"].as_str() {
+                        Some("leader") => format!("{value:.1} (L)"),
+                        _ => format!("{value:.1}"),
+                    })
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         })
         .unwrap_or_else(|| "–".into())
+}
+
+/// The operator leader's RSS minus its follower's in a sample, when both are marked.
+fn leader_over_follower(sample: &Value) -> Option<f64> {
+    let processes = sample["crr-operator"].as_array()?;
+    let of = |role: &str| {
+        processes
+            .iter()
+            .find(|process| process["role"] == role)
+            .and_then(|process| process["rss_mib"].as_f64())
+    };
+    Some(of("leader")? - of("follower")?)
 }
 
 fn max_of(sample: &Value, program: &str, field: &str) -> f64 {
@@ -833,6 +895,15 @@ fn markdown(report: &Value) -> String {
                 growth / thousands.max(f64::MIN_POSITIVE)
             ));
         }
+        for step in &steps {
+            if let Some(difference) = leader_over_follower(&step["idle"]) {
+                out.push_str(&format!(
+                    "\noperator leader − follower RSS, idle at {} pods: {difference:.1} MiB",
+                    step["pods"]
+                ));
+            }
+        }
+        out.push('\n');
         for step in &steps {
             let achieved = &step["churn_achieved"];
             out.push_str(&format!(
@@ -892,13 +963,20 @@ fn markdown(report: &Value) -> String {
     let ttl = &report["ttl"];
     if !ttl.is_null() {
         out.push_str(&format!(
-            "\n**{} completed requests with a TTL**, over {} s: operator reconciles {:.2}/s; crr's API requests: {}; operator RSS {} MiB, CPU {} millicores.\n",
+            "\n**The flood: {} finished requests** with a day of TTL (created in {:.0} s, all settled after {:.0} s). RSS in MiB before → after, (L) the leader: operator {} → {}; webhook {} → {}; node daemon {} → {}. Over {} s after: operator reconciles {:.2}/s, CPU {} millicores; crr's API requests: {}.\n",
             ttl["completed_requests"],
+            ttl["create_seconds"].as_f64().unwrap_or(f64::NAN),
+            ttl["settled_seconds"].as_f64().unwrap_or(f64::NAN),
+            per_process(&ttl["before"], "crr-operator", "rss_mib"),
+            per_process(&ttl["usage"], "crr-operator", "rss_mib"),
+            per_process(&ttl["before"], "crr-webhook", "rss_mib"),
+            per_process(&ttl["usage"], "crr-webhook", "rss_mib"),
+            per_process(&ttl["before"], "crr-node-daemon", "rss_mib"),
+            per_process(&ttl["usage"], "crr-node-daemon", "rss_mib"),
             ttl["window_seconds"],
             ttl["operator_reconciles_per_second"].as_f64().unwrap_or(f64::NAN),
-            ttl["api_requests_in_window"],
-            per_process(&ttl["usage"], "crr-operator", "rss_mib"),
             per_process(&ttl["usage"], "crr-operator", "cpu_millicores"),
+            ttl["api_requests_in_window"],
         ));
     }
     out
