@@ -6,7 +6,7 @@ CARGO ?= cargo
 
 .PHONY: help demo install uninstall bench bench-scale test deps deny fmt-check clippy unit \
 	cluster-test compat-test fuzz fuzz-smoke chaos migration upgrade cluster-up cluster-down \
-	cluster-smoke crd manifests manifests-check monitoring-check
+	cluster-smoke crd manifests manifests-check monitoring-check sbom
 
 ## help: this list: every target with the first line of its comment.
 help:
@@ -114,6 +114,10 @@ manifests-check:
 ## and the dashboard's metric names (monitoring/README.md).
 monitoring-check: deps
 	hack/check-monitoring.sh
+
+## sbom: CycloneDX SBOMs of the three images into target/sbom/ (hack/sbom.sh), after a release build.
+sbom:
+	hack/sbom.sh
 
 ## bench: the figures of BENCHMARKS.md: a release build on the local cluster (bench/run.sh).
 bench: cluster-up

@@ -58,6 +58,9 @@ HELM_BIN="$CRR_CACHE/helm-$HELM_VERSION"
 # cargo-deny, the dependency policy check (deny.toml; hack/cargo-deny.sh installs it with cargo).
 CARGO_DENY_VERSION=0.20.2
 CARGO_DENY_ROOT="$CRR_CACHE/cargo-deny-$CARGO_DENY_VERSION"
+# cargo-cyclonedx, the SBOMs of the images (hack/sbom.sh installs it with cargo).
+CARGO_CYCLONEDX_VERSION=0.5.9
+CARGO_CYCLONEDX_ROOT="$CRR_CACHE/cargo-cyclonedx-$CARGO_CYCLONEDX_VERSION"
 # kwok: simulated nodes for the scale bench (bench/scale.sh).
 KWOK_VERSION=v0.7.0
 KWOK_BIN="$CRR_CACHE/kwok-$KWOK_VERSION"

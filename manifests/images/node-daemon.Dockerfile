@@ -1,13 +1,18 @@
 # crr-node-daemon image for registries, built from the workspace root:
 #   docker build -f manifests/images/node-daemon.Dockerfile -t crr-node-daemon:0.1.0 .
 # The local test bed builds the same runtime layout without Docker (hack/images.sh).
-FROM rust:1.89-bookworm AS build
+# The bases, by tag here; pin them by digest where you build (the digests could not be looked up
+# where this file was written: no registry is reachable there), e.g.
+#   --build-arg BUILD_IMAGE=rust:1.89-bookworm@sha256:<digest> --build-arg RUN_IMAGE=debian:bookworm-slim@sha256:<digest>
+ARG BUILD_IMAGE=rust:1.89-bookworm
+ARG RUN_IMAGE=debian:bookworm-slim
+FROM ${BUILD_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compiler && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p crr-node-daemon
 
-FROM debian:bookworm-slim
+FROM ${RUN_IMAGE}
 COPY --from=build /src/target/release/crr-node-daemon /usr/local/bin/crr-node-daemon
 # Non-root by default. The DaemonSet runs it as root only to open a root-owned runtime socket,
 # or as this user with the socket's group (the chart's nodeDaemon.criSocketGroup).
