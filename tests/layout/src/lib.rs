@@ -164,8 +164,7 @@ pub fn referenced_paths(module: &str, text: &str) -> BTreeSet<String> {
 /// "a::c::D"]; `{a, b}` → ["a", "b"].
 fn expand(rest: &str) -> Vec<String> {
     let mut prefix = String::new();
-    let mut chars = rest.char_indices();
-    while let Some((index, character)) = chars.next() {
+    for (index, character) in rest.char_indices() {
         if character.is_alphanumeric() || character == '_' || character == ':' {
             prefix.push(character);
         } else if character == '{' {
