@@ -8,13 +8,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
-deny="$CARGO_DENY_ROOT/bin/cargo-deny"
-if [[ ! -x "$deny" ]]; then
-  echo "cargo-deny: installing cargo-deny $CARGO_DENY_VERSION into $CARGO_DENY_ROOT" >&2
-  cargo install --locked --quiet --root "$CARGO_DENY_ROOT.partial" "cargo-deny@$CARGO_DENY_VERSION"
-  rm -rf "$CARGO_DENY_ROOT"
-  mv "$CARGO_DENY_ROOT.partial" "$CARGO_DENY_ROOT"
-fi
+deny="$("$here/cargo-tool.sh" cargo-deny "$CARGO_DENY_VERSION" "$CARGO_DENY_ROOT" cargo-deny)"
 cd "$here/.."
 "$deny" --version >&2
 exec "$deny" check --hide-inclusion-graph licenses bans sources

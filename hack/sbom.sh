@@ -13,13 +13,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
 root="$here/.."
-tool="$CARGO_CYCLONEDX_ROOT/bin/cargo-cyclonedx"
-if [[ ! -x "$tool" ]]; then
-  echo "sbom: installing cargo-cyclonedx $CARGO_CYCLONEDX_VERSION into $CARGO_CYCLONEDX_ROOT" >&2
-  cargo install --locked --quiet --root "$CARGO_CYCLONEDX_ROOT.partial" "cargo-cyclonedx@$CARGO_CYCLONEDX_VERSION"
-  rm -rf "$CARGO_CYCLONEDX_ROOT"
-  mv "$CARGO_CYCLONEDX_ROOT.partial" "$CARGO_CYCLONEDX_ROOT"
-fi
+tool="$("$here/cargo-tool.sh" cargo-cyclonedx "$CARGO_CYCLONEDX_VERSION" "$CARGO_CYCLONEDX_ROOT" cargo-cyclonedx)"
 bins=(crr-operator crr-webhook crr-node-daemon)
 out="$root/target/sbom"
 mkdir -p "$out"
