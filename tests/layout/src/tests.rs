@@ -98,17 +98,24 @@ fn a_circle_of_two_and_one_of_three_are_found_and_a_chain_is_not() {
     assert!(circles(&edges(&[("a", &["b"]), ("b", &["c"]), ("c", &[])])).is_empty());
 }
 
+// The examples are split with `concat!` so that the repository's own text search for citations
+// (the literal strings) finds none here.
 #[test]
 fn our_issue_numbers_and_the_outside_spec_are_caught_and_upstream_issues_are_not() {
-    assert!(cites_the_missing(
-        "// Writes are folded (issue 18): the phase"
-    ));
+    assert!(cites_the_missing(concat!(
+        "// Writes are folded (iss",
+        "ue 18): the phase"
+    )));
     assert!(cites_the_missing("//! the fault suite of Issue 16"));
     assert!(cites_the_missing("# as issues 3 and 4 ask"));
-    assert!(cites_the_missing(
-        "//! The order follows crr-behaviour.md §3"
-    ));
-    assert!(cites_the_missing("/// the snapshot (spec section 4)"));
+    assert!(cites_the_missing(concat!(
+        "//! The order follows crr-behaviour",
+        ".md §3"
+    )));
+    assert!(cites_the_missing(concat!(
+        "/// the snapshot (spec sec",
+        "tion 4)"
+    )));
     assert!(!cites_the_missing(
         "/// clock skew breaks it (kruise issue 895)"
     ));
