@@ -55,6 +55,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         move || synced.open(),
     );
     tokio::spawn(feeder);
+    tokio::spawn(crr_runtime::memory::release_freed_memory(
+        crr_runtime::memory::RELEASE_INTERVAL,
+    ));
     registry
         .sub_registry_with_prefix("crr_node_daemon")
         .register_collector(Box::new(InFlightCollector::new({

@@ -110,6 +110,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         }
     });
 
+    tokio::spawn(crr_runtime::memory::release_freed_memory(
+        crr_runtime::memory::RELEASE_INTERVAL,
+    ));
+
     let pods_synced = readiness.gate("pod metadata watch");
     let (admin_trigger, admin_stop) = Shutdown::manual();
     let mut admin_task = tokio::spawn(admin::serve(

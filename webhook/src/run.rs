@@ -92,6 +92,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         rotation,
     ));
 
+    tokio::spawn(crr_runtime::memory::release_freed_memory(
+        crr_runtime::memory::RELEASE_INTERVAL,
+    ));
     let shutdown = Shutdown::on_signals();
     let readiness = Readiness::default();
     readiness.follow(&shutdown);
