@@ -96,9 +96,10 @@ install:
 uninstall:
 	hack/uninstall.sh
 
-## crd: regenerate crds/crr.yaml from the Rust types, then the install manifests.
+## crd: regenerate crds/crr.yaml and crds/rollout.yaml from the Rust types, then the install manifests.
 crd:
 	$(CARGO) run -q -p crr-crds --bin crdgen crds/crr.yaml
+	$(CARGO) run -q -p crr-crds --bin crdgen -- --rollout crds/rollout.yaml
 	hack/render-manifests.sh
 
 ## manifests: render the Helm chart (the source of truth) into the kustomize base.

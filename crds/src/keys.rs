@@ -65,3 +65,22 @@ pub const CRI_LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
 pub const CRI_LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 /// Kubelet's CRI annotation with the container's restart count.
 pub const CRI_ANNOTATION_RESTART_COUNT: &str = "io.kubernetes.container.restartCount";
+
+/// API group of the ContainerRecreateRollout resource (ours).
+pub const ROLLOUT_GROUP: &str = "crr.dev";
+/// The one version of the ContainerRecreateRollout resource.
+pub const ROLLOUT_VERSION: &str = "v1alpha1";
+/// Kind of the rollout resource.
+pub const ROLLOUT_KIND: &str = "ContainerRecreateRollout";
+/// Plural resource name of the rollout resource.
+pub const ROLLOUT_PLURAL: &str = "containerrecreaterollouts";
+/// Name of the rollout's CustomResourceDefinition object.
+pub const ROLLOUT_CRD_NAME: &str = "containerrecreaterollouts.crr.dev";
+/// Label on a request a rollout created: the rollout's name (the operator selects on it).
+pub const LABEL_ROLLOUT: &str = "crr.dev/rollout";
+/// Rollout condition: the rollout is (or may be) starting pods; its reason says what it waits on.
+pub const CONDITION_ROLLOUT_PROGRESSING: &str = "Progressing";
+/// Rollout condition: every target pod was recreated, or failed within `maxFailedPods`.
+pub const CONDITION_ROLLOUT_COMPLETE: &str = "Complete";
+/// Rollout condition: the rollout ended without finishing (`FailureLimit`, `TargetGone`).
+pub const CONDITION_ROLLOUT_FAILED: &str = "Failed";

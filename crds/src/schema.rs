@@ -15,7 +15,7 @@
 
 use serde_json::{Value, json};
 
-use crate::keys::{V1ALPHA1, V1BETA1};
+use crate::keys::{ROLLOUT_VERSION, V1ALPHA1, V1BETA1};
 
 /// A path in a generated schema that [`complete`] expected and did not find: the types changed
 /// and this module was not updated with them.
@@ -49,7 +49,7 @@ pub fn complete(version: &str, schema: &mut Value) -> Result<(), MissingSchemaPa
         extend(version, schema, &path, additions)?;
     }
     if version == V1BETA1 {
-        complete_conditions(schema)?;
+        complete_conditions(V1BETA1, schema)?;
     }
     if version == V1ALPHA1 {
         remove(version, schema, ".status.phase", "enum")?;
@@ -63,8 +63,24 @@ pub fn complete(version: &str, schema: &mut Value) -> Result<(), MissingSchemaPa
     Ok(())
 }
 
+/// What the ContainerRecreateRollout schema says beyond its types: `metav1.Condition`'s
+/// validation, and that a target names exactly one of a workload and a selector (the webhook
+/// refuses it too, with a clearer message; this rule holds while the webhook is away).
+pub fn complete_rollout(schema: &mut Value) -> Result<(), MissingSchemaPath> {
+    complete_conditions(ROLLOUT_VERSION, schema)?;
+    extend(
+        ROLLOUT_VERSION,
+        schema,
+        ".spec.target",
+        json!({"x-kubernetes-validations": [{
+            "rule": "has(self.workloadRef) != has(self.selector)",
+            "message": "target must name exactly one of workloadRef and selector",
+        }]}),
+    )
+}
+
 /// `metav1.Condition`'s validation, as controller-gen writes it from the type's markers.
-fn complete_conditions(schema: &mut Value) -> Result<(), MissingSchemaPath> {
+fn complete_conditions(version: &str, schema: &mut Value) -> Result<(), MissingSchemaPath> {
     let condition = ".status.conditions[]";
     let edits = [
         (
@@ -87,7 +103,7 @@ fn complete_conditions(schema: &mut Value) -> Result<(), MissingSchemaPath> {
         ("observedGeneration", json!({"minimum": 0})),
     ];
     for (field, additions) in edits {
-        extend(V1BETA1, schema, &format!("{condition}.{field}"), additions)?;
+        extend(version, schema, &format!("{condition}.{field}"), additions)?;
     }
     Ok(())
 }

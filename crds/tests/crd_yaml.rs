@@ -212,3 +212,59 @@ fn every_schema_property_has_a_description_for_kubectl_explain() {
         );
     }
 }
+
+const CHECKED_IN_ROLLOUT: &str = include_str!("../rollout.yaml");
+
+#[test]
+fn checked_in_rollout_crd_yaml_matches_the_generated_one() {
+    let generated = crr_crds::rollout_crd_yaml().expect("rollout CRD generation");
+    assert!(
+        generated == CHECKED_IN_ROLLOUT,
+        "crds/rollout.yaml is stale: run `cargo run -p crr-crds --bin crdgen -- --rollout crds/rollout.yaml`"
+    );
+}
+
+#[test]
+fn rollout_crd_is_namespaced_with_status_short_name_and_columns() {
+    let crd = crr_crds::rollout::crd().expect("rollout CRD generation");
+    assert_eq!(crd.metadata.name.as_deref(), Some(keys::ROLLOUT_CRD_NAME));
+    assert_eq!(crd.spec.group, keys::ROLLOUT_GROUP);
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.names.plural, keys::ROLLOUT_PLURAL);
+    assert_eq!(crd.spec.names.short_names, Some(vec!["crro".to_owned()]));
+    let [version] = crd.spec.versions.as_slice() else {
+        panic!("one version");
+    };
+    assert_eq!(
+        (version.name.as_str(), version.served, version.storage),
+        (keys::ROLLOUT_VERSION, true, true)
+    );
+    assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+    let columns: Vec<_> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(columns, ["PHASE", "TARGET", "RECREATED", "AGE"]);
+    let schema = serde_json::to_value(
+        version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema"),
+    )
+    .unwrap();
+    let spec = &schema["properties"]["spec"];
+    assert_eq!(spec["required"], serde_json::json!(["containers", "target"]));
+    assert_eq!(
+        spec["properties"]["target"]["x-kubernetes-validations"][0]["rule"],
+        "has(self.workloadRef) != has(self.selector)"
+    );
+    assert_eq!(
+        spec["properties"]["maxUnavailable"]["x-kubernetes-int-or-string"],
+        true
+    );
+    let conditions = &schema["properties"]["status"]["properties"]["conditions"];
+    assert_eq!(conditions["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        conditions["items"]["properties"]["status"]["enum"],
+        serde_json::json!(["True", "False", "Unknown"])
+    );
+}

@@ -11,13 +11,17 @@
 //! TTL, the phase and the completion time. Spec containers (with their preStop hooks),
 //! annotations, labels, conditions and per-container states go.
 //!
+//! A request a ContainerRecreateRollout created (labelled with the rollout's name) keeps a little
+//! more once settled: that label, and its outcome (the `Succeeded` condition and the states of
+//! failed containers), which the rollout's plan reads for as long as the rollout exists.
+//!
 //! A settled request that changes again (say someone labels it active) arrives from the watch
 //! whole, and is kept whole until it settles again: the decision is made on every object the
 //! watch delivers, never on what the cache already holds.
 
 use crr_crds::keys;
 use crr_crds::v1beta1::{
-    ContainerRecreateRequest, ContainerRecreateRequestSpec, ContainerRecreateRequestStatus,
+    ContainerRecreateRequest, ContainerRecreateRequestSpec, ContainerRecreateRequestStatus, Phase,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -44,12 +48,17 @@ pub fn is_settled(crr: &ContainerRecreateRequest) -> bool {
 /// it.
 fn slim_settled(crr: &mut ContainerRecreateRequest) {
     let metadata = std::mem::take(&mut crr.metadata);
+    let rollout = metadata
+        .labels
+        .and_then(|mut labels| labels.remove_entry(keys::LABEL_ROLLOUT));
+    let of_a_rollout = rollout.is_some();
     crr.metadata = ObjectMeta {
         name: metadata.name,
         namespace: metadata.namespace,
         uid: metadata.uid,
         resource_version: metadata.resource_version,
         creation_timestamp: metadata.creation_timestamp,
+        labels: rollout.map(|label| [label].into()),
         ..ObjectMeta::default()
     };
     let spec = std::mem::take(&mut crr.spec);
@@ -65,6 +74,24 @@ fn slim_settled(crr: &mut ContainerRecreateRequest) {
         .map(|status| ContainerRecreateRequestStatus {
             phase: status.phase,
             completion_time: status.completion_time,
+            conditions: if of_a_rollout {
+                status
+                    .conditions
+                    .into_iter()
+                    .filter(|condition| condition.type_ == keys::CONDITION_SUCCEEDED)
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            container_recreate_states: if of_a_rollout {
+                status
+                    .container_recreate_states
+                    .into_iter()
+                    .filter(|state| state.phase == Phase::Failed)
+                    .collect()
+            } else {
+                Vec::new()
+            },
             ..ContainerRecreateRequestStatus::default()
         });
 }
@@ -75,7 +102,6 @@ mod tests {
     use crate::metrics::{count_by_phase, count_finished_without_ttl, count_past_deadline};
     use crate::reconcile::{needs_pod, plan};
     use crate::trigger::requests_for_pod;
-    use crr_crds::v1beta1::Phase;
     use jiff::Timestamp;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use std::collections::BTreeMap;
@@ -158,6 +184,31 @@ mod tests {
         assert_eq!(status.completion_time, Some(Time(at(20))));
         assert!(status.conditions.is_empty() && status.container_recreate_states.is_empty());
         assert_eq!(status.message, None);
+    }
+
+    #[test]
+    fn a_settled_request_of_a_rollout_keeps_its_rollout_and_outcome() {
+        let mut whole = finished(Some(3600), false, false);
+        whole.labels_mut().insert(keys::LABEL_ROLLOUT.to_owned(), "nightly".to_owned());
+        let status = whole.status.as_mut().expect("a status");
+        status.container_recreate_states = serde_json::from_value(serde_json::json!([
+            {"name": "app", "phase": "Succeeded"},
+            {"name": "sidecar", "phase": "Failed", "message": "not started again"},
+        ]))
+        .expect("states");
+        let slim = cached(whole.clone());
+        assert_eq!(
+            slim.metadata.labels,
+            Some([(keys::LABEL_ROLLOUT.to_owned(), "nightly".to_owned())].into())
+        );
+        let status = slim.status.as_ref().expect("a status");
+        assert_eq!(status.conditions, whole.status.as_ref().unwrap().conditions);
+        assert_eq!(status.container_recreate_states.len(), 1);
+        assert_eq!(status.container_recreate_states[0].name, "sidecar");
+        assert_eq!(
+            crate::rollout::request_state(&slim),
+            crate::rollout::request_state(&whole)
+        );
     }
 
     #[test]

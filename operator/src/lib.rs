@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod pod_memo;
 pub mod readiness;
 pub mod reconcile;
+pub mod rollout;
 pub mod run;
 pub mod snapshot;
 pub mod trigger;

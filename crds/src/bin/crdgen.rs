@@ -1,29 +1,44 @@
-//! Writes the ContainerRecreateRequest CRD as YAML to stdout, or to the file given as the only
-//! argument. `crds/crr.yaml` is produced this way and checked by a test.
+//! Writes a CRD as YAML to stdout, or to the file given as the last argument: the
+//! ContainerRecreateRequest CRD, or with `--rollout` the ContainerRecreateRollout CRD.
+//! `crds/crr.yaml` and `crds/rollout.yaml` are produced this way and checked by a test.
 
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let yaml = match crr_crds::crd_yaml() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let rollout = args.first().is_some_and(|arg| arg == "--rollout");
+    if rollout {
+        args.remove(0);
+    }
+    let yaml = if rollout {
+        crr_crds::rollout_crd_yaml()
+    } else {
+        crr_crds::crd_yaml()
+    };
+    let yaml = match yaml {
         Ok(yaml) => yaml,
         Err(error) => {
             eprintln!("crdgen: {error}");
             return ExitCode::FAILURE;
         }
     };
-    match std::env::args().nth(1) {
-        Some(path) => match std::fs::write(&path, yaml) {
+    match args.as_slice() {
+        [path] => match std::fs::write(path, yaml) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("crdgen: writing {path}: {error}");
                 ExitCode::FAILURE
             }
         },
-        None => {
+        [] => {
             print!("{yaml}");
             ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("usage: crdgen [--rollout] [FILE]");
+            ExitCode::FAILURE
         }
     }
 }

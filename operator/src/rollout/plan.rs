@@ -1,0 +1,336 @@
+//! What a ContainerRecreateRollout does next, as a pure function of the world as read: the
+//! target's pods, the rollout's requests, the namespace's PodDisruptionBudgets and the spec.
+//!
+//! [`plan`] decides which pods to start now (create their request), and the status that
+//! describes the rollout. Nothing here is kept between calls: a restarted operator reads the
+//! same pods and requests and plans the same thing, and a pod whose request exists (the name is
+//! the rollout's and the pod's UID) is never started again.
+//!
+//! The rules, in the words of `docs/rollouts.md`:
+//! - The target is the pods that existed when the rollout was created (by `creationTimestamp`)
+//!   and still exist, not terminating. Pods created later are not restarted: their containers
+//!   are new. Pods that disappear leave the counts.
+//! - A pod is *unavailable* while it is not Ready or has a request of this rollout in flight. A
+//!   Ready pod starts only while fewer than `maxUnavailable` target pods are unavailable. A pod
+//!   already not Ready costs nothing to start.
+//! - Budgets: a Ready pod starts only when every PDB selecting it allows one more disruption,
+//!   judged freshly: the PDB's own `disruptionsAllowed`, and what the pods as read say it
+//!   allows now (its Ready pods without a request of this rollout in flight, less its
+//!   `desiredHealthy`), whichever is lower. A request created a moment ago therefore counts
+//!   against every PDB that selects its pod even before the PDB's status shows it; a PDB whose
+//!   status is older than its spec allows nothing.
+//! - Pods go in order: not Ready first, then StatefulSet pods from the highest ordinal, then the
+//!   oldest, ties by name. The first pod that cannot start stops the pass (its reason is the
+//!   Progressing condition's), so the order is kept exactly.
+//! - Once more pods failed than `maxFailedPods`, nothing starts; the rollout ends Failed when
+//!   its requests in flight have finished. Paused: nothing starts.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crr_crds::rollout::{Limit, MAX_LISTED_FAILURES, RolloutFailure, RolloutPhase};
+use jiff::Timestamp;
+
+/// A pod of the target, as the planner needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodView {
+    /// The pod's name.
+    pub name: String,
+    /// The pod's UID (its request is named after it).
+    pub uid: String,
+    /// When the pod was created.
+    pub created: Timestamp,
+    /// Whether the pod is Ready (its `Ready` condition is True).
+    pub ready: bool,
+    /// Whether the pod is being deleted.
+    pub terminating: bool,
+    /// The pod's ordinal when a StatefulSet owns it.
+    pub ordinal: Option<u32>,
+}
+
+/// Where a pod's request stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestState {
+    /// Not finished yet.
+    InFlight,
+    /// Every container was recreated.
+    Succeeded,
+    /// It finished without recreating every container.
+    Failed {
+        /// The container that failed, when the request says.
+        container: Option<String>,
+        /// Why.
+        message: String,
+    },
+}
+
+/// A PodDisruptionBudget of the rollout's namespace that selects at least one target pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetView {
+    /// The PDB's name.
+    pub name: String,
+    /// `status.disruptionsAllowed`.
+    pub disruptions_allowed: i32,
+    /// `status.desiredHealthy`.
+    pub desired_healthy: i32,
+    /// Whether `status.observedGeneration` has caught up with the spec: a PDB whose status
+    /// describes an older spec allows nothing.
+    pub status_current: bool,
+    /// Every pod the PDB selects (not only the target's), by UID, with whether it is Ready.
+    pub pods: BTreeMap<String, bool>,
+}
+
+/// What the plan is given besides the pods, requests and budgets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// When the rollout was created: pods created later are not its target.
+    pub created: Timestamp,
+    /// `maxUnavailable`, resolved against the target's pods when planning.
+    pub max_unavailable: Limit,
+    /// `respectDisruptionBudgets`.
+    pub respect_budgets: bool,
+    /// `paused`.
+    pub paused: bool,
+    /// `maxFailedPods`.
+    pub max_failed_pods: usize,
+    /// Whether the target (its workload) still exists.
+    pub target_exists: bool,
+}
+
+/// Why the rollout is not starting more pods now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// Nothing to wait for: every pod it could start was started (or none is left).
+    Nothing,
+    /// `maxUnavailable` target pods are unavailable.
+    ForUnavailable {
+        /// How many are.
+        unavailable: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The named PDB allows no more disruptions.
+    ForBudget {
+        /// The PDB's name.
+        budget: String,
+        /// The pod that waits on it.
+        pod: String,
+    },
+    /// `paused`.
+    Paused,
+    /// More pods failed than `maxFailedPods`: requests in flight finish, then it ends.
+    FailureLimit,
+}
+
+/// What to do now and how the rollout stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The pods whose request to create now, in order.
+    pub start: Vec<PodRef>,
+    /// The phase.
+    pub phase: RolloutPhase,
+    /// Why no more pods start now.
+    pub waiting: Waiting,
+    /// Why the rollout ended, when it did: `FailureLimit` or `TargetGone`; `None` otherwise.
+    pub failed_reason: Option<&'static str>,
+    /// The counts, after this plan's starts.
+    pub counts: Counts,
+    /// The first failed pods (at most [`MAX_LISTED_FAILURES`]), by pod name.
+    pub failures: Vec<RolloutFailure>,
+}
+
+/// A pod to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodRef {
+    /// The pod's name.
+    pub name: String,
+    /// The pod's UID.
+    pub uid: String,
+}
+
+/// The status counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// The target's pods.
+    pub target_pods: usize,
+    /// Target pods whose request succeeded.
+    pub recreated: usize,
+    /// Target pods whose request failed.
+    pub failed: usize,
+    /// Target pods with an unfinished request.
+    pub in_flight: usize,
+    /// Target pods not started.
+    pub pending: usize,
+}
+
+/// Reason of the Failed condition when more pods failed than allowed.
+pub const REASON_FAILURE_LIMIT: &str = "FailureLimit";
+/// Reason of the Failed condition when the target workload is gone.
+pub const REASON_TARGET_GONE: &str = "TargetGone";
+
+/// Plans the next step of a rollout that has not ended. `requests` maps a pod UID to its
+/// request's state; `pods` are the pods the target's selector matches now (any order).
+pub fn plan(
+    settings: &Settings,
+    pods: &[PodView],
+    requests: &BTreeMap<String, RequestState>,
+    budgets: &[BudgetView],
+) -> Plan {
+    let target: Vec<&PodView> = pods
+        .iter()
+        .filter(|pod| pod.created <= settings.created && !pod.terminating)
+        .collect();
+    let mut counts = Counts {
+        target_pods: target.len(),
+        ..Counts::default()
+    };
+    let mut pending: Vec<&PodView> = Vec::new();
+    let mut failures: Vec<RolloutFailure> = Vec::new();
+    let mut unavailable = 0;
+    let mut in_flight_uids = BTreeSet::new();
+    for pod in &target {
+        let state = requests.get(&pod.uid);
+        if !pod.ready || state == Some(&RequestState::InFlight) {
+            unavailable += 1;
+        }
+        match state {
+            None => pending.push(pod),
+            Some(RequestState::InFlight) => {
+                counts.in_flight += 1;
+                in_flight_uids.insert(pod.uid.as_str());
+            }
+            Some(RequestState::Succeeded) => counts.recreated += 1,
+            Some(RequestState::Failed { container, message }) => {
+                counts.failed += 1;
+                failures.push(RolloutFailure {
+                    pod: pod.name.clone(),
+                    container: container.clone(),
+                    message: message.clone(),
+                });
+            }
+        }
+    }
+    failures.sort_by(|a, b| a.pod.cmp(&b.pod));
+    failures.truncate(MAX_LISTED_FAILURES);
+    pending.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+    counts.pending = pending.len();
+
+    let ended = |phase, reason, counts| Plan {
+        start: Vec::new(),
+        phase,
+        waiting: Waiting::Nothing,
+        failed_reason: reason,
+        counts,
+        failures: failures.clone(),
+    };
+    if !settings.target_exists && counts.in_flight == 0 {
+        return ended(RolloutPhase::Failed, Some(REASON_TARGET_GONE), counts);
+    }
+    let over_limit = counts.failed > settings.max_failed_pods;
+    if over_limit && counts.in_flight == 0 {
+        return ended(RolloutPhase::Failed, Some(REASON_FAILURE_LIMIT), counts);
+    }
+    if !over_limit && pending.is_empty() && counts.in_flight == 0 {
+        return ended(RolloutPhase::Completed, None, counts);
+    }
+    let holding = |waiting| Plan {
+        start: Vec::new(),
+        phase: if settings.paused {
+            RolloutPhase::Paused
+        } else {
+            RolloutPhase::Progressing
+        },
+        waiting,
+        failed_reason: None,
+        counts,
+        failures: failures.clone(),
+    };
+    if over_limit {
+        return holding(Waiting::FailureLimit);
+    }
+    if !settings.target_exists {
+        // In flight only: let them finish, start nothing.
+        return holding(Waiting::Nothing);
+    }
+    if settings.paused {
+        return holding(Waiting::Paused);
+    }
+
+    let limit = settings.max_unavailable.resolve(counts.target_pods);
+    let mut allowed: Vec<i64> = budgets
+        .iter()
+        .map(|budget| fresh_allowance(budget, &in_flight_uids))
+        .collect();
+    let mut start = Vec::new();
+    let mut waiting = Waiting::Nothing;
+    for pod in pending {
+        if pod.ready {
+            if unavailable >= limit {
+                waiting = Waiting::ForUnavailable { unavailable, limit };
+                break;
+            }
+            if settings.respect_budgets {
+                let blocking = budgets
+                    .iter()
+                    .zip(&allowed)
+                    .find(|(budget, allowed)| budget.pods.contains_key(&pod.uid) && **allowed < 1);
+                if let Some((budget, _)) = blocking {
+                    waiting = Waiting::ForBudget {
+                        budget: budget.name.clone(),
+                        pod: pod.name.clone(),
+                    };
+                    break;
+                }
+                for (budget, allowed) in budgets.iter().zip(allowed.iter_mut()) {
+                    if budget.pods.contains_key(&pod.uid) {
+                        *allowed -= 1;
+                    }
+                }
+            }
+            unavailable += 1;
+        }
+        start.push(PodRef {
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        });
+    }
+    counts.in_flight += start.len();
+    counts.pending -= start.len();
+    Plan {
+        start,
+        phase: RolloutPhase::Progressing,
+        waiting,
+        failed_reason: None,
+        counts,
+        failures,
+    }
+}
+
+/// How many more disruptions a PDB allows now: its status's `disruptionsAllowed`, or what the
+/// pods as read allow (Ready and not in flight, less `desiredHealthy`), whichever is lower.
+fn fresh_allowance(budget: &BudgetView, in_flight: &BTreeSet<&str>) -> i64 {
+    if !budget.status_current {
+        return 0;
+    }
+    let healthy = budget
+        .pods
+        .iter()
+        .filter(|(uid, ready)| **ready && !in_flight.contains(uid.as_str()))
+        .count();
+    let seen = i64::try_from(healthy).unwrap_or(i64::MAX) - i64::from(budget.desired_healthy);
+    seen.min(i64::from(budget.disruptions_allowed))
+}
+
+/// The `Default` order: not Ready first, then StatefulSet pods from the highest ordinal, then
+/// the oldest, ties by name.
+fn order_key(pod: &PodView) -> (bool, bool, std::cmp::Reverse<u32>, Timestamp, &str) {
+    (
+        pod.ready,
+        pod.ordinal.is_none(),
+        std::cmp::Reverse(pod.ordinal.unwrap_or(0)),
+        pod.created,
+        pod.name.as_str(),
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,462 @@
+use super::*;
+use proptest::prelude::*;
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + seconds).expect("a valid time")
+}
+
+fn pod(name: &str, created: i64, ready: bool) -> PodView {
+    PodView {
+        name: name.to_owned(),
+        uid: format!("uid-{name}"),
+        created: at(created),
+        ready,
+        terminating: false,
+        ordinal: None,
+    }
+}
+
+fn settings(max_unavailable: usize) -> Settings {
+    Settings {
+        created: at(100),
+        max_unavailable: Limit::Count(max_unavailable),
+        respect_budgets: true,
+        paused: false,
+        max_failed_pods: 0,
+        target_exists: true,
+    }
+}
+
+fn names(plan: &Plan) -> Vec<&str> {
+    plan.start.iter().map(|pod| pod.name.as_str()).collect()
+}
+
+fn requests(states: &[(&str, RequestState)]) -> BTreeMap<String, RequestState> {
+    states
+        .iter()
+        .map(|(name, state)| (format!("uid-{name}"), state.clone()))
+        .collect()
+}
+
+fn budget(name: &str, allowed: i32, desired: i32, pods: &[&PodView]) -> BudgetView {
+    BudgetView {
+        name: name.to_owned(),
+        disruptions_allowed: allowed,
+        desired_healthy: desired,
+        status_current: true,
+        pods: pods
+            .iter()
+            .map(|pod| (pod.uid.clone(), pod.ready))
+            .collect(),
+    }
+}
+
+fn failed(message: &str) -> RequestState {
+    RequestState::Failed {
+        container: Some("app".to_owned()),
+        message: message.to_owned(),
+    }
+}
+
+#[test]
+fn starts_up_to_max_unavailable_oldest_first() {
+    let pods = [pod("c", 3, true), pod("a", 1, true), pod("b", 2, true)];
+    let plan = plan(&settings(2), &pods, &BTreeMap::new(), &[]);
+    assert_eq!(names(&plan), ["a", "b"]);
+    assert_eq!(plan.phase, RolloutPhase::Progressing);
+    assert_eq!(
+        plan.waiting,
+        Waiting::ForUnavailable {
+            unavailable: 2,
+            limit: 2
+        }
+    );
+    assert_eq!(
+        plan.counts,
+        Counts {
+            target_pods: 3,
+            recreated: 0,
+            failed: 0,
+            in_flight: 2,
+            pending: 1
+        }
+    );
+}
+
+#[test]
+fn in_flight_and_not_ready_pods_take_the_room() {
+    let pods = [
+        pod("a", 1, true),
+        pod("b", 2, false), // just recreated, not Ready again yet
+        pod("c", 3, true),
+        pod("d", 4, true),
+    ];
+    let states = requests(&[("a", RequestState::InFlight), ("b", RequestState::Succeeded)]);
+    let plan = plan(&settings(2), &pods, &states, &[]);
+    assert!(plan.start.is_empty(), "{plan:?}");
+    assert_eq!(
+        plan.waiting,
+        Waiting::ForUnavailable {
+            unavailable: 2,
+            limit: 2
+        }
+    );
+    let plan = super::plan(&settings(3), &pods, &states, &[]);
+    assert_eq!(names(&plan), ["c"]);
+}
+
+#[test]
+fn pods_not_ready_go_first_and_cost_nothing() {
+    let pods = [pod("a", 1, true), pod("b", 2, false), pod("c", 3, false)];
+    let plan = plan(&settings(1), &pods, &BTreeMap::new(), &[]);
+    // b and c are unavailable already (2 ≥ 1): they start, a waits.
+    assert_eq!(names(&plan), ["b", "c"]);
+    assert!(matches!(plan.waiting, Waiting::ForUnavailable { .. }));
+}
+
+#[test]
+fn statefulset_pods_go_from_the_highest_ordinal() {
+    let mut pods: Vec<PodView> = (0..4)
+        .map(|ordinal| {
+            let mut pod = pod(&format!("web-{ordinal}"), i64::from(ordinal), true);
+            pod.ordinal = Some(ordinal);
+            pod
+        })
+        .collect();
+    pods.reverse();
+    let plan = plan(&settings(4), &pods, &BTreeMap::new(), &[]);
+    assert_eq!(names(&plan), ["web-3", "web-2", "web-1", "web-0"]);
+}
+
+#[test]
+fn pods_created_after_the_rollout_or_terminating_are_not_its_target() {
+    let mut leaving = pod("leaving", 2, true);
+    leaving.terminating = true;
+    let pods = [pod("old", 1, true), pod("scaled-up", 101, true), leaving];
+    let plan = plan(&settings(5), &pods, &BTreeMap::new(), &[]);
+    assert_eq!(names(&plan), ["old"]);
+    assert_eq!(plan.counts.target_pods, 1);
+}
+
+#[test]
+fn completes_when_every_target_pod_was_recreated() {
+    let pods = [pod("a", 1, true), pod("b", 2, true), pod("new", 200, true)];
+    let states = requests(&[("a", RequestState::Succeeded), ("b", RequestState::Succeeded)]);
+    let plan = plan(&settings(1), &pods, &states, &[]);
+    assert_eq!(plan.phase, RolloutPhase::Completed);
+    assert_eq!(plan.counts.recreated, 2);
+    assert_eq!(plan.counts.target_pods, 2);
+    assert!(plan.start.is_empty());
+}
+
+#[test]
+fn a_failure_over_the_limit_stops_new_starts_and_ends_failed_once_nothing_is_in_flight() {
+    let pods = [pod("a", 1, true), pod("b", 2, true), pod("c", 3, true)];
+    let in_flight = requests(&[("a", failed("not restarted")), ("b", RequestState::InFlight)]);
+    let plan1 = plan(&settings(3), &pods, &in_flight, &[]);
+    assert!(plan1.start.is_empty());
+    assert_eq!(plan1.phase, RolloutPhase::Progressing);
+    assert_eq!(plan1.waiting, Waiting::FailureLimit);
+    let done = requests(&[("a", failed("not restarted")), ("b", RequestState::Succeeded)]);
+    let plan2 = plan(&settings(3), &pods, &done, &[]);
+    assert_eq!(plan2.phase, RolloutPhase::Failed);
+    assert_eq!(plan2.failed_reason, Some(REASON_FAILURE_LIMIT));
+    assert_eq!(
+        plan2.failures,
+        [RolloutFailure {
+            pod: "a".into(),
+            container: Some("app".into()),
+            message: "not restarted".into()
+        }]
+    );
+    // Within maxFailedPods the rollout goes on and completes.
+    let mut tolerant = settings(3);
+    tolerant.max_failed_pods = 1;
+    let plan3 = plan(&tolerant, &pods, &done, &[]);
+    assert_eq!(names(&plan3), ["c"]);
+    let all = requests(&[
+        ("a", failed("not restarted")),
+        ("b", RequestState::Succeeded),
+        ("c", RequestState::Succeeded),
+    ]);
+    assert_eq!(
+        plan(&tolerant, &pods, &all, &[]).phase,
+        RolloutPhase::Completed
+    );
+}
+
+#[test]
+fn paused_starts_nothing_and_says_so() {
+    let pods = [pod("a", 1, true)];
+    let mut paused = settings(1);
+    paused.paused = true;
+    let plan = plan(&paused, &pods, &BTreeMap::new(), &[]);
+    assert!(plan.start.is_empty());
+    assert_eq!(plan.phase, RolloutPhase::Paused);
+    assert_eq!(plan.waiting, Waiting::Paused);
+}
+
+#[test]
+fn a_gone_target_ends_failed_after_its_requests_in_flight() {
+    let pods = [pod("a", 1, true), pod("b", 2, true)];
+    let mut gone = settings(2);
+    gone.target_exists = false;
+    let in_flight = requests(&[("a", RequestState::InFlight)]);
+    let plan1 = plan(&gone, &pods, &in_flight, &[]);
+    assert!(plan1.start.is_empty());
+    assert_eq!(plan1.phase, RolloutPhase::Progressing);
+    let plan2 = plan(&gone, &[], &BTreeMap::new(), &[]);
+    assert_eq!(plan2.phase, RolloutPhase::Failed);
+    assert_eq!(plan2.failed_reason, Some(REASON_TARGET_GONE));
+}
+
+#[test]
+fn a_budget_counts_requests_its_status_has_not_shown_yet() {
+    // minAvailable 7 of 8: the PDB's status allows 1 and has not seen the request of a yet.
+    let pods: Vec<PodView> = (0..8).map(|i| pod(&format!("p{i}"), i, true)).collect();
+    let refs: Vec<&PodView> = pods.iter().collect();
+    let pdb = budget("web", 1, 7, &refs);
+    let states = requests(&[("p0", RequestState::InFlight)]);
+    let plan = plan(&settings(2), &pods, &states, std::slice::from_ref(&pdb));
+    assert!(plan.start.is_empty(), "{plan:?}");
+    assert_eq!(
+        plan.waiting,
+        Waiting::ForBudget {
+            budget: "web".into(),
+            pod: "p1".into()
+        }
+    );
+    // Nothing in flight: one starts, the second waits on the budget, not on maxUnavailable.
+    let plan = super::plan(&settings(2), &pods, &BTreeMap::new(), &[pdb]);
+    assert_eq!(names(&plan), ["p0"]);
+    assert!(matches!(plan.waiting, Waiting::ForBudget { .. }));
+}
+
+#[test]
+fn a_budget_whose_status_is_behind_its_spec_allows_nothing() {
+    let pods = [pod("a", 1, true)];
+    let mut pdb = budget("web", 5, 0, &[&pods[0]]);
+    pdb.status_current = false;
+    let plan = plan(&settings(1), &pods, &BTreeMap::new(), &[pdb]);
+    assert!(plan.start.is_empty());
+}
+
+#[test]
+fn a_budget_that_selects_other_pods_only_binds_the_pods_it_selects() {
+    let pods = [pod("a", 1, true), pod("b", 2, true)];
+    let pdb = budget("only-a", 0, 1, &[&pods[0]]);
+    let plan = plan(&settings(2), &pods, &BTreeMap::new(), &[pdb.clone()]);
+    // a is first and blocked: the order is kept, b waits behind it.
+    assert!(plan.start.is_empty());
+    let mut ignoring = settings(2);
+    ignoring.respect_budgets = false;
+    assert_eq!(
+        names(&super::plan(&ignoring, &pods, &BTreeMap::new(), &[pdb])),
+        ["a", "b"]
+    );
+}
+
+#[test]
+fn failures_are_listed_by_pod_name_at_most_ten() {
+    let pods: Vec<PodView> = (0..15).map(|i| pod(&format!("p{i:02}"), i, true)).collect();
+    let states: BTreeMap<String, RequestState> = pods
+        .iter()
+        .map(|pod| (pod.uid.clone(), failed("boom")))
+        .collect();
+    let plan = plan(&settings(1), &pods, &states, &[]);
+    assert_eq!(plan.failures.len(), MAX_LISTED_FAILURES);
+    assert_eq!(plan.failures[0].pod, "p00");
+    assert_eq!(plan.counts.failed, 15);
+}
+
+#[test]
+fn percent_limits_resolve_against_the_target() {
+    let pods: Vec<PodView> = (0..20).map(|i| pod(&format!("p{i:02}"), i, true)).collect();
+    let mut ten_percent = settings(1);
+    ten_percent.max_unavailable = Limit::Percent(10);
+    assert_eq!(
+        plan(&ten_percent, &pods, &BTreeMap::new(), &[]).start.len(),
+        2
+    );
+}
+
+// Properties over random worlds.
+
+fn any_state() -> impl Strategy<Value = Option<RequestState>> {
+    prop_oneof![
+        3 => Just(None),
+        1 => Just(Some(RequestState::InFlight)),
+        1 => Just(Some(RequestState::Succeeded)),
+        1 => Just(Some(RequestState::Failed { container: None, message: "x".into() })),
+    ]
+}
+
+#[derive(Clone, Debug)]
+struct World {
+    pods: Vec<PodView>,
+    requests: BTreeMap<String, RequestState>,
+    budgets: Vec<BudgetView>,
+    settings: Settings,
+}
+
+fn any_world() -> impl Strategy<Value = World> {
+    let pods = prop::collection::vec(
+        (0i64..200, any::<bool>(), prop::bool::weighted(0.1), prop::option::of(0u32..30), any_state()),
+        0..30,
+    );
+    (
+        pods,
+        prop::collection::vec((0i32..4, 0i32..20, any::<bool>(), prop::collection::vec(any::<bool>(), 30)), 0..3),
+        1usize..6,
+        any::<bool>(),
+        any::<bool>(),
+        0usize..3,
+    )
+        .prop_map(|(pods, budgets, limit, respect, paused, max_failed)| {
+            let mut views = Vec::new();
+            let mut requests = BTreeMap::new();
+            for (index, (created, ready, terminating, ordinal, state)) in pods.into_iter().enumerate() {
+                let view = PodView {
+                    name: format!("pod-{index}"),
+                    uid: format!("uid-{index}"),
+                    created: at(created),
+                    ready,
+                    terminating,
+                    ordinal,
+                };
+                if let Some(state) = state {
+                    requests.insert(view.uid.clone(), state);
+                }
+                views.push(view);
+            }
+            let budgets = budgets
+                .into_iter()
+                .enumerate()
+                .map(|(index, (allowed, desired, current, selects))| BudgetView {
+                    name: format!("pdb-{index}"),
+                    disruptions_allowed: allowed,
+                    desired_healthy: desired,
+                    status_current: current,
+                    pods: views
+                        .iter()
+                        .zip(&selects)
+                        .filter(|(_, selected)| **selected)
+                        .map(|(pod, _)| (pod.uid.clone(), pod.ready))
+                        .collect(),
+                })
+                .collect();
+            World {
+                pods: views,
+                requests,
+                budgets,
+                settings: Settings {
+                    created: at(100),
+                    max_unavailable: Limit::Count(limit),
+                    respect_budgets: respect,
+                    paused,
+                    max_failed_pods: max_failed,
+                    target_exists: true,
+                },
+            }
+        })
+}
+
+fn unavailable(world: &World, extra: &BTreeSet<&str>) -> usize {
+    world
+        .pods
+        .iter()
+        .filter(|pod| pod.created <= world.settings.created && !pod.terminating)
+        .filter(|pod| {
+            !pod.ready
+                || world.requests.get(&pod.uid) == Some(&RequestState::InFlight)
+                || extra.contains(pod.uid.as_str())
+        })
+        .count()
+}
+
+proptest! {
+    #[test]
+    fn a_plan_never_starts_a_pod_twice_or_outside_its_target(world in any_world()) {
+        let plan = plan(&world.settings, &world.pods, &world.requests, &world.budgets);
+        let mut seen = BTreeSet::new();
+        for started in &plan.start {
+            prop_assert!(seen.insert(started.uid.clone()), "started twice: {started:?}");
+            prop_assert!(!world.requests.contains_key(&started.uid), "has a request: {started:?}");
+            let pod = world.pods.iter().find(|pod| pod.uid == started.uid).expect("a known pod");
+            prop_assert!(pod.created <= world.settings.created && !pod.terminating);
+        }
+    }
+
+    #[test]
+    fn a_plan_keeps_unavailable_pods_within_the_limit(world in any_world()) {
+        let plan = plan(&world.settings, &world.pods, &world.requests, &world.budgets);
+        let started: BTreeSet<&str> = plan.start.iter().map(|pod| pod.uid.as_str()).collect();
+        let before = unavailable(&world, &BTreeSet::new());
+        let after = unavailable(&world, &started);
+        let limit = world.settings.max_unavailable.resolve(plan.counts.target_pods);
+        // Starting not-Ready pods never adds to the unavailable; Ready ones only up to the limit.
+        prop_assert!(after <= before.max(limit), "before {before}, after {after}, limit {limit}");
+    }
+
+    #[test]
+    fn a_plan_never_takes_a_budget_below_what_it_allows(world in any_world()) {
+        prop_assume!(world.settings.respect_budgets);
+        let plan = plan(&world.settings, &world.pods, &world.requests, &world.budgets);
+        let in_flight: BTreeSet<&str> = world
+            .requests
+            .iter()
+            .filter(|(_, state)| **state == RequestState::InFlight)
+            .map(|(uid, _)| uid.as_str())
+            .collect();
+        for budget in &world.budgets {
+            let allowed = fresh_allowance(budget, &in_flight);
+            let taken = plan
+                .start
+                .iter()
+                .filter(|pod| budget.pods.get(&pod.uid) == Some(&true))
+                .count();
+            prop_assert!(
+                i64::try_from(taken).unwrap() <= allowed.max(0),
+                "{} allows {allowed}, {taken} started", budget.name
+            );
+        }
+    }
+
+    #[test]
+    fn paused_failed_or_finished_rollouts_start_nothing(world in any_world()) {
+        let plan = plan(&world.settings, &world.pods, &world.requests, &world.budgets);
+        if world.settings.paused || plan.counts.failed > world.settings.max_failed_pods {
+            prop_assert!(plan.start.is_empty());
+        }
+        if plan.phase.is_finished() {
+            prop_assert!(plan.start.is_empty());
+            prop_assert_eq!(plan.counts.in_flight, 0);
+        }
+    }
+
+    #[test]
+    fn a_plan_does_not_depend_on_the_order_pods_are_read_in(world in any_world(), seed in any::<u64>()) {
+        let first = plan(&world.settings, &world.pods, &world.requests, &world.budgets);
+        let mut shuffled = world.pods.clone();
+        // A deterministic shuffle from the seed.
+        let len = shuffled.len();
+        if len > 1 {
+            for index in 0..len {
+                let other = usize::try_from(seed.wrapping_mul(index as u64 + 7) % len as u64).unwrap();
+                shuffled.swap(index, other);
+            }
+        }
+        let second = plan(&world.settings, &shuffled, &world.requests, &world.budgets);
+        prop_assert_eq!(first, second);
+    }
+
+    #[test]
+    fn counts_add_up_to_the_target(world in any_world()) {
+        let plan = plan(&world.settings, &world.pods, &world.requests, &world.budgets);
+        let counts = plan.counts;
+        prop_assert_eq!(
+            counts.recreated + counts.failed + counts.in_flight + counts.pending,
+            counts.target_pods
+        );
+    }
+}
