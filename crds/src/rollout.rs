@@ -279,9 +279,7 @@ impl ContainerRecreateRollout {
 
 /// A `maxUnavailable` that is neither a positive count nor a percent from 1% to 100%.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "maxUnavailable {value} is neither a count of at least 1 nor a percent from 1% to 100%"
-)]
+#[error("maxUnavailable {value} is neither a count of at least 1 nor a percent from 1% to 100%")]
 pub struct BadMaxUnavailable {
     /// The value as given.
     pub value: String,
@@ -349,7 +347,10 @@ pub fn target_name(target: &RolloutTarget) -> String {
         .collect();
     for expression in selector.match_expressions.iter().flatten() {
         let values = expression.values.clone().unwrap_or_default().join(",");
-        parts.push(format!("{} {} ({values})", expression.key, expression.operator));
+        parts.push(format!(
+            "{} {} ({values})",
+            expression.key, expression.operator
+        ));
     }
     parts.join(",")
 }
@@ -361,7 +362,9 @@ pub fn missing_containers<'a>(template: &PodTemplateSpec, names: &'a [String]) -
         return names.iter().map(String::as_str).collect();
     };
     let has = |name: &str| {
-        spec.containers.iter().any(|container| container.name == name)
+        spec.containers
+            .iter()
+            .any(|container| container.name == name)
             || spec.init_containers.iter().flatten().any(|container| {
                 container.name == name && container.restart_policy.as_deref() == Some("Always")
             })

@@ -18,6 +18,8 @@
 //! request order [`ContainerNames::add`], [`recreatable_container`] and
 //! [`RecreatableContainer::status_context`].
 
+pub mod rollout;
+
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec};

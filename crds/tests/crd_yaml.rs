@@ -239,7 +239,13 @@ fn rollout_crd_is_namespaced_with_status_short_name_and_columns() {
         (version.name.as_str(), version.served, version.storage),
         (keys::ROLLOUT_VERSION, true, true)
     );
-    assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+    assert!(
+        version
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some()
+    );
     let columns: Vec<_> = version
         .additional_printer_columns
         .iter()
@@ -248,11 +254,18 @@ fn rollout_crd_is_namespaced_with_status_short_name_and_columns() {
         .collect();
     assert_eq!(columns, ["PHASE", "TARGET", "RECREATED", "AGE"]);
     let schema = serde_json::to_value(
-        version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema"),
+        version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .expect("schema"),
     )
     .unwrap();
     let spec = &schema["properties"]["spec"];
-    assert_eq!(spec["required"], serde_json::json!(["containers", "target"]));
+    assert_eq!(
+        spec["required"],
+        serde_json::json!(["containers", "target"])
+    );
     assert_eq!(
         spec["properties"]["target"]["x-kubernetes-validations"][0]["rule"],
         "has(self.workloadRef) != has(self.selector)"

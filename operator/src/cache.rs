@@ -189,7 +189,9 @@ mod tests {
     #[test]
     fn a_settled_request_of_a_rollout_keeps_its_rollout_and_outcome() {
         let mut whole = finished(Some(3600), false, false);
-        whole.labels_mut().insert(keys::LABEL_ROLLOUT.to_owned(), "nightly".to_owned());
+        whole
+            .labels_mut()
+            .insert(keys::LABEL_ROLLOUT.to_owned(), "nightly".to_owned());
         let status = whole.status.as_mut().expect("a status");
         status.container_recreate_states = serde_json::from_value(serde_json::json!([
             {"name": "app", "phase": "Succeeded"},

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crr_crds::v1beta1::ContainerRecreateRequest;
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Patch;
@@ -220,25 +220,48 @@ pub fn pod_triggers(
         .touched_objects()
 }
 
-/// The controller over the requests of `namespace` (all namespaces when `None`); its `store()`
-/// is the request cache.
-pub fn new_controller(
-    client: Client,
-    namespace: Option<&str>,
-    concurrency: u16,
-) -> Controller<ContainerRecreateRequest> {
+/// The request cache and what feeds on it.
+pub struct RequestWatch {
+    /// The controller over the requests; its `store()` is the request cache.
+    pub controller: Controller<ContainerRecreateRequest>,
+    /// The cache's changes, for the rollout controller (it reads rollouts' requests from the
+    /// same cache instead of watching them again).
+    pub changes: reflector::ReflectHandle<ContainerRecreateRequest>,
+    /// The watch that fills the cache and feeds both: run it beside the controllers.
+    pub reflecting: futures::future::BoxFuture<'static, ()>,
+}
+
+/// How many request changes may wait for the slower of the two controllers before the watch
+/// waits for it.
+const SHARED_BUFFER: usize = 1024;
+
+/// The controller over the requests of `namespace` (all namespaces when `None`), with the
+/// shared request cache.
+pub fn new_controller(client: Client, namespace: Option<&str>, concurrency: u16) -> RequestWatch {
     let crrs: Api<ContainerRecreateRequest> = match namespace {
         Some(namespace) => Api::namespaced(client, namespace),
         None => Api::all(client),
     };
-    let (requests, writer) = reflector::store();
-    let stream = watcher(crrs, watcher::Config::default())
+    let (requests, writer) = reflector::store_shared(SHARED_BUFFER);
+    let for_requests = writer.subscribe().expect("a shared store has subscribers");
+    let changes = writer.subscribe().expect("a shared store has subscribers");
+    let reflecting = watcher(crrs, watcher::Config::default())
         .default_backoff()
         .modify(crate::cache::keep_what_reconciles_read)
-        .reflect(writer)
-        .applied_objects();
-    Controller::for_stream(stream, requests)
-        .with_config(controller::Config::default().concurrency(concurrency))
+        .reflect_shared(writer)
+        .for_each(|event| async move {
+            if let Err(error) = event {
+                warn!(%error, "request watch");
+            }
+        })
+        .boxed();
+    let controller = Controller::for_shared_stream(for_requests, requests)
+        .with_config(controller::Config::default().concurrency(concurrency));
+    RequestWatch {
+        controller,
+        changes,
+        reflecting,
+    }
 }
 
 /// Runs `controller` until `shutdown` resolves and in-flight reconciles have finished. Pod

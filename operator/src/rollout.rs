@@ -1,10 +1,14 @@
 //! The ContainerRecreateRollout controller: restarts the named containers of a workload's pods
 //! in place, a few pods at a time, through one ContainerRecreateRequest per pod.
 //!
-//! [`plan`] decides (pure) and [`request`] builds and reads the requests (pure); the controller
-//! around them reads the world and carries the plan out.
+//! [`plan`] decides, [`request`] builds and reads the requests, [`status`] derives the status
+//! and Events (all pure); [`world`] reads the target's pods and budgets, and [`controller`]
+//! carries the plan out.
 
+pub mod controller;
 pub mod plan;
 pub mod request;
+pub mod status;
+pub mod world;
 
 pub use request::request_state;

@@ -26,6 +26,7 @@ use crate::controller;
 use crate::elector::{self, Elector};
 use crate::gate::{self, GateContext};
 use crate::metrics::{CacheCollector, Metrics};
+use crate::rollout::{self, controller::RolloutContext};
 
 /// What the operator process needs to know.
 #[derive(Clone, Debug)]
@@ -84,8 +85,20 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     ));
 
     let namespace = settings.watch_namespace.as_deref();
-    let controller = controller::new_controller(client.clone(), namespace, settings.workers);
+    let controller::RequestWatch {
+        controller,
+        changes: request_changes,
+        reflecting,
+    } = controller::new_controller(client.clone(), namespace, settings.workers);
     let store = controller.store();
+    let (budgets, budget_changes) = rollout::controller::budget_watch(client.clone(), namespace);
+    let rollout_context = Arc::new(RolloutContext::new(
+        client.clone(),
+        context.events.clone(),
+        leader.clone(),
+        store.clone(),
+        budgets,
+    ));
     registry.register_collector(Box::new(CacheCollector::new({
         let store = store.clone();
         move || store.state()
@@ -154,8 +167,21 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             tokio::join!(sweeping, watching);
         }
     };
+    let rollouts = rollout::controller::run(
+        rollout_context,
+        namespace,
+        request_changes,
+        budget_changes,
+        became_leader(leader.clone()),
+        shutdown.requested(),
+    );
     let work = async {
-        tokio::join!(requests, gates);
+        // The request watch feeds both controllers and ends with neither: the work is done when
+        // they are.
+        tokio::select! {
+            _ = async { tokio::join!(requests, gates, rollouts) } => {}
+            () = reflecting => {}
+        }
     };
     let drained = shutdown::drain(work, shutdown.requested(), settings.shutdown_drain);
     tokio::select! {

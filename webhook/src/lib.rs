@@ -10,6 +10,7 @@ pub mod lookup;
 pub mod metrics;
 pub mod readiness_gate;
 pub mod review;
+pub mod rollout_review;
 pub mod rotation;
 pub mod routes;
 pub mod run;

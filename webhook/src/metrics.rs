@@ -17,9 +17,9 @@ use prometheus_client::registry::Registry;
 
 use crate::x509::Expiry;
 
-/// The `endpoint` label of each route: the CRR mutating and validating hooks, the pod
-/// readiness-gate hook, the CRD conversion.
-pub const ENDPOINTS: [&str; 4] = ["mutate", "validate", "pod", "convert"];
+/// The `endpoint` label of each route: the CRR mutating and validating hooks, the rollout
+/// validating hook, the pod readiness-gate hook, the CRD conversion.
+pub const ENDPOINTS: [&str; 5] = ["mutate", "validate", "rollout", "pod", "convert"];
 
 /// Every `verdict` label: an admission review is `allowed`, `patched` (allowed with a JSON
 /// patch), `denied` (a broken rule) or `error` (the webhook could not decide: a pod or node

@@ -62,22 +62,22 @@ struct CrrReviewIn<'a> {
 
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct CrrRequestIn<'a> {
+pub(crate) struct CrrRequestIn<'a> {
     uid: String,
-    kind: kube::core::GroupVersionKind,
-    operation: Operation,
+    pub(crate) kind: kube::core::GroupVersionKind,
+    pub(crate) operation: Operation,
     #[serde(default)]
-    namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     #[serde(borrow, default)]
-    object: Option<&'a RawValue>,
+    pub(crate) object: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    old_object: Option<&'a RawValue>,
+    pub(crate) old_object: Option<&'a RawValue>,
 }
 
 /// The apiVersion of AdmissionReviews (the only one the API server sends since 1.22).
 const ADMISSION_REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 
-fn read_request(body: &[u8]) -> Result<(CrrRequestIn<'_>, AdmissionResponse), String> {
+pub(crate) fn read_request(body: &[u8]) -> Result<(CrrRequestIn<'_>, AdmissionResponse), String> {
     let review: CrrReviewIn<'_> =
         serde_json::from_slice(body).map_err(|error| error.to_string())?;
     let request = review
@@ -96,7 +96,7 @@ fn read_request(body: &[u8]) -> Result<(CrrRequestIn<'_>, AdmissionResponse), St
     Ok((request, response))
 }
 
-fn invalid(error: &str) -> (AdmissionReview<DynamicObject>, Verdict) {
+pub(crate) fn invalid(error: &str) -> (AdmissionReview<DynamicObject>, Verdict) {
     (
         AdmissionResponse::invalid(format!("cannot read AdmissionReview: {error}")).into_review(),
         Verdict::Invalid,
@@ -148,7 +148,7 @@ struct Decision {
     warnings: Vec<String>,
 }
 
-fn deny(
+pub(crate) fn deny(
     response: AdmissionResponse,
     rejection: Rejection,
 ) -> (AdmissionReview<DynamicObject>, Verdict) {

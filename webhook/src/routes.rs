@@ -67,10 +67,13 @@ pub const CONVERT_DEADLINE: Duration = Duration::from_secs(25);
 pub const MUTATE_CRR: &str = "/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest";
 pub const VALIDATE_CRR: &str = "/validate-apps-kruise-io-v1alpha1-containerrecreaterequest";
 pub const MUTATE_POD: &str = "/mutate-pod-readiness-gate";
+pub const VALIDATE_ROLLOUT: &str = "/validate-crr-dev-v1alpha1-containerrecreaterollout";
 
 /// Everything a handler needs.
 pub struct AppState<L> {
     pub lookup: L,
+    /// Workloads' pod templates, for rollouts.
+    pub templates: Arc<dyn crate::rollout_review::TemplateLookup>,
     pub node_daemon_enabled: bool,
     /// Pods labelled `<this>: "true"` get the `KruisePodReady` readiness gate.
     pub readiness_gate_label: String,
@@ -157,6 +160,10 @@ pub fn router<L: ClusterLookup + 'static>(state: Arc<AppState<L>>) -> Router {
         .route(
             VALIDATE_CRR,
             limited(post(validate_crr::<L>), admission.clone()),
+        )
+        .route(
+            VALIDATE_ROLLOUT,
+            limited(post(validate_rollout::<L>), admission.clone()),
         )
         .route(
             MUTATE_POD,
@@ -376,6 +383,17 @@ async fn validate_crr<L: ClusterLookup>(
     body: Bytes,
 ) -> Response {
     crr_review(&state, Hook::Validate, "validate", &body).await
+}
+
+async fn validate_rollout<L: ClusterLookup>(
+    State(state): State<Arc<AppState<L>>>,
+    body: Bytes,
+) -> Response {
+    let started = Instant::now();
+    let (review, verdict) =
+        crate::rollout_review::review_rollout(&body, state.templates.as_ref()).await;
+    state.record("rollout", &review, &verdict, started);
+    json_response(&review)
 }
 
 async fn mutate_pod<L: ClusterLookup>(

@@ -100,6 +100,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     readiness.follow(&shutdown);
     // Readiness waits for no cache: conversion needs none, and admission reads what the node
     // label cache does not hold yet with a GET.
+    let templates = Arc::new(crate::rollout_review::ApiTemplates {
+        client: client.clone(),
+    });
     let lookup = ApiLookup::start(client);
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -122,6 +125,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     }
     let state = Arc::new(AppState {
         lookup,
+        templates,
         node_daemon_enabled: settings.node_daemon_enabled,
         readiness_gate_label: settings.readiness_gate_label,
         metrics,

@@ -67,11 +67,7 @@ pub fn new_request(
 ) -> Option<ContainerRecreateRequest> {
     let owner: OwnerReference = rollout.controller_owner_ref(&())?;
     let name = rollout.metadata.name.as_deref()?;
-    let strategy = rollout
-        .spec
-        .recreate_strategy
-        .clone()
-        .unwrap_or_default();
+    let strategy = rollout.spec.recreate_strategy.clone().unwrap_or_default();
     let RolloutRecreateStrategy {
         ordered_recreate,
         force_recreate,
@@ -172,9 +168,21 @@ mod tests {
             ("ContainerRecreateRollout", "rollout-uid", Some(true))
         );
         assert_eq!(crr.spec.pod_name, "web-1");
-        let names: Vec<_> = crr.spec.containers.iter().map(|c| c.name.as_str()).collect();
+        let names: Vec<_> = crr
+            .spec
+            .containers
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
         assert_eq!(names, ["app", "sidecar"]);
-        assert_eq!(crr.spec.strategy.as_ref().unwrap().unready_grace_period_seconds, Some(2));
+        assert_eq!(
+            crr.spec
+                .strategy
+                .as_ref()
+                .unwrap()
+                .unready_grace_period_seconds,
+            Some(2)
+        );
         assert_eq!(
             crr.spec.active_deadline_seconds,
             Some(DEFAULT_POD_DEADLINE_SECONDS)

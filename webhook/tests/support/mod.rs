@@ -208,6 +208,7 @@ impl Served {
                         .expect("a node"),
                 ),
             },
+            templates: Arc::new(NoWorkloads),
             node_daemon_enabled,
             readiness_gate_label: crr_crds::keys::LABEL_READINESS_GATE.to_owned(),
             metrics,
@@ -390,4 +391,26 @@ impl Connection {
 /// The `response` of an AdmissionReview body.
 pub fn response(body: &[u8]) -> Value {
     serde_json::from_slice::<Value>(body).expect("a JSON answer")["response"].clone()
+}
+
+/// No workload exists: rollouts naming one are refused (the server tests do not admit rollouts).
+struct NoWorkloads;
+
+impl crr_webhook::rollout_review::TemplateLookup for NoWorkloads {
+    fn template<'a>(
+        &'a self,
+        _namespace: &'a str,
+        _workload: &'a crr_crds::rollout::WorkloadRef,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = crr_webhook::admission::Lookup<
+                        k8s_openapi::api::core::v1::PodTemplateSpec,
+                    >,
+                > + Send
+                + 'a,
+        >,
+    > {
+        Box::pin(async { crr_webhook::admission::Lookup::NotFound })
+    }
 }

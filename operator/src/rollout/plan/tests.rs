@@ -91,7 +91,10 @@ fn in_flight_and_not_ready_pods_take_the_room() {
         pod("c", 3, true),
         pod("d", 4, true),
     ];
-    let states = requests(&[("a", RequestState::InFlight), ("b", RequestState::Succeeded)]);
+    let states = requests(&[
+        ("a", RequestState::InFlight),
+        ("b", RequestState::Succeeded),
+    ]);
     let plan = plan(&settings(2), &pods, &states, &[]);
     assert!(plan.start.is_empty(), "{plan:?}");
     assert_eq!(
@@ -141,7 +144,10 @@ fn pods_created_after_the_rollout_or_terminating_are_not_its_target() {
 #[test]
 fn completes_when_every_target_pod_was_recreated() {
     let pods = [pod("a", 1, true), pod("b", 2, true), pod("new", 200, true)];
-    let states = requests(&[("a", RequestState::Succeeded), ("b", RequestState::Succeeded)]);
+    let states = requests(&[
+        ("a", RequestState::Succeeded),
+        ("b", RequestState::Succeeded),
+    ]);
     let plan = plan(&settings(1), &pods, &states, &[]);
     assert_eq!(plan.phase, RolloutPhase::Completed);
     assert_eq!(plan.counts.recreated, 2);
@@ -152,12 +158,18 @@ fn completes_when_every_target_pod_was_recreated() {
 #[test]
 fn a_failure_over_the_limit_stops_new_starts_and_ends_failed_once_nothing_is_in_flight() {
     let pods = [pod("a", 1, true), pod("b", 2, true), pod("c", 3, true)];
-    let in_flight = requests(&[("a", failed("not restarted")), ("b", RequestState::InFlight)]);
+    let in_flight = requests(&[
+        ("a", failed("not restarted")),
+        ("b", RequestState::InFlight),
+    ]);
     let plan1 = plan(&settings(3), &pods, &in_flight, &[]);
     assert!(plan1.start.is_empty());
     assert_eq!(plan1.phase, RolloutPhase::Progressing);
     assert_eq!(plan1.waiting, Waiting::FailureLimit);
-    let done = requests(&[("a", failed("not restarted")), ("b", RequestState::Succeeded)]);
+    let done = requests(&[
+        ("a", failed("not restarted")),
+        ("b", RequestState::Succeeded),
+    ]);
     let plan2 = plan(&settings(3), &pods, &done, &[]);
     assert_eq!(plan2.phase, RolloutPhase::Failed);
     assert_eq!(plan2.failed_reason, Some(REASON_FAILURE_LIMIT));
@@ -245,7 +257,12 @@ fn a_budget_whose_status_is_behind_its_spec_allows_nothing() {
 fn a_budget_that_selects_other_pods_only_binds_the_pods_it_selects() {
     let pods = [pod("a", 1, true), pod("b", 2, true)];
     let pdb = budget("only-a", 0, 1, &[&pods[0]]);
-    let plan = plan(&settings(2), &pods, &BTreeMap::new(), &[pdb.clone()]);
+    let plan = plan(
+        &settings(2),
+        &pods,
+        &BTreeMap::new(),
+        std::slice::from_ref(&pdb),
+    );
     // a is first and blocked: the order is kept, b waits behind it.
     assert!(plan.start.is_empty());
     let mut ignoring = settings(2);
@@ -301,12 +318,26 @@ struct World {
 
 fn any_world() -> impl Strategy<Value = World> {
     let pods = prop::collection::vec(
-        (0i64..200, any::<bool>(), prop::bool::weighted(0.1), prop::option::of(0u32..30), any_state()),
+        (
+            0i64..200,
+            any::<bool>(),
+            prop::bool::weighted(0.1),
+            prop::option::of(0u32..30),
+            any_state(),
+        ),
         0..30,
     );
     (
         pods,
-        prop::collection::vec((0i32..4, 0i32..20, any::<bool>(), prop::collection::vec(any::<bool>(), 30)), 0..3),
+        prop::collection::vec(
+            (
+                0i32..4,
+                0i32..20,
+                any::<bool>(),
+                prop::collection::vec(any::<bool>(), 30),
+            ),
+            0..3,
+        ),
         1usize..6,
         any::<bool>(),
         any::<bool>(),
@@ -315,7 +346,9 @@ fn any_world() -> impl Strategy<Value = World> {
         .prop_map(|(pods, budgets, limit, respect, paused, max_failed)| {
             let mut views = Vec::new();
             let mut requests = BTreeMap::new();
-            for (index, (created, ready, terminating, ordinal, state)) in pods.into_iter().enumerate() {
+            for (index, (created, ready, terminating, ordinal, state)) in
+                pods.into_iter().enumerate()
+            {
                 let view = PodView {
                     name: format!("pod-{index}"),
                     uid: format!("uid-{index}"),

@@ -1,0 +1,417 @@
+//! A rollout's status and Events from its plan: pure functions of the previous status, the plan
+//! and the time.
+
+use crr_crds::keys;
+use crr_crds::rollout::{ContainerRecreateRolloutStatus, RolloutPhase};
+use crr_crds::status::set_condition;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::plan::{Plan, Waiting};
+
+/// The status that describes `plan`: counts, phase, conditions and failures. The start time is
+/// kept from `previous` (or is `now` on the first write), the completion time is set once the
+/// rollout ends, and a condition's transition time moves only when its status changes.
+pub fn next_status(
+    previous: Option<&ContainerRecreateRolloutStatus>,
+    plan: &Plan,
+    generation: Option<i64>,
+    target_name: String,
+    now: Timestamp,
+) -> ContainerRecreateRolloutStatus {
+    let previous = previous.cloned().unwrap_or_default();
+    let counts = plan.counts;
+    let count = |value: usize| i32::try_from(value).unwrap_or(i32::MAX);
+    let finished = plan.phase.is_finished();
+    let mut conditions = previous.conditions.clone();
+    let condition = |type_: &str, status: bool, reason: &str, message: String| Condition {
+        type_: type_.to_owned(),
+        status: if status { "True" } else { "False" }.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        last_transition_time: Time(now),
+        observed_generation: generation,
+    };
+    let (reason, message) = progressing_reason(plan);
+    set_condition(
+        &mut conditions,
+        condition(
+            keys::CONDITION_ROLLOUT_PROGRESSING,
+            !finished,
+            reason,
+            message,
+        ),
+    );
+    if plan.phase == RolloutPhase::Completed {
+        set_condition(
+            &mut conditions,
+            condition(
+                keys::CONDITION_ROLLOUT_COMPLETE,
+                true,
+                "Completed",
+                format!(
+                    "{} of {} pods recreated, {} failed",
+                    counts.recreated, counts.target_pods, counts.failed
+                ),
+            ),
+        );
+    }
+    if let Some(reason) = plan.failed_reason {
+        let message = match reason {
+            super::plan::REASON_TARGET_GONE => "the target workload is gone".to_owned(),
+            _ => format!(
+                "{} pods failed, more than maxFailedPods allows; first: {}",
+                counts.failed,
+                plan.failures
+                    .first()
+                    .map(|failure| format!("{}: {}", failure.pod, failure.message))
+                    .unwrap_or_default()
+            ),
+        };
+        set_condition(
+            &mut conditions,
+            condition(keys::CONDITION_ROLLOUT_FAILED, true, reason, message),
+        );
+    }
+    ContainerRecreateRolloutStatus {
+        observed_generation: generation,
+        phase: Some(plan.phase.as_str().to_owned()),
+        start_time: previous.start_time.or(Some(Time(now))),
+        completion_time: if finished {
+            previous.completion_time.or(Some(Time(now)))
+        } else {
+            None
+        },
+        target_name: Some(target_name),
+        target_pods: count(counts.target_pods),
+        recreated: count(counts.recreated),
+        failed: count(counts.failed),
+        in_flight: count(counts.in_flight),
+        pending: count(counts.pending),
+        progress: Some(format!("{}/{}", counts.recreated, counts.target_pods)),
+        conditions,
+        failures: plan.failures.clone(),
+    }
+}
+
+/// The Progressing condition's reason and message.
+fn progressing_reason(plan: &Plan) -> (&'static str, String) {
+    match (&plan.phase, &plan.waiting) {
+        (RolloutPhase::Completed, _) => ("Completed", "every target pod was handled".to_owned()),
+        (RolloutPhase::Failed, _) => (
+            plan.failed_reason.unwrap_or("Failed"),
+            "the rollout ended".to_owned(),
+        ),
+        (_, Waiting::Paused) => ("Paused", "paused: no new pod starts".to_owned()),
+        (_, Waiting::ForBudget { budget, pod }) => (
+            "WaitingForBudget",
+            format!("pod {pod} waits: PodDisruptionBudget {budget} allows no more disruptions"),
+        ),
+        (_, Waiting::ForUnavailable { unavailable, limit }) => (
+            "WaitingForUnavailable",
+            format!("{unavailable} target pods are unavailable, maxUnavailable is {limit}"),
+        ),
+        (_, Waiting::FailureLimit) => (
+            "FailureLimit",
+            "more pods failed than maxFailedPods allows: waiting for requests in flight to end"
+                .to_owned(),
+        ),
+        (_, Waiting::Nothing) => ("Started", "starting pods".to_owned()),
+    }
+}
+
+/// An Event to publish on the rollout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RolloutEvent {
+    /// Warning, else Normal.
+    pub warning: bool,
+    /// The Event's reason.
+    pub reason: &'static str,
+    /// Its note.
+    pub note: String,
+}
+
+/// The Events a change of status calls for: the start, each newly listed failure, pause and
+/// resume, the end. Budget waits are published by the caller, at most once a minute per PDB.
+pub fn events(
+    previous: Option<&ContainerRecreateRolloutStatus>,
+    next: &ContainerRecreateRolloutStatus,
+) -> Vec<RolloutEvent> {
+    let mut events = Vec::new();
+    let phase = |status: Option<&ContainerRecreateRolloutStatus>| {
+        status
+            .and_then(|status| status.phase.as_deref())
+            .and_then(RolloutPhase::parse)
+    };
+    let before = phase(previous);
+    let after = phase(Some(next));
+    if previous
+        .and_then(|status| status.start_time.as_ref())
+        .is_none()
+    {
+        events.push(RolloutEvent {
+            warning: false,
+            reason: "Started",
+            note: format!(
+                "restarting {} pods of {} in place",
+                next.target_pods,
+                next.target_name.as_deref().unwrap_or_default()
+            ),
+        });
+    }
+    for failure in &next.failures {
+        let known = previous.is_some_and(|status| {
+            status
+                .failures
+                .iter()
+                .any(|listed| listed.pod == failure.pod)
+        });
+        if !known {
+            events.push(RolloutEvent {
+                warning: true,
+                reason: "PodFailed",
+                note: format!(
+                    "pod {}{}: {}",
+                    failure.pod,
+                    failure
+                        .container
+                        .as_deref()
+                        .map(|container| format!(" container {container}"))
+                        .unwrap_or_default(),
+                    failure.message
+                ),
+            });
+        }
+    }
+    if before != after {
+        match after {
+            Some(RolloutPhase::Paused) => events.push(RolloutEvent {
+                warning: false,
+                reason: "Paused",
+                note: "paused: requests in flight finish, no new pod starts".to_owned(),
+            }),
+            Some(RolloutPhase::Progressing) if before == Some(RolloutPhase::Paused) => {
+                events.push(RolloutEvent {
+                    warning: false,
+                    reason: "Resumed",
+                    note: "resumed".to_owned(),
+                });
+            }
+            Some(RolloutPhase::Completed) => events.push(RolloutEvent {
+                warning: false,
+                reason: "Completed",
+                note: format!(
+                    "{} of {} pods recreated, {} failed",
+                    next.recreated, next.target_pods, next.failed
+                ),
+            }),
+            Some(RolloutPhase::Failed) => events.push(RolloutEvent {
+                warning: true,
+                reason: "Failed",
+                note: next
+                    .conditions
+                    .iter()
+                    .find(|condition| condition.type_ == keys::CONDITION_ROLLOUT_FAILED)
+                    .map(|condition| condition.message.clone())
+                    .unwrap_or_else(|| "the rollout failed".to_owned()),
+            }),
+            _ => {}
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::plan::{Counts, REASON_FAILURE_LIMIT};
+    use crr_crds::rollout::RolloutFailure;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).expect("a valid time")
+    }
+
+    fn plan(phase: RolloutPhase, waiting: Waiting, counts: Counts) -> Plan {
+        Plan {
+            start: Vec::new(),
+            phase,
+            waiting,
+            failed_reason: None,
+            counts,
+            failures: Vec::new(),
+        }
+    }
+
+    fn counts(target: usize, recreated: usize, in_flight: usize) -> Counts {
+        Counts {
+            target_pods: target,
+            recreated,
+            failed: 0,
+            in_flight,
+            pending: target - recreated - in_flight,
+        }
+    }
+
+    fn condition<'a>(status: &'a ContainerRecreateRolloutStatus, type_: &str) -> &'a Condition {
+        status
+            .conditions
+            .iter()
+            .find(|condition| condition.type_ == type_)
+            .expect("the condition")
+    }
+
+    #[test]
+    fn a_first_status_starts_the_clock_and_says_what_it_waits_on() {
+        let waiting = Waiting::ForBudget {
+            budget: "web".into(),
+            pod: "web-1".into(),
+        };
+        let status = next_status(
+            None,
+            &plan(RolloutPhase::Progressing, waiting, counts(8, 0, 1)),
+            Some(1),
+            "Deployment/web".into(),
+            at(0),
+        );
+        assert_eq!(status.phase.as_deref(), Some("Progressing"));
+        assert_eq!(status.start_time, Some(Time(at(0))));
+        assert_eq!(status.completion_time, None);
+        assert_eq!(status.progress.as_deref(), Some("0/8"));
+        assert_eq!((status.in_flight, status.pending), (1, 7));
+        let progressing = condition(&status, keys::CONDITION_ROLLOUT_PROGRESSING);
+        assert_eq!(
+            (progressing.status.as_str(), progressing.reason.as_str()),
+            ("True", "WaitingForBudget")
+        );
+        assert!(
+            progressing.message.contains("web"),
+            "{}",
+            progressing.message
+        );
+        let events = events(None, &status);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].reason, "Started");
+    }
+
+    #[test]
+    fn completion_sets_the_time_once_and_the_complete_condition() {
+        let first = next_status(
+            None,
+            &plan(RolloutPhase::Progressing, Waiting::Nothing, counts(2, 1, 1)),
+            Some(1),
+            "Deployment/web".into(),
+            at(0),
+        );
+        let done = next_status(
+            Some(&first),
+            &plan(RolloutPhase::Completed, Waiting::Nothing, counts(2, 2, 0)),
+            Some(1),
+            "Deployment/web".into(),
+            at(30),
+        );
+        assert_eq!(done.start_time, Some(Time(at(0))));
+        assert_eq!(done.completion_time, Some(Time(at(30))));
+        assert_eq!(done.progress.as_deref(), Some("2/2"));
+        assert_eq!(
+            condition(&done, keys::CONDITION_ROLLOUT_COMPLETE).status,
+            "True"
+        );
+        assert_eq!(
+            condition(&done, keys::CONDITION_ROLLOUT_PROGRESSING).status,
+            "False"
+        );
+        let again = next_status(
+            Some(&done),
+            &plan(RolloutPhase::Completed, Waiting::Nothing, counts(2, 2, 0)),
+            Some(1),
+            "Deployment/web".into(),
+            at(90),
+        );
+        assert_eq!(again, done, "a repeated plan writes nothing new");
+        let reasons: Vec<_> = events(Some(&first), &done)
+            .iter()
+            .map(|e| e.reason)
+            .collect();
+        assert_eq!(reasons, ["Completed"]);
+        assert!(events(Some(&done), &again).is_empty());
+    }
+
+    #[test]
+    fn failures_are_announced_once_and_the_end_names_the_first() {
+        let failure = RolloutFailure {
+            pod: "web-3".into(),
+            container: Some("app".into()),
+            message: "not started again".into(),
+        };
+        let mut failing = plan(
+            RolloutPhase::Progressing,
+            Waiting::FailureLimit,
+            counts(4, 1, 1),
+        );
+        failing.counts.failed = 1;
+        failing.counts.pending = 1;
+        failing.failures = vec![failure.clone()];
+        let first = next_status(None, &failing, Some(1), "Deployment/web".into(), at(0));
+        let reasons: Vec<_> = events(None, &first).iter().map(|e| e.reason).collect();
+        assert_eq!(reasons, ["Started", "PodFailed"]);
+        let mut ended = failing.clone();
+        ended.phase = RolloutPhase::Failed;
+        ended.failed_reason = Some(REASON_FAILURE_LIMIT);
+        let last = next_status(
+            Some(&first),
+            &ended,
+            Some(1),
+            "Deployment/web".into(),
+            at(9),
+        );
+        let failed = condition(&last, keys::CONDITION_ROLLOUT_FAILED);
+        assert_eq!(failed.reason, REASON_FAILURE_LIMIT);
+        assert!(
+            failed.message.contains("web-3: not started again"),
+            "{}",
+            failed.message
+        );
+        let events = events(Some(&first), &last);
+        assert_eq!(events.len(), 1);
+        assert_eq!((events[0].reason, events[0].warning), ("Failed", true));
+    }
+
+    #[test]
+    fn pausing_and_resuming_are_announced() {
+        let running = next_status(
+            None,
+            &plan(RolloutPhase::Progressing, Waiting::Nothing, counts(3, 0, 1)),
+            Some(1),
+            "Deployment/web".into(),
+            at(0),
+        );
+        let paused = next_status(
+            Some(&running),
+            &plan(RolloutPhase::Paused, Waiting::Paused, counts(3, 1, 0)),
+            Some(2),
+            "Deployment/web".into(),
+            at(5),
+        );
+        assert_eq!(
+            condition(&paused, keys::CONDITION_ROLLOUT_PROGRESSING).reason,
+            "Paused"
+        );
+        let reasons: Vec<_> = events(Some(&running), &paused)
+            .iter()
+            .map(|e| e.reason)
+            .collect();
+        assert_eq!(reasons, ["Paused"]);
+        let resumed = next_status(
+            Some(&paused),
+            &plan(RolloutPhase::Progressing, Waiting::Nothing, counts(3, 1, 1)),
+            Some(3),
+            "Deployment/web".into(),
+            at(9),
+        );
+        let reasons: Vec<_> = events(Some(&paused), &resumed)
+            .iter()
+            .map(|e| e.reason)
+            .collect();
+        assert_eq!(reasons, ["Resumed"]);
+    }
+}

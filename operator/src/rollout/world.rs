@@ -1,0 +1,336 @@
+//! Reading what a rollout's plan needs from the API server: the target's pods (by the
+//! workload's selector and ownership, or by the rollout's selector) and the PodDisruptionBudgets
+//! that select them, with every pod each of those selects.
+//!
+//! Pods are listed by label selector when a rollout is reconciled, never watched: the operator's
+//! memory does not grow with the cluster's pods, and only running rollouts cost reads.
+
+use std::collections::BTreeMap;
+
+use crr_crds::rollout::{RolloutTarget, WorkloadRef};
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::ListParams;
+use kube::core::{Selector, SelectorExt};
+use kube::{Api, Client, ResourceExt};
+
+use super::plan::{BudgetView, PodView};
+
+/// Why the world could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// An API call failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being read.
+        what: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A selector could not be turned into a list request.
+    #[error("the selector of {what} is invalid: {source}")]
+    Selector {
+        /// Whose selector.
+        what: String,
+        /// Why.
+        #[source]
+        source: kube::core::ParseExpressionError,
+    },
+}
+
+/// The target as read.
+#[derive(Debug, Default)]
+pub struct Target {
+    /// Whether the workload exists (always true for a selector target).
+    pub exists: bool,
+    /// The selector the pods were listed with (`None` when the workload is gone).
+    pub selector: Option<LabelSelector>,
+    /// Every pod the selector matches, the target's or not (a PDB with the same selector reuses
+    /// them).
+    pub listed: Vec<Pod>,
+    /// The target's pods among them: owned by the workload (directly or through its
+    /// ReplicaSets), or all of them for a selector target.
+    pub pods: Vec<Pod>,
+}
+
+/// Reads the target of a rollout in `namespace`.
+pub async fn read_target(
+    client: &Client,
+    namespace: &str,
+    target: &RolloutTarget,
+) -> Result<Target, ReadError> {
+    if let Some(workload) = &target.workload_ref {
+        return read_workload(client, namespace, workload).await;
+    }
+    let Some(selector) = &target.selector else {
+        return Ok(Target::default());
+    };
+    let listed = list_pods(client, namespace, selector, "the rollout's selector").await?;
+    Ok(Target {
+        exists: true,
+        selector: Some(selector.clone()),
+        pods: listed.clone(),
+        listed,
+    })
+}
+
+async fn read_workload(
+    client: &Client,
+    namespace: &str,
+    workload: &WorkloadRef,
+) -> Result<Target, ReadError> {
+    let what = format!("{} {namespace}/{}", workload.kind, workload.name);
+    let api_error = |source| ReadError::Api {
+        what: format!("reading {what}"),
+        source,
+    };
+    // (uid, selector) of the workload, or None when it is gone or of a kind not served here.
+    let found: Option<(String, Option<LabelSelector>)> = match workload.kind.as_str() {
+        "Deployment" => Api::<Deployment>::namespaced(client.clone(), namespace)
+            .get_opt(&workload.name)
+            .await
+            .map_err(api_error)?
+            .map(|object| {
+                (
+                    object.uid().unwrap_or_default(),
+                    object.spec.map(|spec| spec.selector),
+                )
+            }),
+        "StatefulSet" => Api::<StatefulSet>::namespaced(client.clone(), namespace)
+            .get_opt(&workload.name)
+            .await
+            .map_err(api_error)?
+            .map(|object| {
+                (
+                    object.uid().unwrap_or_default(),
+                    object.spec.map(|spec| spec.selector),
+                )
+            }),
+        "DaemonSet" => Api::<DaemonSet>::namespaced(client.clone(), namespace)
+            .get_opt(&workload.name)
+            .await
+            .map_err(api_error)?
+            .map(|object| {
+                (
+                    object.uid().unwrap_or_default(),
+                    object.spec.map(|spec| spec.selector),
+                )
+            }),
+        "ReplicaSet" => Api::<ReplicaSet>::namespaced(client.clone(), namespace)
+            .get_opt(&workload.name)
+            .await
+            .map_err(api_error)?
+            .map(|object| {
+                (
+                    object.uid().unwrap_or_default(),
+                    object.spec.map(|spec| spec.selector),
+                )
+            }),
+        _ => None,
+    };
+    let Some((uid, Some(selector))) = found else {
+        return Ok(Target::default());
+    };
+    let listed = list_pods(client, namespace, &selector, &what).await?;
+    let owners: Vec<String> = if workload.kind == "Deployment" {
+        let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), namespace)
+            .list(&list_params(&selector, &what)?)
+            .await
+            .map_err(|source| ReadError::Api {
+                what: format!("listing the ReplicaSets of {what}"),
+                source,
+            })?;
+        replica_sets
+            .items
+            .iter()
+            .filter(|replica_set| controller_uid(*replica_set) == Some(uid.as_str()))
+            .filter_map(ResourceExt::uid)
+            .collect()
+    } else {
+        vec![uid]
+    };
+    let pods = listed
+        .iter()
+        .filter(|pod| {
+            controller_uid(*pod).is_some_and(|owner| owners.iter().any(|uid| uid == owner))
+        })
+        .cloned()
+        .collect();
+    Ok(Target {
+        exists: true,
+        selector: Some(selector),
+        listed,
+        pods,
+    })
+}
+
+/// The PDBs of `budgets` (the namespace's) that select at least one of `target`'s pods, each
+/// with every pod it selects. A PDB without a selector selects nothing; an empty one selects
+/// every pod of the namespace (policy/v1).
+pub async fn read_budgets(
+    client: &Client,
+    namespace: &str,
+    target: &Target,
+    budgets: &[std::sync::Arc<PodDisruptionBudget>],
+) -> Result<Vec<BudgetView>, ReadError> {
+    let mut views = Vec::new();
+    for budget in budgets {
+        let name = budget.name_any();
+        let Some(selector) = budget.spec.as_ref().and_then(|spec| spec.selector.clone()) else {
+            continue;
+        };
+        let what = format!("PodDisruptionBudget {namespace}/{name}");
+        let matcher =
+            Selector::try_from(selector.clone()).map_err(|source| ReadError::Selector {
+                what: what.clone(),
+                source,
+            })?;
+        let selects_target = target
+            .pods
+            .iter()
+            .any(|pod| matcher.matches(pod.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())));
+        if !selects_target {
+            continue;
+        }
+        let pods = if target.selector.as_ref() == Some(&selector) {
+            target.listed.clone()
+        } else {
+            list_pods(client, namespace, &selector, &what).await?
+        };
+        let status = budget.status.clone().unwrap_or_default();
+        views.push(BudgetView {
+            name,
+            disruptions_allowed: status.disruptions_allowed,
+            desired_healthy: status.desired_healthy,
+            status_current: status.observed_generation.unwrap_or(0)
+                >= budget.metadata.generation.unwrap_or(0),
+            pods: pods
+                .iter()
+                .filter_map(|pod| Some((pod.uid()?, is_ready(pod) && !is_terminating(pod))))
+                .collect(),
+        });
+    }
+    Ok(views)
+}
+
+/// A pod as the plan sees it.
+pub fn pod_view(pod: &Pod) -> PodView {
+    let statefulset_owned = pod
+        .owner_references()
+        .iter()
+        .any(|owner| owner.controller == Some(true) && owner.kind == "StatefulSet");
+    PodView {
+        name: pod.name_any(),
+        uid: pod.uid().unwrap_or_default(),
+        created: pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(Timestamp::UNIX_EPOCH, |time| time.0),
+        ready: is_ready(pod),
+        terminating: is_terminating(pod),
+        ordinal: statefulset_owned.then(|| ordinal(pod)).flatten(),
+    }
+}
+
+/// A StatefulSet pod's ordinal: its `apps.kubernetes.io/pod-index` label, else its name's last
+/// dash-separated part.
+fn ordinal(pod: &Pod) -> Option<u32> {
+    pod.labels()
+        .get("apps.kubernetes.io/pod-index")
+        .and_then(|index| index.parse().ok())
+        .or_else(|| pod.name_any().rsplit('-').next()?.parse().ok())
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        })
+}
+
+fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+fn controller_uid<K: ResourceExt>(object: &K) -> Option<&str> {
+    object
+        .owner_references()
+        .iter()
+        .find(|owner| owner.controller == Some(true))
+        .map(|owner| owner.uid.as_str())
+}
+
+fn list_params(selector: &LabelSelector, what: &str) -> Result<ListParams, ReadError> {
+    let selector = Selector::try_from(selector.clone()).map_err(|source| ReadError::Selector {
+        what: what.to_owned(),
+        source,
+    })?;
+    Ok(ListParams::default().labels_from(&selector))
+}
+
+async fn list_pods(
+    client: &Client,
+    namespace: &str,
+    selector: &LabelSelector,
+    what: &str,
+) -> Result<Vec<Pod>, ReadError> {
+    let params = list_params(selector, what)?;
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&params)
+        .await
+        .map(|list| list.items)
+        .map_err(|source| ReadError::Api {
+            what: format!("listing the pods of {what}"),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).expect("a pod")
+    }
+
+    #[test]
+    fn a_statefulset_pod_has_its_ordinal_and_readiness() {
+        let view = pod_view(&pod(serde_json::json!({
+            "metadata": {"name": "db-12", "uid": "u", "creationTimestamp": "2026-11-27T00:00:00Z",
+                         "labels": {"apps.kubernetes.io/pod-index": "12"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db",
+                                              "uid": "s", "controller": true}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        })));
+        assert_eq!(view.ordinal, Some(12));
+        assert!(view.ready && !view.terminating);
+        let unlabelled = pod_view(&pod(serde_json::json!({
+            "metadata": {"name": "db-3", "uid": "u",
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db",
+                                              "uid": "s", "controller": true}]},
+        })));
+        assert_eq!(unlabelled.ordinal, Some(3));
+        assert!(!unlabelled.ready);
+    }
+
+    #[test]
+    fn other_pods_have_no_ordinal_even_with_a_numeric_suffix() {
+        let view = pod_view(&pod(serde_json::json!({
+            "metadata": {"name": "web-7", "uid": "u", "deletionTimestamp": "2026-11-27T00:00:00Z",
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                                              "uid": "r", "controller": true}]},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}]},
+        })));
+        assert_eq!(view.ordinal, None);
+        assert!(view.terminating && !view.ready);
+    }
+}
