@@ -21,12 +21,21 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+/// How long an idle keep-alive connection is kept: longer than the 90 s after which Go's HTTP
+/// clients (the API server calling webhooks, Prometheus scraping) close theirs, so that the
+/// client, never the server, closes an idle connection and no call races a close. A stalled
+/// client holds a connection this long; the connection caps bound how many.
+pub const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(100);
+
 /// Time limits of a server.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// TLS handshake.
     pub handshake: Duration,
-    /// Request headers, from the first byte.
+    /// Request headers. hyper counts this from the end of the previous answer, so it is also
+    /// how long an idle keep-alive connection is kept: it must outlast the clients' own idle
+    /// timeout ([`KEEP_ALIVE_IDLE`]), or a client reusing a connection just as the server closes
+    /// it fails its call ("broken pipe").
     pub headers: Duration,
     /// One request, body read and answer included.
     pub request: Duration,
@@ -42,7 +51,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             handshake: Duration::from_secs(10),
-            headers: Duration::from_secs(10),
+            headers: KEEP_ALIVE_IDLE,
             // The API server gives a webhook at most 30 s.
             request: Duration::from_secs(30),
             drain: Duration::from_secs(20),
@@ -328,5 +337,49 @@ mod tests {
             .await
             .expect("the server closed the stalled connection");
         assert!(read.is_ok());
+    }
+
+    /// hyper counts the header limit from the end of the previous answer: a keep-alive
+    /// connection idle for less than it serves the next request, one idle for longer is closed.
+    /// [`KEEP_ALIVE_IDLE`] rests on this.
+    #[tokio::test]
+    async fn an_idle_keep_alive_connection_lives_as_long_as_the_header_limit() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let limits = Limits {
+            headers: Duration::from_millis(400),
+            ..Limits::default()
+        };
+        let router = Router::new().route("/hello", get(|| async { "hi" }));
+        tokio::spawn(serve(
+            listener,
+            None,
+            router,
+            std::future::pending(),
+            limits,
+        ));
+        let request = b"GET /hello HTTP/1.1\r\nhost: x\r\n\r\n";
+        async fn answer(stream: &mut tokio::net::TcpStream) -> String {
+            let mut buffer = vec![0u8; 1024];
+            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+                .await
+                .expect("an answer or a close")
+                .unwrap_or(0);
+            String::from_utf8_lossy(&buffer[..read]).into_owned()
+        }
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream.write_all(request).await.unwrap();
+        assert!(answer(&mut stream).await.starts_with("HTTP/1.1 200"));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        stream.write_all(request).await.unwrap();
+        let second = answer(&mut stream).await;
+        assert!(
+            second.starts_with("HTTP/1.1 200"),
+            "reused after 150 ms: {second:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        let _ = stream.write_all(request).await;
+        let third = answer(&mut stream).await;
+        assert!(third.is_empty(), "closed after 900 ms idle: {third:?}");
     }
 }

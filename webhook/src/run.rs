@@ -138,10 +138,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         routes::router(state),
         shutdown.requested(),
         Limits {
-            // Stalled clients are cut off well within the API server's own timeout; each
-            // endpoint bounds its body and its answer more tightly (`routes`).
+            // A stalled handshake is cut off well within the API server's own timeout; each
+            // endpoint bounds its body and its answer more tightly (`routes`). Headers get the
+            // keep-alive allowance (hyper counts it from the previous answer): a shorter one
+            // closed the API server's idle connections under its feet, failing creates with
+            // "broken pipe" in a flood.
             handshake: Duration::from_secs(5),
-            headers: Duration::from_secs(5),
+            headers: crr_runtime::server::KEEP_ALIVE_IDLE,
             request: routes::CONVERT_DEADLINE,
             drain: settings.drain,
             connections: WEBHOOK_CONNECTIONS,
