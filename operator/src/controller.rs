@@ -295,6 +295,10 @@ pub async fn run(
                 Err(controller::Error::ReconcilerFailed(_, object)) => {
                     debug!(crr = %object, "reconcile failed");
                 }
+                // A deleted object's last queued reconcile: nothing to do.
+                Err(controller::Error::ObjectNotFound(object)) => {
+                    debug!(crr = %object, "gone before its reconcile");
+                }
                 Err(error) => warn!(%error, "controller event"),
             }
         })

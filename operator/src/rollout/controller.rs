@@ -446,6 +446,10 @@ pub async fn run(
                 Err(controller::Error::ReconcilerFailed(_, object)) => {
                     debug!(rollout = %object, "reconcile failed");
                 }
+                // A deleted object's last queued reconcile: nothing to do.
+                Err(controller::Error::ObjectNotFound(object)) => {
+                    debug!(rollout = %object, "gone before its reconcile");
+                }
                 Err(error) => warn!(%error, "rollout controller event"),
             }
         })

@@ -7,9 +7,10 @@
 //! the rollout's and the pod's UID) is never started again.
 //!
 //! The rules, in the words of `docs/rollouts.md`:
-//! - The target is the pods that existed when the rollout was created (by `creationTimestamp`)
-//!   and still exist, not terminating. Pods created later are not restarted: their containers
-//!   are new. Pods that disappear leave the counts.
+//! - The target is the pods created before the rollout (by `creationTimestamp`, whole seconds:
+//!   a pod of the same second is not the rollout's) that still exist, not terminating. Pods
+//!   created later are not restarted: their containers are new. Pods that disappear leave the
+//!   counts.
 //! - A pod is *unavailable* while it is not Ready or has a request of this rollout in flight. A
 //!   Ready pod starts only while fewer than `maxUnavailable` target pods are unavailable. A pod
 //!   already not Ready costs nothing to start.
@@ -82,7 +83,7 @@ pub struct BudgetView {
 /// What the plan is given besides the pods, requests and budgets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
-    /// When the rollout was created: pods created later are not its target.
+    /// When the rollout was created: pods created then or later are not its target.
     pub created: Timestamp,
     /// `maxUnavailable`, resolved against the target's pods when planning.
     pub max_unavailable: Limit,
@@ -177,7 +178,7 @@ pub fn plan(
 ) -> Plan {
     let target: Vec<&PodView> = pods
         .iter()
-        .filter(|pod| pod.created <= settings.created && !pod.terminating)
+        .filter(|pod| pod.created < settings.created && !pod.terminating)
         .collect();
     let mut counts = Counts {
         target_pods: target.len(),

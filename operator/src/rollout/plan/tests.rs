@@ -135,7 +135,12 @@ fn statefulset_pods_go_from_the_highest_ordinal() {
 fn pods_created_after_the_rollout_or_terminating_are_not_its_target() {
     let mut leaving = pod("leaving", 2, true);
     leaving.terminating = true;
-    let pods = [pod("old", 1, true), pod("scaled-up", 101, true), leaving];
+    let pods = [
+        pod("old", 1, true),
+        pod("same-second", 100, true),
+        pod("scaled-up", 101, true),
+        leaving,
+    ];
     let plan = plan(&settings(5), &pods, &BTreeMap::new(), &[]);
     assert_eq!(names(&plan), ["old"]);
     assert_eq!(plan.counts.target_pods, 1);
@@ -398,7 +403,7 @@ fn unavailable(world: &World, extra: &BTreeSet<&str>) -> usize {
     world
         .pods
         .iter()
-        .filter(|pod| pod.created <= world.settings.created && !pod.terminating)
+        .filter(|pod| pod.created < world.settings.created && !pod.terminating)
         .filter(|pod| {
             !pod.ready
                 || world.requests.get(&pod.uid) == Some(&RequestState::InFlight)
@@ -416,7 +421,7 @@ proptest! {
             prop_assert!(seen.insert(started.uid.clone()), "started twice: {started:?}");
             prop_assert!(!world.requests.contains_key(&started.uid), "has a request: {started:?}");
             let pod = world.pods.iter().find(|pod| pod.uid == started.uid).expect("a known pod");
-            prop_assert!(pod.created <= world.settings.created && !pod.terminating);
+            prop_assert!(pod.created < world.settings.created && !pod.terminating);
         }
     }
 

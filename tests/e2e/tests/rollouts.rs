@@ -1,0 +1,550 @@
+//! ContainerRecreateRollout scenarios against crr installed on the local test bed:
+//! `cargo test -p crr-e2e --test rollouts -- --include-ignored [FILTER]` (hack/cluster-test.sh).
+//! Each scenario restarts containers of a workload's pods in place and checks what a user
+//! would: never more pods unavailable than allowed (sampled by a pod watch for the whole
+//! rollout), each target pod recreated exactly once, pod names, UIDs and IPs unchanged, and the
+//! rollout's own status.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+use crr_crds::rollout::ContainerRecreateRollout;
+use crr_e2e::{BUSYBOX, Ctx, EXIT_ON_TERM_LOOP, Scenario, check, container, pod_ready, wait};
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use serde_json::{Value, json};
+
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(240);
+
+fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "rollout-deployment",
+            run: |ctx| Box::pin(deployment(ctx)),
+        },
+        Scenario {
+            name: "rollout-budget",
+            run: |ctx| Box::pin(budget(ctx)),
+        },
+        Scenario {
+            name: "rollout-statefulset-order",
+            run: |ctx| Box::pin(statefulset_order(ctx)),
+        },
+        Scenario {
+            name: "rollout-paused",
+            run: |ctx| Box::pin(paused(ctx)),
+        },
+        Scenario {
+            name: "rollout-max-failed",
+            run: |ctx| Box::pin(max_failed(ctx)),
+        },
+        Scenario {
+            name: "rollout-deleted-midway",
+            run: |ctx| Box::pin(deleted_midway(ctx)),
+        },
+        Scenario {
+            name: "rollout-scaled-up",
+            run: |ctx| Box::pin(scaled_up(ctx)),
+        },
+        Scenario {
+            name: "rollout-refused",
+            run: |ctx| Box::pin(refused(ctx)),
+        },
+    ]
+}
+
+const IGNORED: &str = "needs crr installed on the local test bed; hack/cluster-test.sh runs it";
+
+fn main() {
+    let scenarios = scenarios()
+        .into_iter()
+        .map(|scenario| (scenario, crr_e2e::Expect::Pass))
+        .collect();
+    crr_e2e::suite_main("rollouts", scenarios, IGNORED, |client| async move {
+        crr_e2e::installed(&client).await
+    });
+}
+
+fn rollouts(ctx: &Ctx) -> Api<ContainerRecreateRollout> {
+    Api::namespaced(ctx.client.clone(), &ctx.namespace)
+}
+
+/// Two containers, `app` and `sidecar`, Ready once started (a readiness probe every second).
+fn pod_template(app: &str) -> Value {
+    let container = |name: &str| {
+        json!({
+            "name": name,
+            "image": BUSYBOX,
+            "command": ["sh", "-c", EXIT_ON_TERM_LOOP],
+            "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+        })
+    };
+    json!({
+        "metadata": {"labels": {"app": app}},
+        "spec": {
+            "terminationGracePeriodSeconds": 3,
+            "containers": [container("app"), container("sidecar")],
+        },
+    })
+}
+
+async fn apply(ctx: &Ctx, object: Value) -> anyhow::Result<()> {
+    let text = serde_json::to_string(&object)?;
+    let output = crr_e2e::kubectl_with_stdin(
+        &["-n", &ctx.namespace, "apply", "-f", "-"],
+        Some(&text),
+    )
+    .await?;
+    check(output.status.success(), || {
+        format!(
+            "kubectl apply: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+async fn deployment_of(ctx: &Ctx, name: &str, replicas: i32) -> anyhow::Result<Vec<Pod>> {
+    apply(
+        ctx,
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": pod_template(name),
+            },
+        }),
+    )
+    .await?;
+    all_ready(ctx, name, replicas).await
+}
+
+/// Waits until `count` pods labelled `app=<app>` are Ready; returns them by name.
+async fn all_ready(ctx: &Ctx, app: &str, count: i32) -> anyhow::Result<Vec<Pod>> {
+    let params = ListParams::default().labels(&format!("app={app}"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let mut pods = ctx.pods().list(&params).await?.items;
+        pods.retain(|pod| pod.metadata.deletion_timestamp.is_none());
+        let ready = pods.iter().filter(|pod| pod_ready(pod)).count();
+        if ready == usize::try_from(count)? && pods.len() == ready {
+            pods.sort_by_key(ResourceExt::name_any);
+            return Ok(pods);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!("{ready} of {count} pods of {app} Ready after 180 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Samples, by a pod watch, the most pods labelled `app=<app>` not Ready at one time, until
+/// dropped (read it with [`Unavailable::most`]).
+struct Unavailable {
+    most: Arc<Mutex<usize>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Unavailable {
+    fn watch(ctx: &Ctx, app: &str) -> Self {
+        let most = Arc::new(Mutex::new(0));
+        let pods = ctx.pods();
+        let config = watcher::Config::default().labels(&format!("app={app}"));
+        let task = tokio::spawn({
+            let most = most.clone();
+            async move {
+                let mut ready: BTreeMap<String, bool> = BTreeMap::new();
+                let mut events = watcher(pods, config).default_backoff().boxed();
+                while let Some(Ok(event)) = events.next().await {
+                    match event {
+                        watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+                            ready.insert(pod.name_any(), pod_ready(&pod));
+                        }
+                        watcher::Event::Delete(pod) => {
+                            ready.remove(&pod.name_any());
+                        }
+                        _ => {}
+                    }
+                    let now = ready.values().filter(|ready| !**ready).count();
+                    let mut most = most.lock().expect("the sample");
+                    *most = (*most).max(now);
+                }
+            }
+        });
+        Self { most, task }
+    }
+
+    fn most(&self) -> usize {
+        *self.most.lock().expect("the sample")
+    }
+}
+
+impl Drop for Unavailable {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn create_rollout(ctx: &Ctx, name: &str, spec: Value) -> anyhow::Result<()> {
+    let rollout: ContainerRecreateRollout = serde_json::from_value(json!({
+        "apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))?;
+    rollouts(ctx)
+        .create(&PostParams::default(), &rollout)
+        .await
+        .with_context(|| format!("creating rollout {name}"))?;
+    Ok(())
+}
+
+/// Waits until the rollout's phase is `phase`.
+async fn wait_phase(
+    ctx: &Ctx,
+    name: &str,
+    phase: &'static str,
+) -> anyhow::Result<ContainerRecreateRollout> {
+    wait(
+        rollouts(ctx),
+        name,
+        ROLLOUT_TIMEOUT,
+        move |rollout: Option<&ContainerRecreateRollout>| {
+            rollout
+                .and_then(|rollout| rollout.status.as_ref())
+                .and_then(|status| status.phase.as_deref())
+                == Some(phase)
+        },
+    )
+    .await
+    .with_context(|| format!("rollout {name} never {phase}"))?
+    .ok_or_else(|| anyhow!("rollout {name} vanished"))
+}
+
+/// Every pod of `before` still there with the same UID and IP, `app` restarted exactly
+/// `app_restarts` times and `sidecar` never.
+async fn recreated_in_place(ctx: &Ctx, before: &[Pod], app_restarts: i32) -> anyhow::Result<()> {
+    for old in before {
+        let name = old.name_any();
+        let pod = ctx.pods().get(&name).await?;
+        check(pod.uid() == old.uid(), || format!("{name} was replaced"))?;
+        let ip = |pod: &Pod| pod.status.as_ref().and_then(|status| status.pod_ip.clone());
+        check(ip(&pod) == ip(old), || {
+            format!("{name} IP {:?} → {:?}", ip(old), ip(&pod))
+        })?;
+        let app = container(&pod, "app")?.restart_count;
+        let sidecar = container(&pod, "sidecar")?.restart_count;
+        check(app == app_restarts && sidecar == 0, || {
+            format!("{name}: app restarted {app} times, sidecar {sidecar} (want {app_restarts}, 0)")
+        })?;
+    }
+    Ok(())
+}
+
+async fn deployment(ctx: Ctx) -> anyhow::Result<()> {
+    let before = deployment_of(&ctx, "web", 8).await?;
+    let unavailable = Unavailable::watch(&ctx, "web");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    create_rollout(
+        &ctx,
+        "restart-app",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"], "maxUnavailable": 2}),
+    )
+    .await?;
+    let done = wait_phase(&ctx, "restart-app", "Completed").await?;
+    let most = unavailable.most();
+    let status = done.status.unwrap_or_default();
+    check(status.recreated == 8 && status.target_pods == 8, || {
+        format!("status: {status:?}")
+    })?;
+    check(most <= 2, || format!("{most} pods were unavailable at once"))?;
+    check(most >= 1, || "the watch never saw a pod unavailable".to_owned())?;
+    all_ready(&ctx, "web", 8).await?;
+    recreated_in_place(&ctx, &before, 1).await
+}
+
+async fn budget(ctx: Ctx) -> anyhow::Result<()> {
+    let before = deployment_of(&ctx, "web", 8).await?;
+    apply(
+        &ctx,
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "web"},
+               "spec": {"minAvailable": 7, "selector": {"matchLabels": {"app": "web"}}}}),
+    )
+    .await?;
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    wait(pdbs, "web", Duration::from_secs(60), |pdb: Option<&k8s_openapi::api::policy::v1::PodDisruptionBudget>| {
+        pdb.and_then(|pdb| pdb.status.as_ref())
+            .is_some_and(|status| status.current_healthy == 8 && status.disruptions_allowed == 1)
+    })
+    .await
+    .context("the PDB never allowed one disruption")?;
+    let unavailable = Unavailable::watch(&ctx, "web");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    create_rollout(
+        &ctx,
+        "restart-app",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"], "maxUnavailable": 4}),
+    )
+    .await?;
+    wait_phase(&ctx, "restart-app", "Completed").await?;
+    let most = unavailable.most();
+    check(most == 1, || {
+        format!("{most} pods were unavailable at once under minAvailable 7 of 8")
+    })?;
+    recreated_in_place(&ctx, &before, 1).await
+}
+
+async fn statefulset_order(ctx: Ctx) -> anyhow::Result<()> {
+    apply(
+        &ctx,
+        json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db"},
+            "spec": {
+                "replicas": 4, "serviceName": "db", "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": pod_template("db"),
+            },
+        }),
+    )
+    .await?;
+    let before = all_ready(&ctx, "db", 4).await?;
+    create_rollout(
+        &ctx,
+        "restart-app",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db"}},
+               "containers": ["app"]}),
+    )
+    .await?;
+    wait_phase(&ctx, "restart-app", "Completed").await?;
+    recreated_in_place(&ctx, &before, 1).await?;
+    // One at a time, highest ordinal first: the requests were created in that order.
+    let mut requests = ctx.crrs().list(&ListParams::default()).await?.items;
+    requests.sort_by_key(|crr| crr.metadata.creation_timestamp.clone().map(|time| time.0));
+    let order: Vec<String> = requests.iter().map(|crr| crr.spec.pod_name.clone()).collect();
+    check(order == ["db-3", "db-2", "db-1", "db-0"], || {
+        format!("requests in order: {order:?}")
+    })
+}
+
+async fn paused(ctx: Ctx) -> anyhow::Result<()> {
+    let before = deployment_of(&ctx, "web", 3).await?;
+    create_rollout(
+        &ctx,
+        "restart-app",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"], "paused": true}),
+    )
+    .await?;
+    wait_phase(&ctx, "restart-app", "Paused").await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = ctx.crrs().list(&ListParams::default()).await?.items.len();
+    check(started == 0, || format!("{started} requests while paused"))?;
+    rollouts(&ctx)
+        .patch(
+            "restart-app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await?;
+    let done = wait_phase(&ctx, "restart-app", "Completed").await?;
+    check(done.status.is_some_and(|status| status.recreated == 3), || {
+        "not every pod recreated".to_owned()
+    })?;
+    recreated_in_place(&ctx, &before, 1).await
+}
+
+async fn max_failed(ctx: Ctx) -> anyhow::Result<()> {
+    // Pods the kubelet does not restart after a clean exit (OnFailure; `app` exits 0 on
+    // SIGTERM): the first recreate fails, and with maxFailedPods 0 the rollout ends there.
+    for index in 0..3 {
+        let mut pod = pod_template("batch");
+        pod["apiVersion"] = json!("v1");
+        pod["kind"] = json!("Pod");
+        pod["metadata"]["name"] = json!(format!("batch-{index}"));
+        pod["spec"]["restartPolicy"] = json!("OnFailure");
+        apply(&ctx, pod).await?;
+    }
+    all_ready(&ctx, "batch", 3).await?;
+    create_rollout(
+        &ctx,
+        "restart-app",
+        json!({"target": {"selector": {"matchLabels": {"app": "batch"}}},
+               "containers": ["app"], "maxFailedPods": 0}),
+    )
+    .await?;
+    let failed = wait_phase(&ctx, "restart-app", "Failed").await?;
+    let status = failed.status.unwrap_or_default();
+    check(status.failed == 1 && status.recreated == 0 && status.pending == 2, || {
+        format!("status: {status:?}")
+    })?;
+    let failure = status
+        .failures
+        .first()
+        .ok_or_else(|| anyhow!("no failure listed: {status:?}"))?;
+    check(failure.pod == "batch-0" && failure.container.as_deref() == Some("app"), || {
+        format!("failure: {failure:?}")
+    })?;
+    let condition = status
+        .conditions
+        .iter()
+        .find(|condition| condition.type_ == "Failed")
+        .ok_or_else(|| anyhow!("no Failed condition"))?;
+    check(condition.reason == "FailureLimit" && condition.message.contains("batch-0"), || {
+        format!("condition: {condition:?}")
+    })?;
+    let requests = ctx.crrs().list(&ListParams::default()).await?.items.len();
+    check(requests == 1, || format!("{requests} requests after the first failure"))
+}
+
+async fn deleted_midway(ctx: Ctx) -> anyhow::Result<()> {
+    deployment_of(&ctx, "web", 6).await?;
+    create_rollout(
+        &ctx,
+        "restart-app",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"],
+               "recreateStrategy": {"unreadyGracePeriodSeconds": 3}}),
+    )
+    .await?;
+    // The first request in flight, then the rollout goes.
+    wait(
+        rollouts(&ctx),
+        "restart-app",
+        Duration::from_secs(60),
+        |rollout: Option<&ContainerRecreateRollout>| {
+            rollout
+                .and_then(|rollout| rollout.status.as_ref())
+                .is_some_and(|status| status.in_flight >= 1)
+        },
+    )
+    .await?;
+    rollouts(&ctx)
+        .delete("restart-app", &DeleteParams::foreground())
+        .await?;
+    wait(
+        rollouts(&ctx),
+        "restart-app",
+        Duration::from_secs(120),
+        |rollout: Option<&ContainerRecreateRollout>| rollout.is_none(),
+    )
+    .await
+    .context("the rollout was never deleted")?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let left = ctx.crrs().list(&ListParams::default()).await?.items;
+        if left.is_empty() {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let finalizers: Vec<_> = left.iter().map(|crr| crr.finalizers().to_vec()).collect();
+            return Err(anyhow!("requests left: {finalizers:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    all_ready(&ctx, "web", 6).await.map(|_| ())
+}
+
+async fn scaled_up(ctx: Ctx) -> anyhow::Result<()> {
+    let before = deployment_of(&ctx, "web", 4).await?;
+    create_rollout(
+        &ctx,
+        "restart-app",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"],
+               "recreateStrategy": {"minStartedSeconds": 3}}),
+    )
+    .await?;
+    wait(
+        rollouts(&ctx),
+        "restart-app",
+        Duration::from_secs(60),
+        |rollout: Option<&ContainerRecreateRollout>| {
+            rollout
+                .and_then(|rollout| rollout.status.as_ref())
+                .is_some_and(|status| status.in_flight >= 1)
+        },
+    )
+    .await?;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 6}})),
+        )
+        .await?;
+    let done = wait_phase(&ctx, "restart-app", "Completed").await?;
+    let status = done.status.unwrap_or_default();
+    check(status.recreated == 4 && status.target_pods == 4, || {
+        format!("status: {status:?}")
+    })?;
+    recreated_in_place(&ctx, &before, 1).await?;
+    let old: Vec<String> = before.iter().map(ResourceExt::name_any).collect();
+    for pod in all_ready(&ctx, "web", 6).await? {
+        if !old.contains(&pod.name_any()) {
+            let restarts = container(&pod, "app")?.restart_count;
+            check(restarts == 0, || {
+                format!("new pod {} restarted {restarts} times", pod.name_any())
+            })?;
+        }
+    }
+    Ok(())
+}
+
+async fn refused(ctx: Ctx) -> anyhow::Result<()> {
+    deployment_of(&ctx, "web", 1).await?;
+    let attempt = |name: &'static str, spec: Value| {
+        let ctx = ctx.clone();
+        async move {
+            let error = create_rollout(&ctx, name, spec)
+                .await
+                .err()
+                .ok_or_else(|| anyhow!("rollout {name} was admitted"))?;
+            Ok::<String, anyhow::Error>(format!("{error:#}"))
+        }
+    };
+    let missing = attempt(
+        "cache",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app", "cache"]}),
+    )
+    .await?;
+    check(missing.contains("has no container cache"), || missing.clone())?;
+    let both = attempt(
+        "both",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                          "selector": {"matchLabels": {"app": "web"}}},
+               "containers": ["app"]}),
+    )
+    .await?;
+    check(both.contains("exactly one of workloadRef and selector"), || both.clone())?;
+    create_rollout(
+        &ctx,
+        "fine",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"], "paused": true}),
+    )
+    .await?;
+    let changed = rollouts(&ctx)
+        .patch(
+            "fine",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"containers": ["sidecar"]}})),
+        )
+        .await
+        .err()
+        .map(|error| error.to_string())
+        .ok_or_else(|| anyhow!("the containers of a rollout changed"))?;
+    check(changed.contains("immutable except paused"), || changed.clone())
+}
