@@ -304,6 +304,53 @@ impl Limit {
     }
 }
 
+impl Limit {
+    /// The value as `maxUnavailable` holds it: an integer, or a string such as `25%`.
+    pub fn to_int_or_string(self) -> IntOrString {
+        match self {
+            Self::Count(count) => IntOrString::Int(i32::try_from(count).unwrap_or(i32::MAX)),
+            Self::Percent(percent) => IntOrString::String(format!("{percent}%")),
+        }
+    }
+}
+
+/// Reads a limit as a command line writes it: `2` or `25%`.
+impl std::str::FromStr for Limit {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        let (number, percent) = match text.strip_suffix('%') {
+            Some(number) => (number, true),
+            None => (text, false),
+        };
+        let value: u32 = number
+            .parse()
+            .map_err(|_| format!("{text:?} is neither a number nor a percentage such as 25%"))?;
+        if value == 0 {
+            return Err("must be at least 1 (or 1%)".to_owned());
+        }
+        if percent {
+            let percent = u8::try_from(value)
+                .ok()
+                .filter(|percent| *percent <= 100)
+                .ok_or_else(|| format!("{value}% is more than 100%"))?;
+            Ok(Self::Percent(percent))
+        } else {
+            Ok(Self::Count(usize::try_from(value).unwrap_or(usize::MAX)))
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Count(count) => write!(formatter, "{count}"),
+            Self::Percent(percent) => write!(formatter, "{percent}%"),
+        }
+    }
+}
+
 /// Parses `maxUnavailable`: a count of at least 1, or a percent from 1% to 100%. `None` means
 /// the default, 1.
 pub fn max_unavailable(value: Option<&IntOrString>) -> Result<Limit, BadMaxUnavailable> {
@@ -423,6 +470,19 @@ mod tests {
         }
         for bad in [0, -1] {
             assert!(resolved(int(bad), 10).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn limits_read_and_write_as_a_command_line_and_the_api_hold_them() {
+        assert_eq!("2".parse(), Ok(Limit::Count(2)));
+        assert_eq!("25%".parse(), Ok(Limit::Percent(25)));
+        for bad in ["0", "0%", "101%", "x", "-1", ""] {
+            assert!(bad.parse::<Limit>().is_err(), "{bad:?} accepted");
+        }
+        for limit in [Limit::Count(3), Limit::Percent(10)] {
+            assert_eq!(limit.to_string().parse(), Ok(limit));
+            assert_eq!(max_unavailable(Some(&limit.to_int_or_string())), Ok(limit));
         }
     }
 

@@ -2,12 +2,11 @@
 //! `5s` or `1m30s`, `--max-unavailable 2` or `25%`, `--dry-run=client|server`, `-o json|yaml`).
 //! It decides nothing about the cluster; `main` turns these values into API calls.
 
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+pub use crr_crds::rollout::Limit;
 
 /// Recreate containers of pods in place (ContainerRecreateRequests) and watch them come back.
 #[derive(Parser, Debug, Clone, PartialEq)]
@@ -51,8 +50,106 @@ pub enum Command {
     Get(GetArgs),
     /// Show one ContainerRecreateRequest: spec, per-container states, conditions and events.
     Describe(DescribeArgs),
+    /// Restart containers of every pod of a workload in place, a few pods at a time, within its
+    /// PodDisruptionBudgets (a ContainerRecreateRollout); or show, pause, resume or abort one.
+    Rollout(RolloutArgs),
     /// Print a shell completion script for kubectl-crr (bash, zsh, fish, elvish, powershell).
     Completion(CompletionArgs),
+}
+
+/// `kubectl crr rollout`: `rollout deploy/web -c app [...]` creates one; `rollout status|pause|
+/// resume|abort NAME` acts on one.
+#[derive(Args, Debug, Clone, PartialEq)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct RolloutArgs {
+    /// Act on an existing rollout instead of creating one.
+    #[command(subcommand)]
+    pub action: Option<RolloutAction>,
+    /// What to create.
+    #[command(flatten)]
+    pub create: RolloutCreateArgs,
+}
+
+/// `kubectl crr rollout WORKLOAD|-l SELECTOR -c CONTAINER ...`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct RolloutCreateArgs {
+    /// The workload whose pods are restarted: deploy/NAME, sts/NAME, ds/NAME or rs/NAME (or -l).
+    #[arg(
+        value_name = "WORKLOAD",
+        required_unless_present = "selector",
+        conflicts_with = "selector"
+    )]
+    pub workload: Option<String>,
+    /// Restart the pods matching this selector (key=value,...) instead of a workload's.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// A container to recreate in every pod; repeat for several.
+    #[arg(short, long = "container", value_name = "CONTAINER", required = true)]
+    pub containers: Vec<String>,
+    /// How many pods may be unavailable at once: a number or a percentage of the target's pods
+    /// (rounded down, at least 1).
+    #[arg(long, default_value = "1", value_name = "N|N%")]
+    pub max_unavailable: Limit,
+    /// Do not wait for PodDisruptionBudgets to allow each pod.
+    #[arg(long)]
+    pub no_budgets: bool,
+    /// End the rollout Failed once more pods than this have failed (default 0).
+    #[arg(long, value_name = "N")]
+    pub max_failed_pods: Option<u32>,
+    /// Mark each pod not ready this long before stopping its containers (needs the pods'
+    /// KruisePodReady readiness gate).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub unready_grace: Option<Duration>,
+    /// Each pod's deadline (default 5m).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub deadline: Option<Duration>,
+    /// Delete the rollout and its requests this long after it ends.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub ttl: Option<Duration>,
+    /// The rollout's name (default: generated from the workload and the first container).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Follow the rollout with a progress bar until it ends; exit 3 when a pod failed.
+    #[arg(short, long)]
+    pub wait: bool,
+    /// Give up following after this long (exit code 4; the rollout goes on); implies --wait.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Option<Duration>,
+}
+
+/// What to do with an existing rollout.
+#[derive(Subcommand, Debug, Clone, PartialEq)]
+pub enum RolloutAction {
+    /// Print a rollout's progress and failures; with --wait follow it to the end.
+    Status {
+        /// The rollout's name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Follow it until it ends; exit 3 when a pod failed.
+        #[arg(short, long)]
+        wait: bool,
+        /// Give up following after this long (exit code 4); implies --wait.
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        timeout: Option<Duration>,
+    },
+    /// Start no new pod until resumed; requests in flight finish.
+    Pause {
+        /// The rollout's name.
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Go on after a pause.
+    Resume {
+        /// The rollout's name.
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Delete the rollout: no pod starts, requests in flight are cancelled (readiness restored).
+    Abort {
+        /// The rollout's name.
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
 }
 
 /// `kubectl crr recreate`.
@@ -105,7 +202,7 @@ pub struct RecreateArgs {
     /// With -l: how many pods may be recreating at once, a number or a percentage of the
     /// matching pods (rounded down, at least 1).
     #[arg(long, default_value = "1", value_name = "N|N%")]
-    pub max_unavailable: MaxUnavailable,
+    pub max_unavailable: Limit,
     /// Only print the request (client) or have the API server check it without storing it
     /// (server).
     #[arg(long, value_enum, value_name = "MODE", require_equals = true, num_args = 0..=1,
@@ -197,60 +294,6 @@ pub enum DryRun {
 pub enum OutputFormat {
     Json,
     Yaml,
-}
-
-/// `--max-unavailable`: a count or a percentage of the matching pods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MaxUnavailable {
-    Count(u32),
-    Percent(u32),
-}
-
-impl MaxUnavailable {
-    /// How many requests may be in flight for `total` pods: at least 1, at most `total`
-    /// (percentages round down, as a Deployment's maxUnavailable does).
-    pub fn resolve(self, total: usize) -> usize {
-        let wanted = match self {
-            Self::Count(count) => count as usize,
-            Self::Percent(percent) => total * percent as usize / 100,
-        };
-        wanted.clamp(1, total.max(1))
-    }
-}
-
-impl FromStr for MaxUnavailable {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let text = text.trim();
-        let (number, percent) = match text.strip_suffix('%') {
-            Some(number) => (number, true),
-            None => (text, false),
-        };
-        let value: u32 = number
-            .parse()
-            .map_err(|_| format!("{text:?} is neither a number nor a percentage such as 25%"))?;
-        if value == 0 {
-            return Err("must be at least 1 (or 1%)".to_owned());
-        }
-        if percent {
-            if value > 100 {
-                return Err(format!("{value}% is more than 100%"));
-            }
-            Ok(Self::Percent(value))
-        } else {
-            Ok(Self::Count(value))
-        }
-    }
-}
-
-impl fmt::Display for MaxUnavailable {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Count(count) => write!(formatter, "{count}"),
-            Self::Percent(percent) => write!(formatter, "{percent}%"),
-        }
-    }
 }
 
 /// Parses a duration as kubectl flags write them: `30` (seconds), `500ms` is refused (the API
@@ -356,16 +399,18 @@ mod tests {
 
     #[test]
     fn max_unavailable_is_a_count_or_a_percentage_resolved_to_at_least_one() {
-        assert_eq!("2".parse(), Ok(MaxUnavailable::Count(2)));
-        assert_eq!("25%".parse(), Ok(MaxUnavailable::Percent(25)));
-        assert!("0".parse::<MaxUnavailable>().is_err());
-        assert!("101%".parse::<MaxUnavailable>().is_err());
-        assert!("x".parse::<MaxUnavailable>().is_err());
-        assert_eq!(MaxUnavailable::Percent(25).resolve(10), 2);
-        assert_eq!(MaxUnavailable::Percent(25).resolve(3), 1);
-        assert_eq!(MaxUnavailable::Percent(100).resolve(7), 7);
-        assert_eq!(MaxUnavailable::Count(5).resolve(3), 3);
-        assert_eq!(MaxUnavailable::Count(1).resolve(0), 1);
+        assert_eq!(
+            recreate(&["recreate", "-l", "app=web"]).max_unavailable,
+            Limit::Count(1)
+        );
+        assert_eq!(
+            recreate(&["recreate", "-l", "app=web", "--max-unavailable", "25%"]).max_unavailable,
+            Limit::Percent(25)
+        );
+        assert!(parse(&["recreate", "-l", "app=web", "--max-unavailable", "0"]).is_err());
+        assert_eq!(Limit::Percent(25).resolve(10), 2);
+        assert_eq!(Limit::Percent(25).resolve(3), 1);
+        assert_eq!(Limit::Count(1).resolve(0), 1);
     }
 
     #[test]
@@ -423,7 +468,7 @@ mod tests {
         assert!(parse(&["recreate", "web-0", "-l", "app=web"]).is_err());
         let batch = recreate(&["recreate", "-l", "app=web", "--max-unavailable", "50%"]);
         assert_eq!(batch.selector.as_deref(), Some("app=web"));
-        assert_eq!(batch.max_unavailable, MaxUnavailable::Percent(50));
+        assert_eq!(batch.max_unavailable, Limit::Percent(50));
         assert!(batch.follows(), "a batch is always followed");
     }
 

@@ -1,4 +1,4 @@
-//! The shells of the three subcommands: read from the API, call the pure modules, print.
+//! The shells of the subcommands (`rollout` is `crate::rollout`'s): read from the API, call the pure modules, print.
 //! Exit codes: 0 done, 1 error (before or while talking to the cluster), 2 usage (clap),
 //! 3 a container was not recreated, 4 the timeout passed.
 
@@ -43,6 +43,7 @@ pub async fn execute(cli: Cli) -> Result<Exit, Error> {
         Command::Recreate(args) => recreate(client, &namespace, &args).await,
         Command::Get(args) => get(client, &namespace, &args).await,
         Command::Describe(args) => describe_command(client, &namespace, &args).await,
+        Command::Rollout(args) => crate::rollout::execute(client, &namespace, &args).await,
         Command::Completion(_) => unreachable!("answered above without a cluster"),
     }
 }
@@ -169,7 +170,11 @@ async fn recreate(client: Client, namespace: &str, args: &RecreateArgs) -> Resul
         return Ok(Exit::Success);
     }
 
-    let max_unavailable = args.max_unavailable.resolve(requests.len());
+    // At most every pod at once.
+    let max_unavailable = args
+        .max_unavailable
+        .resolve(requests.len())
+        .min(requests.len().max(1));
     let batch = args.selector.is_some();
     let plan = Plan {
         namespace: namespace.to_owned(),

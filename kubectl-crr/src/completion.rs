@@ -204,9 +204,16 @@ mod tests {
     fn kubectl_plugin_completion_offers_subcommands_flags_and_values() {
         assert_eq!(
             candidates(&[""]).0,
-            ["recreate", "get", "describe", "completion"]
+            ["recreate", "get", "describe", "rollout", "completion"]
         );
-        assert_eq!(candidates(&["re"]), (vec!["recreate".to_owned()], 4));
+        assert_eq!(candidates(&["rec"]), (vec!["recreate".to_owned()], 4));
+        // The rollout verbs, and its flags.
+        let (verbs, _) = candidates(&["rollout", ""]);
+        for verb in ["status", "pause", "resume", "abort"] {
+            assert!(verbs.contains(&verb.to_owned()), "{verb} in {verbs:?}");
+        }
+        let (flags, _) = candidates(&["rollout", "deploy/web", "--no"]);
+        assert_eq!(flags, ["--no-budgets"]);
         let (flags, _) = candidates(&["recreate", "web-0", "--max"]);
         assert_eq!(flags, ["--max-unavailable"]);
         // Global flags are offered in a subcommand too.

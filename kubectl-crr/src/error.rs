@@ -34,6 +34,8 @@ pub enum Error {
     InvalidFlag { flag: &'static str, message: String },
     #[error("containerrecreaterequest {name:?} not found in namespace {namespace:?}")]
     RequestNotFound { namespace: String, name: String },
+    #[error("containerrecreaterollout {name:?} not found in namespace {namespace:?}")]
+    RolloutNotFound { namespace: String, name: String },
     /// The API server (or an admission webhook through it) refused; its message verbatim.
     #[error("{0}")]
     Server(ServerError),

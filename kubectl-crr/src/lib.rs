@@ -20,6 +20,7 @@ pub mod printable;
 pub mod progress;
 pub mod render;
 pub mod request;
+pub mod rollout;
 pub mod table;
 
 pub use error::Error;

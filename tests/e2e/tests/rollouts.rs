@@ -55,6 +55,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "rollout-refused",
             run: |ctx| Box::pin(refused(ctx)),
         },
+        Scenario {
+            name: "rollout-plugin",
+            run: |ctx| Box::pin(plugin(ctx)),
+        },
     ]
 }
 
@@ -95,16 +99,11 @@ fn pod_template(app: &str) -> Value {
 
 async fn apply(ctx: &Ctx, object: Value) -> anyhow::Result<()> {
     let text = serde_json::to_string(&object)?;
-    let output = crr_e2e::kubectl_with_stdin(
-        &["-n", &ctx.namespace, "apply", "-f", "-"],
-        Some(&text),
-    )
-    .await?;
+    let output =
+        crr_e2e::kubectl_with_stdin(&["-n", &ctx.namespace, "apply", "-f", "-"], Some(&text))
+            .await?;
     check(output.status.success(), || {
-        format!(
-            "kubectl apply: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
+        format!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr))
     })
 }
 
@@ -138,7 +137,9 @@ async fn all_ready(ctx: &Ctx, app: &str, count: i32) -> anyhow::Result<Vec<Pod>>
             return Ok(pods);
         }
         if tokio::time::Instant::now() > deadline {
-            return Err(anyhow!("{ready} of {count} pods of {app} Ready after 180 s"));
+            return Err(anyhow!(
+                "{ready} of {count} pods of {app} Ready after 180 s"
+            ));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -263,8 +264,12 @@ async fn deployment(ctx: Ctx) -> anyhow::Result<()> {
     check(status.recreated == 8 && status.target_pods == 8, || {
         format!("status: {status:?}")
     })?;
-    check(most <= 2, || format!("{most} pods were unavailable at once"))?;
-    check(most >= 1, || "the watch never saw a pod unavailable".to_owned())?;
+    check(most <= 2, || {
+        format!("{most} pods were unavailable at once")
+    })?;
+    check(most >= 1, || {
+        "the watch never saw a pod unavailable".to_owned()
+    })?;
     all_ready(&ctx, "web", 8).await?;
     recreated_in_place(&ctx, &before, 1).await
 }
@@ -280,10 +285,17 @@ async fn budget(ctx: Ctx) -> anyhow::Result<()> {
     .await?;
     let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
         Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    wait(pdbs, "web", Duration::from_secs(60), |pdb: Option<&k8s_openapi::api::policy::v1::PodDisruptionBudget>| {
-        pdb.and_then(|pdb| pdb.status.as_ref())
-            .is_some_and(|status| status.current_healthy == 8 && status.disruptions_allowed == 1)
-    })
+    wait(
+        pdbs,
+        "web",
+        Duration::from_secs(60),
+        |pdb: Option<&k8s_openapi::api::policy::v1::PodDisruptionBudget>| {
+            pdb.and_then(|pdb| pdb.status.as_ref())
+                .is_some_and(|status| {
+                    status.current_healthy == 8 && status.disruptions_allowed == 1
+                })
+        },
+    )
     .await
     .context("the PDB never allowed one disruption")?;
     let unavailable = Unavailable::watch(&ctx, "web");
@@ -330,7 +342,10 @@ async fn statefulset_order(ctx: Ctx) -> anyhow::Result<()> {
     // One at a time, highest ordinal first: the requests were created in that order.
     let mut requests = ctx.crrs().list(&ListParams::default()).await?.items;
     requests.sort_by_key(|crr| crr.metadata.creation_timestamp.clone().map(|time| time.0));
-    let order: Vec<String> = requests.iter().map(|crr| crr.spec.pod_name.clone()).collect();
+    let order: Vec<String> = requests
+        .iter()
+        .map(|crr| crr.spec.pod_name.clone())
+        .collect();
     check(order == ["db-3", "db-2", "db-1", "db-0"], || {
         format!("requests in order: {order:?}")
     })
@@ -357,9 +372,10 @@ async fn paused(ctx: Ctx) -> anyhow::Result<()> {
         )
         .await?;
     let done = wait_phase(&ctx, "restart-app", "Completed").await?;
-    check(done.status.is_some_and(|status| status.recreated == 3), || {
-        "not every pod recreated".to_owned()
-    })?;
+    check(
+        done.status.is_some_and(|status| status.recreated == 3),
+        || "not every pod recreated".to_owned(),
+    )?;
     recreated_in_place(&ctx, &before, 1).await
 }
 
@@ -384,26 +400,31 @@ async fn max_failed(ctx: Ctx) -> anyhow::Result<()> {
     .await?;
     let failed = wait_phase(&ctx, "restart-app", "Failed").await?;
     let status = failed.status.unwrap_or_default();
-    check(status.failed == 1 && status.recreated == 0 && status.pending == 2, || {
-        format!("status: {status:?}")
-    })?;
+    check(
+        status.failed == 1 && status.recreated == 0 && status.pending == 2,
+        || format!("status: {status:?}"),
+    )?;
     let failure = status
         .failures
         .first()
         .ok_or_else(|| anyhow!("no failure listed: {status:?}"))?;
-    check(failure.pod == "batch-0" && failure.container.as_deref() == Some("app"), || {
-        format!("failure: {failure:?}")
-    })?;
+    check(
+        failure.pod == "batch-0" && failure.container.as_deref() == Some("app"),
+        || format!("failure: {failure:?}"),
+    )?;
     let condition = status
         .conditions
         .iter()
         .find(|condition| condition.type_ == "Failed")
         .ok_or_else(|| anyhow!("no Failed condition"))?;
-    check(condition.reason == "FailureLimit" && condition.message.contains("batch-0"), || {
-        format!("condition: {condition:?}")
-    })?;
+    check(
+        condition.reason == "FailureLimit" && condition.message.contains("batch-0"),
+        || format!("condition: {condition:?}"),
+    )?;
     let requests = ctx.crrs().list(&ListParams::default()).await?.items.len();
-    check(requests == 1, || format!("{requests} requests after the first failure"))
+    check(requests == 1, || {
+        format!("{requests} requests after the first failure")
+    })
 }
 
 async fn deleted_midway(ctx: Ctx) -> anyhow::Result<()> {
@@ -520,7 +541,9 @@ async fn refused(ctx: Ctx) -> anyhow::Result<()> {
                "containers": ["app", "cache"]}),
     )
     .await?;
-    check(missing.contains("has no container cache"), || missing.clone())?;
+    check(missing.contains("has no container cache"), || {
+        missing.clone()
+    })?;
     let both = attempt(
         "both",
         json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
@@ -528,7 +551,10 @@ async fn refused(ctx: Ctx) -> anyhow::Result<()> {
                "containers": ["app"]}),
     )
     .await?;
-    check(both.contains("exactly one of workloadRef and selector"), || both.clone())?;
+    check(
+        both.contains("exactly one of workloadRef and selector"),
+        || both.clone(),
+    )?;
     create_rollout(
         &ctx,
         "fine",
@@ -546,5 +572,67 @@ async fn refused(ctx: Ctx) -> anyhow::Result<()> {
         .err()
         .map(|error| error.to_string())
         .ok_or_else(|| anyhow!("the containers of a rollout changed"))?;
-    check(changed.contains("immutable except paused"), || changed.clone())
+    check(changed.contains("immutable except paused"), || {
+        changed.clone()
+    })
+}
+
+/// `kubectl crr rollout deploy/web -c app --wait` creates, follows and exits 0; `status`, `pause`,
+/// `resume` and `abort` act on a rollout by name.
+async fn plugin(ctx: Ctx) -> anyhow::Result<()> {
+    let before = deployment_of(&ctx, "web", 4).await?;
+    let output = ctx
+        .plugin(&[
+            "rollout",
+            "deploy/web",
+            "-c",
+            "app",
+            "--max-unavailable",
+            "50%",
+            "--wait",
+            "--timeout",
+            "3m",
+        ])
+        .await?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    check(output.status.code() == Some(0), || {
+        format!(
+            "exit {:?}: {stdout}{}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    let name = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("containerrecreaterollout/"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .ok_or_else(|| anyhow!("no rollout named in: {stdout}"))?
+        .to_owned();
+    check(
+        stdout.contains("Completed [####################] 4/4 recreated"),
+        || stdout.clone(),
+    )?;
+    recreated_in_place(&ctx, &before, 1).await?;
+    let status = ctx.plugin(&["rollout", "status", &name]).await?;
+    let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    check(
+        status.status.success() && text.contains("Completed"),
+        || text.clone(),
+    )?;
+    for verb in ["pause", "resume"] {
+        let output = ctx.plugin(&["rollout", verb, &name]).await?;
+        check(output.status.success(), || {
+            format!("{verb}: {}", String::from_utf8_lossy(&output.stderr))
+        })?;
+    }
+    let abort = ctx.plugin(&["rollout", "abort", &name]).await?;
+    check(abort.status.success(), || {
+        String::from_utf8_lossy(&abort.stderr).into_owned()
+    })?;
+    let missing = ctx.plugin(&["rollout", "status", &name]).await?;
+    let error = String::from_utf8_lossy(&missing.stderr).into_owned();
+    check(
+        missing.status.code() == Some(1) && error.contains("not found"),
+        || error.clone(),
+    )
 }

@@ -1,0 +1,660 @@
+//! `kubectl crr rollout`: create a ContainerRecreateRollout of a workload (or of the pods a
+//! selector matches) and follow it, or show, pause, resume or abort one. The pure parts (the
+//! target, the object, the progress line, the exit code) are functions here with their tests;
+//! the API calls are the `async` functions at the bottom.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
+use std::time::Duration;
+
+use crr_crds::keys;
+use crr_crds::rollout::{
+    ContainerRecreateRollout, ContainerRecreateRolloutSpec, RolloutPhase, RolloutRecreateStrategy,
+    RolloutTarget, WorkloadRef, target_name,
+};
+use crr_crds::rules::rollout::{WORKLOAD_API_VERSION, check_rollout};
+use futures::StreamExt as _;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, ResourceExt as _};
+
+use crate::cli::{RolloutAction, RolloutArgs, RolloutCreateArgs};
+use crate::commands::Exit;
+use crate::error::Error;
+
+/// The field manager of the plugin's writes.
+const FIELD_MANAGER: &str = "kubectl-crr";
+
+/// Reads `deploy/web`, `sts/db`, `ds/agent`, `rs/web-5d9f` (and the kinds' full names, singular
+/// or plural, any case) as a workload of `apps/v1`.
+pub fn workload_ref(text: &str) -> Result<WorkloadRef, Error> {
+    let invalid = |message: String| Error::InvalidFlag {
+        flag: "WORKLOAD",
+        message,
+    };
+    let (kind, name) = text.split_once('/').ok_or_else(|| {
+        invalid(format!(
+            "{text:?} is not KIND/NAME (deploy/NAME, sts/NAME, ds/NAME or rs/NAME)"
+        ))
+    })?;
+    let kind = match kind.to_ascii_lowercase().as_str() {
+        "deploy" | "deployment" | "deployments" => "Deployment",
+        "sts" | "statefulset" | "statefulsets" => "StatefulSet",
+        "ds" | "daemonset" | "daemonsets" => "DaemonSet",
+        "rs" | "replicaset" | "replicasets" => "ReplicaSet",
+        other => {
+            return Err(invalid(format!(
+                "{other:?} is not a workload a rollout can restart (deploy, sts, ds or rs)"
+            )));
+        }
+    };
+    if name.is_empty() {
+        return Err(invalid(format!("{text:?} names no workload")));
+    }
+    Ok(WorkloadRef {
+        api_version: WORKLOAD_API_VERSION.to_owned(),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+    })
+}
+
+/// Reads an equality selector, `app=web,tier=front` (`==` too), as the rollout's selector.
+pub fn label_selector(text: &str) -> Result<LabelSelector, Error> {
+    let mut labels = BTreeMap::new();
+    for requirement in text
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+    {
+        let (key, value) = requirement
+            .split_once("==")
+            .or_else(|| requirement.split_once('='))
+            .filter(|(key, _)| !key.is_empty() && !key.ends_with('!'))
+            .ok_or_else(|| Error::InvalidFlag {
+                flag: "-l",
+                message: format!(
+                    "{requirement:?}: a rollout's selector takes key=value requirements only"
+                ),
+            })?;
+        labels.insert(key.trim().to_owned(), value.trim().to_owned());
+    }
+    if labels.is_empty() {
+        return Err(Error::InvalidFlag {
+            flag: "-l",
+            message: "an empty selector would restart every pod of the namespace".to_owned(),
+        });
+    }
+    Ok(LabelSelector {
+        match_labels: Some(labels),
+        match_expressions: None,
+    })
+}
+
+/// The rollout `kubectl crr rollout` creates: named by `--name`, else generated from the
+/// workload (or `pods`) and the first container; checked by the rules the webhook applies.
+pub fn build(namespace: &str, args: &RolloutCreateArgs) -> Result<ContainerRecreateRollout, Error> {
+    let target = match (&args.workload, &args.selector) {
+        (Some(workload), None) => RolloutTarget {
+            workload_ref: Some(workload_ref(workload)?),
+            selector: None,
+        },
+        (None, Some(selector)) => RolloutTarget {
+            workload_ref: None,
+            selector: Some(label_selector(selector)?),
+        },
+        _ => {
+            return Err(Error::InvalidFlag {
+                flag: "WORKLOAD",
+                message: "name a workload (deploy/NAME, ...) or a selector (-l), not both"
+                    .to_owned(),
+            });
+        }
+    };
+    let seconds = |duration: Option<Duration>| {
+        duration.map(|duration| i64::try_from(duration.as_secs()).unwrap_or(i64::MAX))
+    };
+    let strategy = RolloutRecreateStrategy {
+        unready_grace_period_seconds: seconds(args.unready_grace),
+        active_deadline_seconds: seconds(args.deadline),
+        ..RolloutRecreateStrategy::default()
+    };
+    let spec = ContainerRecreateRolloutSpec {
+        target,
+        containers: args.containers.clone(),
+        max_unavailable: Some(args.max_unavailable.to_int_or_string()),
+        respect_disruption_budgets: args.no_budgets.then_some(false),
+        max_failed_pods: args
+            .max_failed_pods
+            .map(|count| i32::try_from(count).unwrap_or(i32::MAX)),
+        recreate_strategy: (strategy != RolloutRecreateStrategy::default()).then_some(strategy),
+        ttl_seconds_after_finished: args
+            .ttl
+            .map(|ttl| i32::try_from(ttl.as_secs()).unwrap_or(i32::MAX)),
+        ..ContainerRecreateRolloutSpec::default()
+    };
+    let mut metadata = ObjectMeta {
+        namespace: Some(namespace.to_owned()),
+        ..ObjectMeta::default()
+    };
+    // The name the rules see: the given one, or the longest a generated one can be.
+    let checked_name = match &args.name {
+        Some(name) => {
+            metadata.name = Some(name.clone());
+            name.clone()
+        }
+        None => {
+            let prefix = generated_prefix(&spec);
+            let longest = format!("{prefix}xxxxx");
+            metadata.generate_name = Some(prefix);
+            longest
+        }
+    };
+    check_rollout(&checked_name, &spec).map_err(|violation| Error::InvalidFlag {
+        flag: "rollout",
+        message: violation.to_string(),
+    })?;
+    Ok(ContainerRecreateRollout {
+        metadata,
+        spec,
+        status: None,
+    })
+}
+
+/// `<workload>-<container>-` (or `pods-<container>-`), cut so that the API server's five random
+/// characters keep the name within a label value's 63.
+fn generated_prefix(spec: &ContainerRecreateRolloutSpec) -> String {
+    let base = spec
+        .target
+        .workload_ref
+        .as_ref()
+        .map_or("pods", |workload| workload.name.as_str());
+    let container = spec.containers.first().map_or("all", String::as_str);
+    let mut prefix: String = format!("{base}-{container}")
+        .chars()
+        .take(crr_crds::rollout::MAX_NAME_LENGTH - 6)
+        .collect();
+    while prefix.ends_with('-') || prefix.ends_with('.') {
+        prefix.pop();
+    }
+    prefix.push('-');
+    prefix
+}
+
+/// One line of progress: phase, a bar, the counts, and what it waits on.
+pub fn progress_line(rollout: &ContainerRecreateRollout) -> String {
+    let status = rollout.status.clone().unwrap_or_default();
+    let phase = status.phase.as_deref().unwrap_or("Pending");
+    let total = usize::try_from(status.target_pods).unwrap_or(0);
+    let done = usize::try_from(status.recreated + status.failed).unwrap_or(0);
+    const WIDTH: usize = 20;
+    let filled = (done * WIDTH).checked_div(total).unwrap_or(0).min(WIDTH);
+    let bar = format!("[{}{}]", "#".repeat(filled), ".".repeat(WIDTH - filled));
+    let waiting = status
+        .conditions
+        .iter()
+        .find(|condition| {
+            condition.type_ == keys::CONDITION_ROLLOUT_PROGRESSING
+                && condition.status == "True"
+                && condition.reason.starts_with("Waiting")
+        })
+        .map(|condition| format!("; {}", condition.message))
+        .unwrap_or_default();
+    crate::printable::printable(&format!(
+        "{}: {phase} {bar} {}/{} recreated, {} in flight, {} failed{waiting}",
+        rollout.name_any(),
+        status.recreated,
+        status.target_pods,
+        status.in_flight,
+        status.failed,
+    ))
+}
+
+/// How a finished rollout exits, as `recreate` does: 0 when every pod was recreated, 3 when one
+/// failed; `None` while it runs.
+pub fn exit_code(rollout: &ContainerRecreateRollout) -> Option<Exit> {
+    let phase = rollout.phase()?;
+    if !phase.is_finished() {
+        return None;
+    }
+    let failed = rollout.status.as_ref().map_or(0, |status| status.failed);
+    Some(if phase == RolloutPhase::Completed && failed == 0 {
+        Exit::Success
+    } else {
+        Exit::RecreateFailed
+    })
+}
+
+/// Runs `kubectl crr rollout ...`.
+pub async fn execute(client: Client, namespace: &str, args: &RolloutArgs) -> Result<Exit, Error> {
+    let api: Api<ContainerRecreateRollout> = Api::namespaced(client.clone(), namespace);
+    match &args.action {
+        None => create(client, namespace, &api, &args.create).await,
+        Some(RolloutAction::Status {
+            name,
+            wait,
+            timeout,
+        }) => {
+            let rollout = get(&api, namespace, name).await?;
+            if *wait || timeout.is_some() {
+                return follow(&api, rollout, *timeout).await;
+            }
+            println!("{}", progress_line(&rollout));
+            for failure in rollout.status.iter().flat_map(|status| &status.failures) {
+                println!(
+                    "  failed: pod {}{}: {}",
+                    failure.pod,
+                    failure
+                        .container
+                        .as_deref()
+                        .map(|container| format!(" container {container}"))
+                        .unwrap_or_default(),
+                    crate::printable::printable(&failure.message)
+                );
+            }
+            Ok(Exit::Success)
+        }
+        Some(RolloutAction::Pause { name }) => set_paused(&api, namespace, name, true).await,
+        Some(RolloutAction::Resume { name }) => set_paused(&api, namespace, name, false).await,
+        Some(RolloutAction::Abort { name }) => {
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..DeleteParams::default()
+            };
+            api.delete(name, &params)
+                .await
+                .map_err(|error| not_found(error, namespace, name))?;
+            println!(
+                "containerrecreaterollout/{name} deleted: requests in flight are cancelled, no pod starts"
+            );
+            Ok(Exit::Success)
+        }
+    }
+}
+
+async fn create(
+    client: Client,
+    namespace: &str,
+    api: &Api<ContainerRecreateRollout>,
+    args: &RolloutCreateArgs,
+) -> Result<Exit, Error> {
+    let rollout = build(namespace, args)?;
+    if rollout
+        .spec
+        .recreate_strategy
+        .as_ref()
+        .is_some_and(|strategy| strategy.unready_grace_period_seconds.is_some())
+    {
+        warn_without_gate(client, namespace, &rollout.spec.target).await;
+    }
+    let params = PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    };
+    let created = api.create(&params, &rollout).await?;
+    println!(
+        "containerrecreaterollout/{} created ({})",
+        created.name_any(),
+        target_name(&created.spec.target)
+    );
+    if args.wait || args.timeout.is_some() {
+        return follow(api, created, args.timeout).await;
+    }
+    Ok(Exit::Success)
+}
+
+/// Says once when an unready grace period cannot take the pods out of endpoints: the workload's
+/// pod template has neither the `KruisePodReady` gate nor the opt-in label.
+async fn warn_without_gate(client: Client, namespace: &str, target: &RolloutTarget) {
+    let Some(workload) = &target.workload_ref else {
+        return;
+    };
+    let template = match workload.kind.as_str() {
+        "Deployment" => {
+            Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client, namespace)
+                .get_opt(&workload.name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|object| object.spec)
+                .map(|spec| spec.template)
+        }
+        "StatefulSet" => {
+            Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(client, namespace)
+                .get_opt(&workload.name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|object| object.spec)
+                .map(|spec| spec.template)
+        }
+        _ => None,
+    };
+    let Some(template) = template else {
+        return;
+    };
+    let gated = template.spec.as_ref().is_some_and(|spec| {
+        spec.readiness_gates
+            .iter()
+            .flatten()
+            .any(|gate| gate.condition_type == keys::POD_CONDITION_KRUISE_POD_READY)
+    }) || template
+        .metadata
+        .as_ref()
+        .and_then(|metadata| metadata.labels.as_ref())
+        .is_some_and(|labels| {
+            labels.get(keys::LABEL_READINESS_GATE).map(String::as_str) == Some("true")
+        });
+    if !gated {
+        eprintln!(
+            "Warning: the pods of {}/{} have no {} readiness gate: --unready-grace cannot take them out of Service endpoints before the kill (label the pod template {}: \"true\")",
+            workload.kind,
+            workload.name,
+            keys::POD_CONDITION_KRUISE_POD_READY,
+            keys::LABEL_READINESS_GATE
+        );
+    }
+}
+
+async fn get(
+    api: &Api<ContainerRecreateRollout>,
+    namespace: &str,
+    name: &str,
+) -> Result<ContainerRecreateRollout, Error> {
+    api.get(name)
+        .await
+        .map_err(|error| not_found(error, namespace, name))
+}
+
+fn not_found(error: kube::Error, namespace: &str, name: &str) -> Error {
+    match error {
+        kube::Error::Api(status) if status.code == 404 => Error::RolloutNotFound {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        },
+        other => other.into(),
+    }
+}
+
+async fn set_paused(
+    api: &Api<ContainerRecreateRollout>,
+    namespace: &str,
+    name: &str,
+    paused: bool,
+) -> Result<Exit, Error> {
+    api.patch(
+        name,
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        },
+        &Patch::Merge(serde_json::json!({"spec": {"paused": paused}})),
+    )
+    .await
+    .map_err(|error| not_found(error, namespace, name))?;
+    println!(
+        "containerrecreaterollout/{name} {}",
+        if paused { "paused" } else { "resumed" }
+    );
+    Ok(Exit::Success)
+}
+
+/// Follows a rollout until it ends (or `timeout`, exit 4): a progress line per change, redrawn
+/// in place on a terminal.
+async fn follow(
+    api: &Api<ContainerRecreateRollout>,
+    rollout: ContainerRecreateRollout,
+    timeout: Option<Duration>,
+) -> Result<Exit, Error> {
+    let terminal = std::io::stdout().is_terminal();
+    let name = rollout.name_any();
+    let mut last = String::new();
+    let mut show = |rollout: &ContainerRecreateRollout| {
+        let line = progress_line(rollout);
+        if line != last {
+            if terminal {
+                print!("\r\x1b[2K{line}");
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+            } else {
+                println!("{line}");
+            }
+            last = line;
+        }
+        exit_code(rollout)
+    };
+    if let Some(exit) = show(&rollout) {
+        if terminal {
+            println!();
+        }
+        return Ok(exit);
+    }
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut changes = watcher(api.clone(), config)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let watching = async {
+        while let Some(change) = changes.next().await {
+            match change {
+                Ok(rollout) => {
+                    if let Some(exit) = show(&rollout) {
+                        return Ok(exit);
+                    }
+                }
+                Err(error) if crate::follow::is_permanent(&error) => {
+                    return Err(Error::Watch {
+                        what: format!("containerrecreaterollout/{name}"),
+                        message: error.to_string(),
+                    });
+                }
+                Err(_) => {}
+            }
+        }
+        Err(Error::Watch {
+            what: format!("containerrecreaterollout/{name}"),
+            message: "the watch ended".to_owned(),
+        })
+    };
+    let result = match timeout {
+        Some(timeout) => tokio::time::timeout(timeout, watching)
+            .await
+            .unwrap_or(Ok(Exit::TimedOut)),
+        None => watching.await,
+    };
+    if terminal {
+        println!();
+    }
+    if result.as_ref().is_ok_and(|exit| *exit == Exit::TimedOut) {
+        eprintln!("timed out: the rollout goes on (kubectl crr rollout status {name})");
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command, Limit};
+    use clap::Parser as _;
+
+    fn create_args(args: &[&str]) -> RolloutCreateArgs {
+        let cli = Cli::try_parse_from(
+            ["kubectl-crr", "rollout"]
+                .into_iter()
+                .chain(args.iter().copied()),
+        )
+        .expect("valid arguments");
+        match cli.command {
+            Command::Rollout(RolloutArgs {
+                action: None,
+                create,
+            }) => create,
+            other => panic!("not a rollout create: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn workloads_are_read_by_kubectl_short_names() {
+        for (text, kind) in [
+            ("deploy/web", "Deployment"),
+            ("deployments/web", "Deployment"),
+            ("sts/web", "StatefulSet"),
+            ("StatefulSet/web", "StatefulSet"),
+            ("ds/web", "DaemonSet"),
+            ("rs/web", "ReplicaSet"),
+        ] {
+            let workload = workload_ref(text).expect(text);
+            assert_eq!(
+                (workload.kind.as_str(), workload.name.as_str()),
+                (kind, "web")
+            );
+            assert_eq!(workload.api_version, "apps/v1");
+        }
+        for bad in ["web", "job/web", "deploy/", "pod/web"] {
+            assert!(workload_ref(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn selectors_take_equality_requirements_only() {
+        let selector = label_selector("app=web, tier==front").expect("a selector");
+        assert_eq!(
+            selector.match_labels,
+            Some(BTreeMap::from([
+                ("app".to_owned(), "web".to_owned()),
+                ("tier".to_owned(), "front".to_owned())
+            ]))
+        );
+        for bad in ["", "app", "app!=web", "app in (web)"] {
+            assert!(label_selector(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_rollout_carries_every_flag() {
+        let args = create_args(&[
+            "deploy/web",
+            "-c",
+            "app",
+            "-c",
+            "proxy",
+            "--max-unavailable",
+            "25%",
+            "--no-budgets",
+            "--max-failed-pods",
+            "2",
+            "--unready-grace",
+            "5s",
+            "--deadline",
+            "2m",
+            "--ttl",
+            "1h",
+        ]);
+        assert_eq!(args.max_unavailable, Limit::Percent(25));
+        let rollout = build("shop", &args).expect("a rollout");
+        assert_eq!(rollout.metadata.generate_name.as_deref(), Some("web-app-"));
+        assert_eq!(rollout.metadata.namespace.as_deref(), Some("shop"));
+        let spec = rollout.spec;
+        assert_eq!(spec.containers, ["app", "proxy"]);
+        assert_eq!(spec.respect_disruption_budgets, Some(false));
+        assert_eq!(spec.max_failed_pods, Some(2));
+        assert_eq!(spec.ttl_seconds_after_finished, Some(3600));
+        let strategy = spec.recreate_strategy.expect("a strategy");
+        assert_eq!(strategy.unready_grace_period_seconds, Some(5));
+        assert_eq!(strategy.active_deadline_seconds, Some(120));
+        assert_eq!(
+            serde_json::to_value(&spec.max_unavailable).unwrap(),
+            serde_json::json!("25%")
+        );
+    }
+
+    #[test]
+    fn a_bad_rollout_is_refused_before_the_cluster_is_asked() {
+        let named = create_args(&["deploy/web", "-c", "app", "--name", &"r".repeat(64)]);
+        assert!(build("shop", &named).is_err());
+        let twice = create_args(&["deploy/web", "-c", "app", "-c", "app"]);
+        let error = build("shop", &twice).expect_err("a container named twice");
+        assert!(error.to_string().contains("named twice"), "{error}");
+        let long = create_args(&[&format!("deploy/{}", "w".repeat(80)), "-c", "app"]);
+        let prefix = build("shop", &long)
+            .expect("a rollout")
+            .metadata
+            .generate_name
+            .unwrap();
+        assert!(
+            prefix.len() + 5 <= crr_crds::rollout::MAX_NAME_LENGTH,
+            "{prefix}"
+        );
+    }
+
+    #[test]
+    fn verbs_parse_as_subcommands_and_need_no_container() {
+        for (words, expected) in [
+            (
+                ["rollout", "pause", "r1"],
+                RolloutAction::Pause { name: "r1".into() },
+            ),
+            (
+                ["rollout", "resume", "r1"],
+                RolloutAction::Resume { name: "r1".into() },
+            ),
+            (
+                ["rollout", "abort", "r1"],
+                RolloutAction::Abort { name: "r1".into() },
+            ),
+        ] {
+            let cli = Cli::try_parse_from(std::iter::once("kubectl-crr").chain(words))
+                .expect("valid arguments");
+            match cli.command {
+                Command::Rollout(RolloutArgs {
+                    action: Some(action),
+                    ..
+                }) => {
+                    assert_eq!(action, expected);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(Cli::try_parse_from(["kubectl-crr", "rollout", "deploy/web"]).is_err());
+    }
+
+    fn with_status(
+        phase: &str,
+        recreated: i32,
+        failed: i32,
+        target: i32,
+    ) -> ContainerRecreateRollout {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
+            "metadata": {"name": "web-app-x1"},
+            "spec": {"target": {"selector": {"matchLabels": {"app": "web"}}}, "containers": ["app"]},
+            "status": {"phase": phase, "recreated": recreated, "failed": failed, "targetPods": target,
+                       "inFlight": 1,
+                       "conditions": [{"type": "Progressing", "status": "True", "reason": "WaitingForBudget",
+                                       "message": "pod web-3 waits: PodDisruptionBudget web allows no more disruptions",
+                                       "lastTransitionTime": "2026-11-27T00:00:00Z"}]},
+        }))
+        .expect("a rollout")
+    }
+
+    #[test]
+    fn progress_shows_a_bar_the_counts_and_the_wait() {
+        let line = progress_line(&with_status("Progressing", 2, 0, 8));
+        assert_eq!(
+            line,
+            "web-app-x1: Progressing [#####...............] 2/8 recreated, 1 in flight, 0 failed; pod web-3 waits: PodDisruptionBudget web allows no more disruptions"
+        );
+        assert_eq!(exit_code(&with_status("Progressing", 2, 0, 8)), None);
+        assert_eq!(
+            exit_code(&with_status("Completed", 8, 0, 8)),
+            Some(Exit::Success)
+        );
+        assert_eq!(
+            exit_code(&with_status("Completed", 7, 1, 8)),
+            Some(Exit::RecreateFailed)
+        );
+        assert_eq!(
+            exit_code(&with_status("Failed", 1, 1, 8)),
+            Some(Exit::RecreateFailed)
+        );
+    }
+}
