@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 pub mod doc;
 pub mod faults;
 pub mod measure;
+pub mod rollout;
 
 /// Namespace the components are installed in.
 pub const SYSTEM_NAMESPACE: &str = "crr-system";

@@ -74,6 +74,20 @@ fn scenarios() -> Vec<(Scenario, Expect)> {
             },
             Expect::Pass,
         ),
+        (
+            Scenario {
+                name: "rollout-leader-sigkill",
+                run: |ctx| Box::pin(rollout_fault(ctx, RolloutFault::LeaderSigkill)),
+            },
+            Expect::Pass,
+        ),
+        (
+            Scenario {
+                name: "rollout-apiserver-restart",
+                run: |ctx| Box::pin(rollout_fault(ctx, RolloutFault::ApiserverRestart)),
+            },
+            Expect::Pass,
+        ),
     ]
 }
 
@@ -492,4 +506,71 @@ async fn containerd_restart(ctx: Ctx) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// What breaks in the middle of a rollout.
+#[derive(Clone, Copy)]
+enum RolloutFault {
+    /// The operator leader's process is SIGKILLed (a follower takes the Lease).
+    LeaderSigkill,
+    /// The API server restarts.
+    ApiserverRestart,
+}
+
+/// A rollout of 6 pods, 2 at a time, broken once some pods are done and others in flight: it
+/// still completes, every pod's `app` restarted exactly once (never twice: each pod's request
+/// has a fixed name), `sidecar` never, no pod replaced.
+async fn rollout_fault(ctx: Ctx, fault: RolloutFault) -> anyhow::Result<()> {
+    use crr_crds::rollout::ContainerRecreateRollout;
+    use crr_e2e::rollout::{
+        create_rollout, deployment_of, recreated_in_place, rollouts, wait_phase,
+    };
+    let before = deployment_of(&ctx, "web", 6).await?;
+    create_rollout(
+        &ctx,
+        "restart-app",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"], "maxUnavailable": 2,
+               "recreateStrategy": {"minStartedSeconds": 2}}),
+    )
+    .await?;
+    wait(
+        rollouts(&ctx),
+        "restart-app",
+        Duration::from_secs(120),
+        |rollout: Option<&ContainerRecreateRollout>| {
+            rollout
+                .and_then(|rollout| rollout.status.as_ref())
+                .is_some_and(|status| status.recreated >= 1 && status.in_flight >= 1)
+        },
+    )
+    .await
+    .context("the rollout never had pods both done and in flight")?;
+    match fault {
+        RolloutFault::LeaderSigkill => {
+            let leader = faults::operator_leader(&ctx.client).await?;
+            let pid = faults::process_of(&leader, OPERATOR_PROGRAM)?;
+            faults::sigkill(pid).await?;
+            println!(
+                "chaos:   SIGKILLed {OPERATOR_PROGRAM} pid {pid} (leader {}) mid-rollout",
+                leader.name_any()
+            );
+        }
+        RolloutFault::ApiserverRestart => {
+            let gone = faults::restart_daemon("kube-apiserver", 2).await?;
+            println!(
+                "chaos:   kube-apiserver restarted in {:.1}s mid-rollout",
+                gone.as_secs_f64()
+            );
+        }
+    }
+    let done = wait_phase(&ctx, "restart-app", "Completed").await?;
+    let status = done.status.unwrap_or_default();
+    check(status.recreated == 6 && status.failed == 0, || {
+        format!("status: {status:?}")
+    })?;
+    recreated_in_place(&ctx, &before, 1).await?;
+    let requests = ctx.crrs().list(&ListParams::default()).await?.items.len();
+    check(requests == 6, || format!("{requests} requests for 6 pods"))?;
+    recovered(&ctx).await
 }

@@ -5,21 +5,18 @@
 //! rollout), each target pod recreated exactly once, pod names, UIDs and IPs unchanged, and the
 //! rollout's own status.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use crr_crds::rollout::ContainerRecreateRollout;
-use crr_e2e::{BUSYBOX, Ctx, EXIT_ON_TERM_LOOP, Scenario, check, container, pod_ready, wait};
-use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Pod;
+use crr_e2e::rollout::{
+    Unavailable, all_ready, apply, create_rollout, deployment_of, pod_template, recreated_in_place,
+    rollouts, wait_phase,
+};
+use crr_e2e::{Ctx, Scenario, check, container, wait};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-
-const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(240);
 
 fn scenarios() -> Vec<Scenario> {
     vec![
@@ -72,179 +69,6 @@ fn main() {
     crr_e2e::suite_main("rollouts", scenarios, IGNORED, |client| async move {
         crr_e2e::installed(&client).await
     });
-}
-
-fn rollouts(ctx: &Ctx) -> Api<ContainerRecreateRollout> {
-    Api::namespaced(ctx.client.clone(), &ctx.namespace)
-}
-
-/// Two containers, `app` and `sidecar`, Ready once started (a readiness probe every second).
-fn pod_template(app: &str) -> Value {
-    let container = |name: &str| {
-        json!({
-            "name": name,
-            "image": BUSYBOX,
-            "command": ["sh", "-c", EXIT_ON_TERM_LOOP],
-            "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
-        })
-    };
-    json!({
-        "metadata": {"labels": {"app": app}},
-        "spec": {
-            "terminationGracePeriodSeconds": 3,
-            "containers": [container("app"), container("sidecar")],
-        },
-    })
-}
-
-async fn apply(ctx: &Ctx, object: Value) -> anyhow::Result<()> {
-    let text = serde_json::to_string(&object)?;
-    let output =
-        crr_e2e::kubectl_with_stdin(&["-n", &ctx.namespace, "apply", "-f", "-"], Some(&text))
-            .await?;
-    check(output.status.success(), || {
-        format!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr))
-    })
-}
-
-async fn deployment_of(ctx: &Ctx, name: &str, replicas: i32) -> anyhow::Result<Vec<Pod>> {
-    apply(
-        ctx,
-        json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": pod_template(name),
-            },
-        }),
-    )
-    .await?;
-    all_ready(ctx, name, replicas).await
-}
-
-/// Waits until `count` pods labelled `app=<app>` are Ready; returns them by name.
-async fn all_ready(ctx: &Ctx, app: &str, count: i32) -> anyhow::Result<Vec<Pod>> {
-    let params = ListParams::default().labels(&format!("app={app}"));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
-    loop {
-        let mut pods = ctx.pods().list(&params).await?.items;
-        pods.retain(|pod| pod.metadata.deletion_timestamp.is_none());
-        let ready = pods.iter().filter(|pod| pod_ready(pod)).count();
-        if ready == usize::try_from(count)? && pods.len() == ready {
-            pods.sort_by_key(ResourceExt::name_any);
-            return Ok(pods);
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(anyhow!(
-                "{ready} of {count} pods of {app} Ready after 180 s"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// Samples, by a pod watch, the most pods labelled `app=<app>` not Ready at one time, until
-/// dropped (read it with [`Unavailable::most`]).
-struct Unavailable {
-    most: Arc<Mutex<usize>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Unavailable {
-    fn watch(ctx: &Ctx, app: &str) -> Self {
-        let most = Arc::new(Mutex::new(0));
-        let pods = ctx.pods();
-        let config = watcher::Config::default().labels(&format!("app={app}"));
-        let task = tokio::spawn({
-            let most = most.clone();
-            async move {
-                let mut ready: BTreeMap<String, bool> = BTreeMap::new();
-                let mut events = watcher(pods, config).default_backoff().boxed();
-                while let Some(Ok(event)) = events.next().await {
-                    match event {
-                        watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
-                            ready.insert(pod.name_any(), pod_ready(&pod));
-                        }
-                        watcher::Event::Delete(pod) => {
-                            ready.remove(&pod.name_any());
-                        }
-                        _ => {}
-                    }
-                    let now = ready.values().filter(|ready| !**ready).count();
-                    let mut most = most.lock().expect("the sample");
-                    *most = (*most).max(now);
-                }
-            }
-        });
-        Self { most, task }
-    }
-
-    fn most(&self) -> usize {
-        *self.most.lock().expect("the sample")
-    }
-}
-
-impl Drop for Unavailable {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn create_rollout(ctx: &Ctx, name: &str, spec: Value) -> anyhow::Result<()> {
-    let rollout: ContainerRecreateRollout = serde_json::from_value(json!({
-        "apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))?;
-    rollouts(ctx)
-        .create(&PostParams::default(), &rollout)
-        .await
-        .with_context(|| format!("creating rollout {name}"))?;
-    Ok(())
-}
-
-/// Waits until the rollout's phase is `phase`.
-async fn wait_phase(
-    ctx: &Ctx,
-    name: &str,
-    phase: &'static str,
-) -> anyhow::Result<ContainerRecreateRollout> {
-    wait(
-        rollouts(ctx),
-        name,
-        ROLLOUT_TIMEOUT,
-        move |rollout: Option<&ContainerRecreateRollout>| {
-            rollout
-                .and_then(|rollout| rollout.status.as_ref())
-                .and_then(|status| status.phase.as_deref())
-                == Some(phase)
-        },
-    )
-    .await
-    .with_context(|| format!("rollout {name} never {phase}"))?
-    .ok_or_else(|| anyhow!("rollout {name} vanished"))
-}
-
-/// Every pod of `before` still there with the same UID and IP, `app` restarted exactly
-/// `app_restarts` times and `sidecar` never.
-async fn recreated_in_place(ctx: &Ctx, before: &[Pod], app_restarts: i32) -> anyhow::Result<()> {
-    for old in before {
-        let name = old.name_any();
-        let pod = ctx.pods().get(&name).await?;
-        check(pod.uid() == old.uid(), || format!("{name} was replaced"))?;
-        let ip = |pod: &Pod| pod.status.as_ref().and_then(|status| status.pod_ip.clone());
-        check(ip(&pod) == ip(old), || {
-            format!("{name} IP {:?} → {:?}", ip(old), ip(&pod))
-        })?;
-        let app = container(&pod, "app")?.restart_count;
-        let sidecar = container(&pod, "sidecar")?.restart_count;
-        check(app == app_restarts && sidecar == 0, || {
-            format!("{name}: app restarted {app} times, sidecar {sidecar} (want {app_restarts}, 0)")
-        })?;
-    }
-    Ok(())
 }
 
 async fn deployment(ctx: Ctx) -> anyhow::Result<()> {
