@@ -6,6 +6,7 @@
 //! carries the plan out.
 
 pub mod controller;
+pub mod metrics;
 pub mod plan;
 pub mod request;
 pub mod status;

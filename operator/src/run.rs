@@ -26,7 +26,9 @@ use crate::controller;
 use crate::elector::{self, Elector};
 use crate::gate::{self, GateContext};
 use crate::metrics::{CacheCollector, Metrics};
-use crate::rollout::{self, controller::RolloutContext};
+use crate::rollout;
+use crate::rollout::controller::RolloutContext;
+use crate::rollout::metrics::{RolloutCollector, RolloutMetrics};
 
 /// What the operator process needs to know.
 #[derive(Clone, Debug)]
@@ -92,12 +94,18 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     } = controller::new_controller(client.clone(), namespace, settings.workers);
     let store = controller.store();
     let (budgets, budget_changes) = rollout::controller::budget_watch(client.clone(), namespace);
+    let (rollouts, rollout_changes) = rollout::controller::rollout_watch(client.clone(), namespace);
+    registry.register_collector(Box::new(RolloutCollector::new({
+        let rollouts = rollouts.clone();
+        move || rollouts.state()
+    })));
     let rollout_context = Arc::new(RolloutContext::new(
         client.clone(),
         context.events.clone(),
         leader.clone(),
         store.clone(),
         budgets,
+        RolloutMetrics::register(&mut registry),
     ));
     registry.register_collector(Box::new(CacheCollector::new({
         let store = store.clone();
@@ -169,7 +177,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     };
     let rollouts = rollout::controller::run(
         rollout_context,
-        namespace,
+        rollouts,
+        rollout_changes,
         request_changes,
         budget_changes,
         became_leader(leader.clone()),

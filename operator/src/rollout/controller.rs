@@ -42,6 +42,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tracing::{Instrument, debug, info_span, warn};
 
+use super::metrics::RolloutMetrics;
 use super::plan::{self, RequestState, Settings, Waiting};
 use super::request::{new_request, pod_uid, request_state};
 use super::status::{events, next_status};
@@ -75,6 +76,8 @@ pub struct RolloutContext {
     pub budgets: Store<PodDisruptionBudget>,
     /// Failed reconciles in a row, per rollout.
     pub backoff: Backoff,
+    /// The rollout metrics the leader updates.
+    pub metrics: RolloutMetrics,
     /// When a budget wait was last announced, per `namespace/rollout/pdb`.
     budget_events: Mutex<HashMap<String, Instant>>,
 }
@@ -87,6 +90,7 @@ impl RolloutContext {
         leader: watch::Receiver<bool>,
         requests: Store<ContainerRecreateRequest>,
         budgets: Store<PodDisruptionBudget>,
+        metrics: RolloutMetrics,
     ) -> Self {
         Self {
             client,
@@ -94,6 +98,7 @@ impl RolloutContext {
             leader,
             requests,
             budgets,
+            metrics,
             backoff: Backoff::new(RETRY_BASE, RETRY_CAP),
             budget_events: Mutex::new(HashMap::new()),
         }
@@ -232,6 +237,8 @@ pub async fn reconcile(
                     object: format!("rollout {namespace}/{name}"),
                     source,
                 })?;
+            ctx.metrics
+                .observe(&format!("{namespace}/{name}"), previous, &status);
             for event in events(previous, &status) {
                 let type_ = if event.warning {
                     EventType::Warning
@@ -394,21 +401,19 @@ pub fn budget_watch(
     (reader, stream)
 }
 
-/// Runs the rollout controller until `shutdown`. `requests` is a subscription to the request
-/// cache's changes; `budget_changes` the PDB stream of [`budget_watch`].
-pub async fn run(
-    ctx: Arc<RolloutContext>,
+/// The rollout cache and the stream that keeps it.
+pub fn rollout_watch(
+    client: Client,
     namespace: Option<&str>,
-    requests: impl Stream<Item = Arc<ContainerRecreateRequest>> + Send + 'static,
-    budget_changes: impl Stream<Item = Result<PodDisruptionBudget, watcher::Error>> + Send + 'static,
-    became_leader: impl Stream<Item = ()> + Send + 'static,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> (
+    Store<ContainerRecreateRollout>,
+    impl Stream<Item = Result<ContainerRecreateRollout, watcher::Error>> + Send + 'static,
 ) {
     let api: Api<ContainerRecreateRollout> = match namespace {
-        Some(namespace) => Api::namespaced(ctx.client.clone(), namespace),
-        None => Api::all(ctx.client.clone()),
+        Some(namespace) => Api::namespaced(client, namespace),
+        None => Api::all(client),
     };
-    let (rollouts, writer) = reflector::store();
+    let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|rollout| {
@@ -416,7 +421,25 @@ pub async fn run(
         })
         .reflect(writer)
         .applied_objects();
-    let controller = Controller::for_stream(stream, rollouts.clone());
+    (reader, stream)
+}
+
+/// Runs the rollout controller until `shutdown`: `rollouts` and `rollout_changes` are
+/// [`rollout_watch`]'s, `requests` a subscription to the request cache's changes,
+/// `budget_changes` the PDB stream of [`budget_watch`].
+#[allow(clippy::too_many_arguments)] // The watches, wired once in `run.rs`.
+pub async fn run(
+    ctx: Arc<RolloutContext>,
+    rollouts: Store<ContainerRecreateRollout>,
+    rollout_changes: impl Stream<Item = Result<ContainerRecreateRollout, watcher::Error>>
+    + Send
+    + 'static,
+    requests: impl Stream<Item = Arc<ContainerRecreateRequest>> + Send + 'static,
+    budget_changes: impl Stream<Item = Result<PodDisruptionBudget, watcher::Error>> + Send + 'static,
+    became_leader: impl Stream<Item = ()> + Send + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let controller = Controller::for_stream(rollout_changes, rollouts.clone());
     controller
         .watches_shared_stream(requests, |crr: Arc<ContainerRecreateRequest>| {
             let rollout = crr.labels().get(keys::LABEL_ROLLOUT).cloned();
