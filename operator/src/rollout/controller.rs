@@ -36,7 +36,8 @@ use kube::api::{DeleteParams, Patch, PostParams, PropagationPolicy};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::utils::PredicateConfig;
+use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
@@ -59,6 +60,8 @@ pub const BUDGET_POLL: Duration = Duration::from_secs(5);
 /// How soon a rollout with requests in flight looks again at the latest (their changes wake it
 /// sooner).
 pub const IN_FLIGHT_POLL: Duration = Duration::from_secs(10);
+/// Triggers of one rollout within this are served by one reconcile.
+pub const TRIGGER_DEBOUNCE: Duration = Duration::from_millis(250);
 /// A budget wait is announced with an Event at most this often per rollout and PDB.
 pub const BUDGET_EVENT_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -420,7 +423,10 @@ pub fn rollout_watch(
             rollout.metadata.managed_fields = None;
         })
         .reflect(writer)
-        .applied_objects();
+        .applied_objects()
+        // Only spec changes (and new rollouts) trigger: the controller's own status writes do
+        // not come back as reconciles of their own.
+        .predicate_filter(predicates::generation, PredicateConfig::default());
     (reader, stream)
 }
 
@@ -439,9 +445,15 @@ pub async fn run(
     became_leader: impl Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let controller = Controller::for_stream(rollout_changes, rollouts.clone());
+    // Requests of one rollout often end together: one reconcile serves them all.
+    let controller = Controller::for_stream(rollout_changes, rollouts.clone())
+        .with_config(controller::Config::default().debounce(TRIGGER_DEBOUNCE));
     controller
         .watches_shared_stream(requests, |crr: Arc<ContainerRecreateRequest>| {
+            // Only an ending changes a rollout's plan: its requests' steps before that do not.
+            if !crr_crds::status::is_finished(&crr) {
+                return None;
+            }
             let rollout = crr.labels().get(keys::LABEL_ROLLOUT).cloned();
             let namespace = crr.namespace();
             rollout
