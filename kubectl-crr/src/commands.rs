@@ -19,15 +19,7 @@ use crate::render::{LineReporter, Reporter, TerminalReporter};
 use crate::request::{self, RecreateOptions};
 use crate::{completion, describe, output, table};
 
-/// How the command ended, as an exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Success = 0,
-    Error = 1,
-    Usage = 2,
-    RecreateFailed = 3,
-    TimedOut = 4,
-}
+pub use crate::exit::Exit;
 
 /// Runs a parsed command line.
 pub async fn execute(cli: Cli) -> Result<Exit, Error> {

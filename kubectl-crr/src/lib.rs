@@ -13,6 +13,7 @@ pub mod commands;
 pub mod completion;
 pub mod describe;
 pub mod error;
+pub mod exit;
 pub mod follow;
 pub mod kubeconfig;
 pub mod output;

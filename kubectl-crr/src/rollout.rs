@@ -20,8 +20,8 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
 use crate::cli::{RolloutAction, RolloutArgs, RolloutCreateArgs};
-use crate::commands::Exit;
 use crate::error::Error;
+use crate::exit::Exit;
 
 /// The field manager of the plugin's writes.
 const FIELD_MANAGER: &str = "kubectl-crr";
