@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::keys;
+use crate::v1beta1::ContainerRecreateRequestStrategy;
 
 /// The per-pod deadline a rollout's requests get when `recreateStrategy.activeDeadlineSeconds`
 /// is not set.
@@ -133,32 +134,16 @@ pub struct WorkloadRef {
     pub name: String,
 }
 
-/// What every request of the rollout gets (the ContainerRecreateRequest strategy's fields and
-/// its deadline).
+/// What every request of the rollout gets: a ContainerRecreateRequest's strategy, its fields as
+/// they are there (`failurePolicy`, `orderedRecreate`, `forceRecreate`,
+/// `terminationGracePeriodSeconds`, `unreadyGracePeriodSeconds`, `minStartedSeconds`), and the
+/// request's deadline.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutRecreateStrategy {
-    /// OrderedRecreate recreates the next container only once the previous one is recreated.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub ordered_recreate: bool,
-    /// ForceRecreate kills the container even if the previous one is still starting.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub force_recreate: bool,
-    /// TerminationGracePeriodSeconds is each container's grace period to stop (default: the
-    /// pod's; at most 7 days).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = crate::limits::MAX_TERMINATION_GRACE_PERIOD_SECONDS))]
-    pub termination_grace_period_seconds: Option<i64>,
-    /// UnreadyGracePeriodSeconds holds each pod not ready this long before its containers are
-    /// stopped (needs the pod's KruisePodReady readiness gate; at most 1 day).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = crate::limits::MAX_UNREADY_GRACE_PERIOD_SECONDS))]
-    pub unready_grace_period_seconds: Option<i64>,
-    /// MinStartedSeconds is how long a new container must run before its pod's request succeeds
-    /// (at most 1 day).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = crate::limits::MAX_MIN_STARTED_SECONDS))]
-    pub min_started_seconds: Option<i32>,
+    /// The strategy each request gets.
+    #[serde(flatten)]
+    pub request: ContainerRecreateRequestStrategy,
     /// ActiveDeadlineSeconds is each pod's request deadline. Defaults to 300.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 3, max = crate::limits::MAX_ACTIVE_DEADLINE_SECONDS))]

@@ -115,9 +115,11 @@ pub fn build(namespace: &str, args: &RolloutCreateArgs) -> Result<ContainerRecre
         duration.map(|duration| i64::try_from(duration.as_secs()).unwrap_or(i64::MAX))
     };
     let strategy = RolloutRecreateStrategy {
-        unready_grace_period_seconds: seconds(args.unready_grace),
+        request: crr_crds::v1beta1::ContainerRecreateRequestStrategy {
+            unready_grace_period_seconds: seconds(args.unready_grace),
+            ..Default::default()
+        },
         active_deadline_seconds: seconds(args.deadline),
-        ..RolloutRecreateStrategy::default()
     };
     let spec = ContainerRecreateRolloutSpec {
         target,
@@ -283,7 +285,7 @@ async fn create(
         .spec
         .recreate_strategy
         .as_ref()
-        .is_some_and(|strategy| strategy.unready_grace_period_seconds.is_some())
+        .is_some_and(|strategy| strategy.request.unready_grace_period_seconds.is_some())
     {
         warn_without_gate(client, namespace, &rollout.spec.target).await;
     }
@@ -559,7 +561,7 @@ mod tests {
         assert_eq!(spec.max_failed_pods, Some(2));
         assert_eq!(spec.ttl_seconds_after_finished, Some(3600));
         let strategy = spec.recreate_strategy.expect("a strategy");
-        assert_eq!(strategy.unready_grace_period_seconds, Some(5));
+        assert_eq!(strategy.request.unready_grace_period_seconds, Some(5));
         assert_eq!(strategy.active_deadline_seconds, Some(120));
         assert_eq!(
             serde_json::to_value(&spec.max_unavailable).unwrap(),

@@ -482,6 +482,11 @@ mod tests {
         registry.register_collector(Box::new(CacheCollector::new(|| {
             vec![Arc::new(crr(Some(Phase::Pending), false))]
         })));
+        // The rollout controller's, registered beside them as `run.rs` does.
+        crate::rollout::metrics::RolloutMetrics::register(&mut registry);
+        registry.register_collector(Box::new(crate::rollout::metrics::RolloutCollector::new(
+            Vec::new,
+        )));
         let text = crr_runtime::metrics::encode(&registry).unwrap();
         for expected in [
             "crr_operator_reconciles_total{outcome=\"applied\"} 1",

@@ -1,7 +1,7 @@
 //! `crr-runtime`: the edges that crr's three binaries (operator, webhook, node daemon) share, in
 //! one place: the admin server and readiness, retry backoff, the HTTP(S) serving loop with its time limits,
 //! signals and the bounded drain, logging, metrics encoding, Event publishing, the wait for a
-//! reflector store, the TLS crypto provider, giving freed memory back, and the API client with its field manager.
+//! reflector store, the TLS crypto provider, giving freed memory back, the API client, and reading a workload's selector and pod template with its field manager.
 //!
 //! This crate does I/O and decides nothing about ContainerRecreateRequests: the decisions live
 //! in `crr-crds` and in each binary's pure modules. A binary's `main.rs` parses its flags and
@@ -21,3 +21,4 @@ pub mod server;
 pub mod shutdown;
 pub mod store;
 pub mod tls;
+pub mod workload;

@@ -10,11 +10,10 @@ use crr_crds::rollout::{ContainerRecreateRollout, WorkloadRef};
 use crr_crds::rules::rollout::{
     RolloutViolation, check_rollout, check_rollout_update, check_template,
 };
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use kube::Client;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionReview, Operation};
-use kube::{Api, Client};
 use serde_json::value::RawValue;
 
 use crate::admission::{self, Lookup, Rejection};
@@ -43,30 +42,18 @@ impl TemplateLookup for ApiTemplates {
         workload: &'a WorkloadRef,
     ) -> Pin<Box<dyn Future<Output = Lookup<PodTemplateSpec>> + Send + 'a>> {
         Box::pin(async move {
-            let client = self.client.clone();
-            let name = workload.name.as_str();
-            let result = match workload.kind.as_str() {
-                "Deployment" => Api::<Deployment>::namespaced(client, namespace)
-                    .get_opt(name)
-                    .await
-                    .map(|object| object.map(|o| o.spec.map(|spec| spec.template))),
-                "StatefulSet" => Api::<StatefulSet>::namespaced(client, namespace)
-                    .get_opt(name)
-                    .await
-                    .map(|object| object.map(|o| o.spec.map(|spec| spec.template))),
-                "DaemonSet" => Api::<DaemonSet>::namespaced(client, namespace)
-                    .get_opt(name)
-                    .await
-                    .map(|object| object.map(|o| o.spec.map(|spec| spec.template))),
-                "ReplicaSet" => Api::<ReplicaSet>::namespaced(client, namespace)
-                    .get_opt(name)
-                    .await
-                    .map(|object| object.map(|o| o.spec.and_then(|spec| spec.template))),
-                _ => Ok(None),
-            };
-            match result {
-                Ok(Some(template)) => Lookup::Found(template.unwrap_or_default()),
-                Ok(None) => Lookup::NotFound,
+            match crr_runtime::workload::get(
+                &self.client,
+                namespace,
+                &workload.kind,
+                &workload.name,
+            )
+            .await
+            {
+                Ok(Some(found)) => Lookup::Found(found.template.unwrap_or_default()),
+                Ok(None) | Err(crr_runtime::workload::WorkloadError::UnknownKind { .. }) => {
+                    Lookup::NotFound
+                }
                 Err(error) => Lookup::Failed(error.to_string()),
             }
         })

@@ -7,7 +7,7 @@ use crr_crds::rollout::{
 };
 use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainer, ContainerRecreateRequestSpec,
-    ContainerRecreateRequestStrategy, Phase,
+    Phase,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -69,11 +69,7 @@ pub fn new_request(
     let name = rollout.metadata.name.as_deref()?;
     let strategy = rollout.spec.recreate_strategy.clone().unwrap_or_default();
     let RolloutRecreateStrategy {
-        ordered_recreate,
-        force_recreate,
-        termination_grace_period_seconds,
-        unready_grace_period_seconds,
-        min_started_seconds,
+        request: strategy,
         active_deadline_seconds,
     } = strategy;
     Some(ContainerRecreateRequest {
@@ -95,14 +91,7 @@ pub fn new_request(
                     ..ContainerRecreateRequestContainer::default()
                 })
                 .collect(),
-            strategy: Some(ContainerRecreateRequestStrategy {
-                failure_policy: None,
-                ordered_recreate,
-                force_recreate,
-                termination_grace_period_seconds,
-                unready_grace_period_seconds,
-                min_started_seconds: min_started_seconds.unwrap_or_default(),
-            }),
+            strategy: Some(strategy),
             active_deadline_seconds: Some(
                 active_deadline_seconds.unwrap_or(DEFAULT_POD_DEADLINE_SECONDS),
             ),
@@ -116,6 +105,7 @@ pub fn new_request(
 mod tests {
     use super::*;
     use crr_crds::rollout::{ContainerRecreateRolloutSpec, RolloutTarget, WorkloadRef};
+    use crr_crds::v1beta1::ContainerRecreateRequestStrategy;
 
     fn rollout() -> ContainerRecreateRollout {
         let mut rollout = ContainerRecreateRollout::new(
@@ -131,8 +121,11 @@ mod tests {
                 },
                 containers: vec!["app".into(), "sidecar".into()],
                 recreate_strategy: Some(RolloutRecreateStrategy {
-                    unready_grace_period_seconds: Some(2),
-                    ..RolloutRecreateStrategy::default()
+                    request: ContainerRecreateRequestStrategy {
+                        unready_grace_period_seconds: Some(2),
+                        ..ContainerRecreateRequestStrategy::default()
+                    },
+                    active_deadline_seconds: None,
                 }),
                 ..ContainerRecreateRolloutSpec::default()
             },

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crr_crds::rollout::{RolloutTarget, WorkloadRef};
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -30,6 +30,15 @@ pub enum ReadError {
         /// The API error.
         #[source]
         source: kube::Error,
+    },
+    /// The workload could not be read.
+    #[error("{what}: {source}")]
+    Workload {
+        /// What was being read.
+        what: String,
+        /// Why.
+        #[source]
+        source: crr_runtime::workload::WorkloadError,
     },
     /// A selector could not be turned into a list request.
     #[error("the selector of {what} is invalid: {source}")]
@@ -84,55 +93,18 @@ async fn read_workload(
     workload: &WorkloadRef,
 ) -> Result<Target, ReadError> {
     let what = format!("{} {namespace}/{}", workload.kind, workload.name);
-    let api_error = |source| ReadError::Api {
-        what: format!("reading {what}"),
-        source,
-    };
-    // (uid, selector) of the workload, or None when it is gone or of a kind not served here.
-    let found: Option<(String, Option<LabelSelector>)> = match workload.kind.as_str() {
-        "Deployment" => Api::<Deployment>::namespaced(client.clone(), namespace)
-            .get_opt(&workload.name)
-            .await
-            .map_err(api_error)?
-            .map(|object| {
-                (
-                    object.uid().unwrap_or_default(),
-                    object.spec.map(|spec| spec.selector),
-                )
-            }),
-        "StatefulSet" => Api::<StatefulSet>::namespaced(client.clone(), namespace)
-            .get_opt(&workload.name)
-            .await
-            .map_err(api_error)?
-            .map(|object| {
-                (
-                    object.uid().unwrap_or_default(),
-                    object.spec.map(|spec| spec.selector),
-                )
-            }),
-        "DaemonSet" => Api::<DaemonSet>::namespaced(client.clone(), namespace)
-            .get_opt(&workload.name)
-            .await
-            .map_err(api_error)?
-            .map(|object| {
-                (
-                    object.uid().unwrap_or_default(),
-                    object.spec.map(|spec| spec.selector),
-                )
-            }),
-        "ReplicaSet" => Api::<ReplicaSet>::namespaced(client.clone(), namespace)
-            .get_opt(&workload.name)
-            .await
-            .map_err(api_error)?
-            .map(|object| {
-                (
-                    object.uid().unwrap_or_default(),
-                    object.spec.map(|spec| spec.selector),
-                )
-            }),
-        _ => None,
-    };
-    let Some((uid, Some(selector))) = found else {
+    let found = crr_runtime::workload::get(client, namespace, &workload.kind, &workload.name)
+        .await
+        .map_err(|source| ReadError::Workload {
+            what: format!("reading {what}"),
+            source,
+        })?;
+    let Some(crr_runtime::workload::Workload {
+        uid,
+        selector: Some(selector),
+        ..
+    }) = found
+    else {
         return Ok(Target::default());
     };
     let listed = list_pods(client, namespace, &selector, &what).await?;
