@@ -1380,7 +1380,8 @@ fn refused_by(output: &std::process::Output, message: &str) -> bool {
 
 // The identities narrowed to the field each writes (templates/least-privilege.yaml): the
 // webhook's may change only caBundle of its webhook configurations and of the CRD, the
-// operator's only the KruisePodReady condition of a pod's status. Each forbidden change is
+// operator's only the KruisePodReady condition of a pod's status, and it creates only the
+// requests of a rollout. Each forbidden change is
 // refused by its policy and the needed one passes, through the real API server.
 async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
     // The webhook: a longer timeout on its own webhook is refused; the caBundle it holds, passes.
@@ -1514,7 +1515,32 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
     .await;
     check(allowed.is_ok(), || {
         format!("the operator could not write KruisePodReady: {allowed:?}")
-    })
+    })?;
+    // The operator creates only the requests of a rollout (the rollout suite proves those pass):
+    // a plain request by its identity, for a pod that exists (the webhook admits it, the policy
+    // runs after), is refused.
+    ctx.two_container_pod("plain", |_| {}).await?;
+    let plain = json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
+                       "metadata": {"name": "by-the-operator", "namespace": ctx.namespace},
+                       "spec": {"podName": "plain", "containers": [{"name": "app"}]}})
+    .to_string();
+    let user = format!(
+        "--as=system:serviceaccount:{}:crr-operator",
+        crr_e2e::SYSTEM_NAMESPACE
+    );
+    let created = kubectl_with_stdin(&[&user, "create", "-f", "-"], Some(&plain)).await?;
+    check(
+        refused_by(
+            &created,
+            "may create only the requests of a ContainerRecreateRollout",
+        ),
+        || {
+            format!(
+                "the operator created a plain request: {}",
+                String::from_utf8_lossy(&created.stderr)
+            )
+        },
+    )
 }
 
 // A pod that declares the KruisePodReady gate without crr's label (an OpenKruise template)
