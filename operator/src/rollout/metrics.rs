@@ -132,7 +132,9 @@ impl RolloutMetrics {
             .waits
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        match (waiting_for_budget(next), waits.get(key)) {
+        // A finished rollout waits no more: its entry goes, whatever the condition says.
+        let waiting = waiting_for_budget(next) && ended.is_none();
+        match (waiting, waits.get(key)) {
             (true, None) => {
                 waits.insert(key.to_owned(), Instant::now());
             }

@@ -93,12 +93,18 @@ async fn read_workload(
     workload: &WorkloadRef,
 ) -> Result<Target, ReadError> {
     let what = format!("{} {namespace}/{}", workload.kind, workload.name);
-    let found = crr_runtime::workload::get(client, namespace, &workload.kind, &workload.name)
-        .await
-        .map_err(|source| ReadError::Workload {
-            what: format!("reading {what}"),
-            source,
-        })?;
+    let found =
+        match crr_runtime::workload::get(client, namespace, &workload.kind, &workload.name).await {
+            Ok(found) => found,
+            // A kind admission refuses (stored while the webhook was away): no such target.
+            Err(crr_runtime::workload::WorkloadError::UnknownKind { .. }) => None,
+            Err(source) => {
+                return Err(ReadError::Workload {
+                    what: format!("reading {what}"),
+                    source,
+                });
+            }
+        };
     let Some(crr_runtime::workload::Workload {
         uid,
         selector: Some(selector),
