@@ -267,6 +267,19 @@ pub fn check_active_deadline(seconds: Option<i64>) -> Result<(), Violation> {
     }
 }
 
+/// Whether the pod's `Ready` condition is True: what Services, PodDisruptionBudgets and a
+/// rollout's `maxUnavailable` count as available.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        })
+}
+
 /// Whether the pod may have containers recreated at all: it must be active (not finished, not
 /// being deleted; upstream excepts pods with the [`SIDECAR_TERMINATED_CONDITION`]) and then
 /// scheduled. Returns the name of its node.

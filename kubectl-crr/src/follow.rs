@@ -90,17 +90,6 @@ pub(crate) fn is_permanent(error: &watcher::Error) -> bool {
     matches!(code, 401 | 403 | 404)
 }
 
-fn pod_is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        })
-}
-
 /// Creates the plan's requests, at most `max_unavailable` pods at once, and follows them until
 /// all are finished, the batch halted on a failure and drained, or the timeout passed.
 pub async fn run(client: Client, plan: Plan, reporter: &mut dyn Reporter) -> Result<Report, Error> {
@@ -247,7 +236,7 @@ pub async fn run(client: Client, plan: Plan, reporter: &mut dyn Reporter) -> Res
             }
             Seen::Pod(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
                 let name = pod.name_any();
-                let is_ready = pod_is_ready(&pod);
+                let is_ready = crr_crds::rules::pod_ready(&pod);
                 ready.insert(name.clone(), is_ready);
                 scheduler.pod_ready(&name, is_ready);
             }

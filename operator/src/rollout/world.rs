@@ -188,7 +188,12 @@ pub async fn read_budgets(
                 >= budget.metadata.generation.unwrap_or(0),
             pods: pods
                 .iter()
-                .filter_map(|pod| Some((pod.uid()?, is_ready(pod) && !is_terminating(pod))))
+                .filter_map(|pod| {
+                    Some((
+                        pod.uid()?,
+                        crr_crds::rules::pod_ready(pod) && !is_terminating(pod),
+                    ))
+                })
                 .collect(),
         });
     }
@@ -209,7 +214,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .creation_timestamp
             .as_ref()
             .map_or(Timestamp::UNIX_EPOCH, |time| time.0),
-        ready: is_ready(pod),
+        ready: crr_crds::rules::pod_ready(pod),
         terminating: is_terminating(pod),
         ordinal: statefulset_owned.then(|| ordinal(pod)).flatten(),
     }
@@ -222,17 +227,6 @@ fn ordinal(pod: &Pod) -> Option<u32> {
         .get("apps.kubernetes.io/pod-index")
         .and_then(|index| index.parse().ok())
         .or_else(|| pod.name_any().rsplit('-').next()?.parse().ok())
-}
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        })
 }
 
 fn is_terminating(pod: &Pod) -> bool {

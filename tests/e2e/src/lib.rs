@@ -338,15 +338,9 @@ pub async fn ready_nodes(client: &Client) -> anyhow::Result<Vec<String>> {
     Ok(names)
 }
 
+/// Whether the pod's `Ready` condition is True (`crr_crds::rules::pod_ready`).
 pub fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        })
+    crr_crds::rules::pod_ready(pod)
 }
 
 /// The status of one container of a pod.
