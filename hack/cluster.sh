@@ -303,6 +303,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = "$dir/cni/net.d"
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
+# Each node's NRI socket of its own: at the default /var/run/nri/nri.sock, shared by every node's
+# mount namespace, two containerds starting together race (each removes the file, then binds it)
+# and the loser exits with "bind: address already in use".
+[plugins.'io.containerd.nri.v1.nri']
+  socket_path = "$dir/containerd/nri.sock"
 EOF
   cat > "$dir/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1

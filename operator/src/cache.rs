@@ -11,9 +11,11 @@
 //! TTL, the phase and the completion time. Spec containers (with their preStop hooks),
 //! annotations, labels, conditions and per-container states go.
 //!
-//! A request a ContainerRecreateRollout created (labelled with the rollout's name) keeps a little
-//! more once settled: that label, and its outcome (the `Succeeded` condition and the states of
-//! failed containers), which the rollout's plan reads for as long as the rollout exists.
+//! A settled request no rollout made does not even stay slim: it leaves the cache for the
+//! settled index (`settled`), a few dozen bytes each. What stays in the cache settled is a request
+//! a ContainerRecreateRollout created (labelled with the rollout's name), which keeps a little more:
+//! that label, and its outcome (the `Succeeded` condition and the states of failed containers),
+//! which the rollout's plan reads for as long as the rollout exists.
 //!
 //! A settled request that changes again (say someone labels it active) arrives from the watch
 //! whole, and is kept whole until it settles again: the decision is made on every object the

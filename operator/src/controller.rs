@@ -4,8 +4,10 @@
 //! # Watches
 //! * ContainerRecreateRequests (v1beta1, all namespaces) through the controller's own reflector:
 //!   the operator needs every request, finished ones included (TTL). Their `managedFields` are
-//!   dropped before the store (about half of a cached request), and a settled request (finished
-//!   and observed) keeps only what its TTL needs (`cache`), so requests piling up cost little.
+//!   dropped before the store (about half of a cached request). A settled request (finished and
+//!   observed) leaves the store for a compact index that drives its TTL deletion (`settled`);
+//!   one a rollout made stays, keeping only what the rollout reads (`cache`). Requests piling up
+//!   cost little.
 //! * Pods through a **metadata-only** watch. A pod event only has to say "this pod changed" so
 //!   the requests that name it are re-queued (see `trigger`); the reconcile then GETs the one pod
 //!   it needs, fresh. A full pod watch would cache every pod spec and status of the cluster to
@@ -49,6 +51,7 @@ use crate::error::Error;
 use crate::executor::{Executor, Step};
 use crate::metrics::{ErrorLabels, OutcomeLabels};
 use crate::reconcile;
+use crate::settled::SettledIndex;
 use crate::trigger;
 
 /// Reconciles one request: reads its pod, plans, executes the plan, and says when to look again.
@@ -236,8 +239,13 @@ pub struct RequestWatch {
 const SHARED_BUFFER: usize = 1024;
 
 /// The controller over the requests of `namespace` (all namespaces when `None`), with the
-/// shared request cache.
-pub fn new_controller(client: Client, namespace: Option<&str>, concurrency: u16) -> RequestWatch {
+/// shared request cache; settled requests go to `settled` instead.
+pub fn new_controller(
+    client: Client,
+    namespace: Option<&str>,
+    concurrency: u16,
+    settled: Arc<SettledIndex>,
+) -> RequestWatch {
     let crrs: Api<ContainerRecreateRequest> = match namespace {
         Some(namespace) => Api::namespaced(client, namespace),
         None => Api::all(client),
@@ -247,6 +255,12 @@ pub fn new_controller(client: Client, namespace: Option<&str>, concurrency: u16)
     let changes = writer.subscribe().expect("a shared store has subscribers");
     let reflecting = watcher(crrs, watcher::Config::default())
         .default_backoff()
+        .filter_map(move |event| {
+            futures::future::ready(match event {
+                Ok(event) => settled.route(event).map(Ok),
+                Err(error) => Some(Err(error)),
+            })
+        })
         .modify(crate::cache::keep_what_reconciles_read)
         .reflect_shared(writer)
         .for_each(|event| async move {

@@ -10,6 +10,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(test)]
+mod api_mock;
 pub mod args;
 pub mod cache;
 pub mod context;
@@ -26,6 +28,7 @@ pub mod readiness;
 pub mod reconcile;
 pub mod rollout;
 pub mod run;
+pub mod settled;
 pub mod snapshot;
 pub mod trigger;
 

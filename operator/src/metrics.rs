@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 use crate::deadline;
 use crate::reconcile::CompletionReason;
+use crate::settled::SettledIndex;
 
 /// Label of a reconcile outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -276,20 +277,28 @@ pub fn count_finished_without_ttl<'a>(
     i64::try_from(kept).unwrap_or(i64::MAX)
 }
 
+fn as_gauge(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
 /// Reports, at scrape time from a snapshot of the request cache, `crr_operator_requests{phase}`,
 /// `crr_operator_requests_past_deadline` and `crr_operator_finished_requests_without_ttl`. Every replica reports its own cache (followers
 /// included): aggregate over replicas with `max`, not `sum`.
 pub struct CacheCollector {
     source: Arc<dyn Fn() -> Vec<Arc<ContainerRecreateRequest>> + Send + Sync>,
+    settled: Arc<SettledIndex>,
 }
 
 impl CacheCollector {
-    /// `source` returns the cached requests (e.g. `Store::state`).
+    /// `source` returns the cached requests (e.g. `Store::state`); `settled` holds the settled
+    /// requests kept out of that cache (all finished, counted as `Completed`).
     pub fn new(
         source: impl Fn() -> Vec<Arc<ContainerRecreateRequest>> + Send + Sync + 'static,
+        settled: Arc<SettledIndex>,
     ) -> Self {
         Self {
             source: Arc::new(source),
+            settled,
         }
     }
 }
@@ -305,7 +314,8 @@ impl fmt::Debug for CacheCollector {
 impl Collector for CacheCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let requests = (self.source)();
-        let counts = count_by_phase(requests.iter().map(Arc::as_ref));
+        let mut counts = count_by_phase(requests.iter().map(Arc::as_ref));
+        *counts.entry(Phase::Completed.as_str()).or_default() += as_gauge(self.settled.len());
         let mut metric = encoder.encode_descriptor(
             "requests",
             "ContainerRecreateRequests in this replica's cache by phase (Unset: nobody picked it up yet; Completed: finished)",
@@ -324,7 +334,8 @@ impl Collector for CacheCollector {
             MetricType::Gauge,
         )?;
         ConstGauge::new(past).encode(metric)?;
-        let kept = count_finished_without_ttl(requests.iter().map(Arc::as_ref));
+        let kept = count_finished_without_ttl(requests.iter().map(Arc::as_ref))
+            + as_gauge(self.settled.without_ttl());
         let metric = encoder.encode_descriptor(
             "finished_requests_without_ttl",
             "Finished ContainerRecreateRequests in this replica's cache without ttlSecondsAfterFinished: nothing deletes them",
@@ -479,9 +490,17 @@ mod tests {
             .get_or_create(&OutcomeLabels { outcome: "applied" })
             .inc();
         metrics.observe_finished(&finished("True", "Recreated"));
-        registry.register_collector(Box::new(CacheCollector::new(|| {
-            vec![Arc::new(crr(Some(Phase::Pending), false))]
-        })));
+        // A settled request, kept out of the cache, still counts as finished.
+        let settled = Arc::new(SettledIndex::default());
+        let mut done = crr(Some(Phase::Completed), true);
+        done.metadata.name = Some("done".to_owned());
+        done.metadata.namespace = Some("ns".to_owned());
+        settled.route(kube::runtime::watcher::Event::Apply(done));
+        assert_eq!(settled.len(), 1);
+        registry.register_collector(Box::new(CacheCollector::new(
+            || vec![Arc::new(crr(Some(Phase::Pending), false))],
+            settled,
+        )));
         // The rollout controller's, registered beside them as `run.rs` does.
         crate::rollout::metrics::RolloutMetrics::register(&mut registry);
         registry.register_collector(Box::new(crate::rollout::metrics::RolloutCollector::new(
@@ -500,7 +519,8 @@ mod tests {
             "crr_operator_outcomes_total{outcome=\"failed\",reason=\"ActiveDeadlineExceeded\"} 0",
             "crr_operator_requests{phase=\"Pending\"} 1",
             "crr_operator_requests_past_deadline 0",
-            "crr_operator_finished_requests_without_ttl 0",
+            "crr_operator_requests{phase=\"Completed\"} 1",
+            "crr_operator_finished_requests_without_ttl 1",
             "crr_operator_leader 0",
             "# TYPE crr_operator_recreate_duration_seconds histogram",
             "# TYPE crr_operator_requests gauge",

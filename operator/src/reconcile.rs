@@ -7,7 +7,8 @@
 //! repeated or interrupted reconcile is harmless (level-triggered).
 //!
 //! The order follows docs/behaviour.md §3: finished or deleted requests let go of the pod first,
-//! then lose the `active` label and expire by TTL; live requests complete when their pod is gone
+//! then lose the `active` label and expire by TTL (a request no rollout made through the settled
+//! index, `settled`); live requests complete when their pod is gone
 //! or a deadline passes; a recreating request gets its status snapshot and, before any container
 //! is killed, takes the pod out of endpoints for `unreadyGracePeriodSeconds`.
 //!
@@ -167,11 +168,17 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
         let expiry = completion_time.and_then(|completed| {
             deadline::ttl_expiry(completed, crr.spec.ttl_seconds_after_finished)
         });
+        // Once these actions ran, a request no rollout made is settled and leaves the cache for
+        // the settled index, whose loop deletes it at its expiry (`settled`): no requeue here
+        // to hold in the controller's queue for as long as the TTL.
+        let indexed_once_settled = !crr.labels().contains_key(keys::LABEL_ROLLOUT);
         let mut requeue_after = None;
         match expiry {
             Some(expiry) if deadline::has_passed(expiry, now) => actions.push(Action::Delete),
-            Some(expiry) => requeue_after = Some(deadline::until(expiry, now)),
-            None => {}
+            Some(expiry) if !indexed_once_settled => {
+                requeue_after = Some(deadline::until(expiry, now));
+            }
+            Some(_) | None => {}
         }
         return Plan {
             actions,

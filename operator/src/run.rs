@@ -29,6 +29,7 @@ use crate::metrics::{CacheCollector, Metrics};
 use crate::rollout;
 use crate::rollout::controller::RolloutContext;
 use crate::rollout::metrics::{RolloutCollector, RolloutMetrics};
+use crate::settled::{self, SettledIndex};
 
 /// What the operator process needs to know.
 #[derive(Clone, Debug)]
@@ -87,11 +88,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     ));
 
     let namespace = settings.watch_namespace.as_deref();
+    let settled = Arc::new(SettledIndex::default());
     let controller::RequestWatch {
         controller,
         changes: request_changes,
         reflecting,
-    } = controller::new_controller(client.clone(), namespace, settings.workers);
+    } = controller::new_controller(client.clone(), namespace, settings.workers, settled.clone());
     let store = controller.store();
     let (budgets, budget_changes) = rollout::controller::budget_watch(client.clone(), namespace);
     let (rollouts, rollout_changes) = rollout::controller::rollout_watch(client.clone(), namespace);
@@ -107,10 +109,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         budgets,
         RolloutMetrics::register(&mut registry),
     ));
-    registry.register_collector(Box::new(CacheCollector::new({
-        let store = store.clone();
-        move || store.state()
-    })));
+    registry.register_collector(Box::new(CacheCollector::new(
+        {
+            let store = store.clone();
+            move || store.state()
+        },
+        settled.clone(),
+    )));
     let requests_synced = readiness.gate("request cache");
     tokio::spawn(async move {
         match crr_runtime::store::wait_until_ready(&store).await {
@@ -145,6 +150,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let (elector_trigger, elector_stop) = watch::channel(false);
     let mut elector_task = tokio::spawn(elector.run(elector_stop));
 
+    let expiring = settled::expire_while_leading(context.clone(), settled, shutdown.requested());
     let requests = controller::run(
         controller,
         context,
@@ -188,7 +194,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         // The request watch feeds both controllers and ends with neither: the work is done when
         // they are.
         tokio::select! {
-            _ = async { tokio::join!(requests, gates, rollouts) } => {}
+            _ = async { tokio::join!(requests, gates, rollouts, expiring) } => {}
             () = reflecting => {}
         }
     };

@@ -10,44 +10,24 @@ use crr_crds::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainer, ContainerRecreateRequestSpec,
     ContainerRecreateRequestStatus, ContainerRecreateRequestStrategy, Phase,
 };
-use crr_runtime::events::EventPublisher;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, StatusCode};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodReadinessGate,
     PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
-use kube::client::Body;
-use kube::{Client, ResourceExt as _};
+use kube::ResourceExt as _;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 use super::{error_policy, reconcile};
-use crate::context::Context;
+use crate::api_mock::{Handle, api_status, context, expect, respond};
 use crate::error::Error;
-use crate::metrics::Metrics;
-
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 const CRR_PATH: &str = "/apis/apps.kruise.io/v1beta1/namespaces/ns/containerrecreaterequests/crr-a";
 const POD_PATH: &str = "/api/v1/namespaces/ns/pods/web";
 const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
-
-fn context(leader: bool) -> (Arc<Context>, Handle, watch::Sender<bool>) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
-    let (leader_tx, leader_rx) = watch::channel(leader);
-    let ctx = Context::new(
-        client.clone(),
-        EventPublisher::new(client, "crr-operator", "test"),
-        Metrics::register(&mut Registry::default()),
-        leader_rx,
-        Arc::default(),
-    );
-    (Arc::new(ctx), handle, leader_tx)
-}
 
 fn ago(seconds: i64) -> Time {
     Time(Timestamp::now() - SignedDuration::from_secs(seconds))
@@ -104,45 +84,6 @@ fn pod(gate: bool, conditions: Vec<PodCondition>) -> Pod {
             ..Default::default()
         }),
     }
-}
-
-fn respond(status: StatusCode, body: &impl serde::Serialize) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .body(Body::from(serde_json::to_vec(body).expect("serializable")))
-        .expect("response")
-}
-
-fn api_status(code: u16, reason: &str) -> Value {
-    json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure", "message": reason, "reason": reason, "code": code,
-    })
-}
-
-/// Takes the next request, checks method and path, returns its JSON body and the responder.
-async fn expect(
-    handle: &mut Handle,
-    method: Method,
-    path: &str,
-) -> (Value, tower_test::mock::SendResponse<Response<Body>>) {
-    let (request, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-        .await
-        .unwrap_or_else(|_| panic!("no request; expected {method} {path}"))
-        .expect("service dropped");
-    assert_eq!(request.method(), method, "method of the request to {path}");
-    assert_eq!(request.uri().path(), path);
-    let bytes = request
-        .into_body()
-        .collect_bytes()
-        .await
-        .expect("request body");
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).expect("JSON request body")
-    };
-    (body, send)
 }
 
 async fn expect_event(handle: &mut Handle, reason: &str, regarding_kind: &str) {

@@ -452,9 +452,23 @@ fn a_phase_completed_request_counts_as_finished() {
 }
 
 #[test]
-fn completed_request_drops_the_active_label_and_waits_for_its_ttl() {
+fn completed_request_drops_the_active_label_and_leaves_its_ttl_to_the_settled_index() {
     let mut request = completed_at(crr(), 100);
     request.spec.ttl_seconds_after_finished = Some(3);
+    let plan = plan(&request, Some(&pod()), at(101));
+    assert_eq!(plan.actions, vec![Action::RemoveActiveLabel]);
+    assert_eq!(plan.requeue_after, None);
+}
+
+#[test]
+fn a_completed_request_of_a_rollout_waits_for_its_ttl_in_the_cache() {
+    let mut request = completed_at(crr(), 100);
+    request.spec.ttl_seconds_after_finished = Some(3);
+    request
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert(keys::LABEL_ROLLOUT.to_owned(), "web".to_owned());
     let plan = plan(&request, Some(&pod()), at(101));
     assert_eq!(plan.actions, vec![Action::RemoveActiveLabel]);
     assert_eq!(plan.requeue_after, secs(2));

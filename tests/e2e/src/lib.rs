@@ -132,6 +132,17 @@ impl Ctx {
         pod: &str,
         reason: &str,
     ) -> anyhow::Result<Vec<k8s_openapi::api::events::v1::Event>> {
+        self.events_regarding("Pod", pod, reason).await
+    }
+
+    /// The Events (events.k8s.io) of this namespace with `reason` regarding the `kind` named
+    /// `name`.
+    pub async fn events_regarding(
+        &self,
+        kind: &str,
+        name: &str,
+        reason: &str,
+    ) -> anyhow::Result<Vec<k8s_openapi::api::events::v1::Event>> {
         let events: Api<k8s_openapi::api::events::v1::Event> =
             Api::namespaced(self.client.clone(), &self.namespace);
         Ok(events
@@ -143,8 +154,8 @@ impl Ctx {
             .filter(|event| {
                 event.reason.as_deref() == Some(reason)
                     && event.regarding.as_ref().is_some_and(|regarding| {
-                        regarding.kind.as_deref() == Some("Pod")
-                            && regarding.name.as_deref() == Some(pod)
+                        regarding.kind.as_deref() == Some(kind)
+                            && regarding.name.as_deref() == Some(name)
                     })
             })
             .collect())

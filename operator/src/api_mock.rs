@@ -1,0 +1,75 @@
+//! A scripted API server for the operator's unit tests (tower-test mock): each step checks
+//! method and path and answers as the API server would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crr_runtime::events::EventPublisher;
+use http::{Method, Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::context::Context;
+use crate::metrics::Metrics;
+
+/// The test's side of the mocked API server.
+pub type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+/// A context whose client talks to the returned handle, leading or not.
+pub fn context(leader: bool) -> (Arc<Context>, Handle, watch::Sender<bool>) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let (leader_tx, leader_rx) = watch::channel(leader);
+    let ctx = Context::new(
+        client.clone(),
+        EventPublisher::new(client, "crr-operator", "test"),
+        Metrics::register(&mut Registry::default()),
+        leader_rx,
+        Arc::default(),
+    );
+    (Arc::new(ctx), handle, leader_tx)
+}
+
+/// A response with `body` as JSON.
+pub fn respond(status: StatusCode, body: &impl serde::Serialize) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .body(Body::from(serde_json::to_vec(body).expect("serializable")))
+        .expect("response")
+}
+
+/// A `Status` failure as the API server sends it.
+pub fn api_status(code: u16, reason: &str) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": reason, "reason": reason, "code": code,
+    })
+}
+
+/// Takes the next request, checks method and path, returns its JSON body and the responder.
+pub async fn expect(
+    handle: &mut Handle,
+    method: Method,
+    path: &str,
+) -> (Value, tower_test::mock::SendResponse<Response<Body>>) {
+    let (request, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("no request; expected {method} {path}"))
+        .expect("service dropped");
+    assert_eq!(request.method(), method, "method of the request to {path}");
+    assert_eq!(request.uri().path(), path);
+    let bytes = request
+        .into_body()
+        .collect_bytes()
+        .await
+        .expect("request body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).expect("JSON request body")
+    };
+    (body, send)
+}
