@@ -12,6 +12,8 @@
 #   6. monitoring/dashboard.json is JSON and every metric named by alerts.yaml and by the
 #      dashboard's queries is a family of docs/metrics.md (CRR_METRICS_DOC overrides the path);
 #      `up` is Prometheus's own
+#   7. monitoring/restarts.yaml (planned restarts told from crashes): promtool check and test
+#      rules (monitoring/restarts_test.yaml), and the crr metrics it reads are in the catalog
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -151,6 +153,24 @@ else
     grep -qxF "$metric" "$tmp/catalog" || { fail "$file uses $metric, which ${metrics_doc#"$root/"} does not list"; unknown=$(( unknown + 1 )); }
   done < "$tmp/used"
   (( unknown )) || ok "the $(cut -d' ' -f2 "$tmp/used" | sort -u | wc -l) metrics of alerts.yaml and dashboard.json are in ${metrics_doc#"$root/"}"
+fi
+
+# 7: planned restarts told from crashes (monitoring/restarts.yaml: rules for clusters with
+# kube-state-metrics, not in the chart's PrometheusRule). Its unit tests; every alert tested; the
+# crr metrics it reads are in the catalog (kube-state-metrics' own and the rules' records aside).
+if promtool check rules "$mon/restarts.yaml" >"$tmp/out" 2>&1; then ok "promtool check rules monitoring/restarts.yaml"
+else cat "$tmp/out" >&2; fail "promtool check rules monitoring/restarts.yaml"; fi
+if promtool test rules "$mon/restarts_test.yaml" >"$tmp/out" 2>&1; then ok "promtool test rules monitoring/restarts_test.yaml"
+else cat "$tmp/out" >&2; fail "promtool test rules monitoring/restarts_test.yaml"; fi
+for alert in $(sed -n 's/^ *- alert: *\([A-Za-z0-9_]*\).*/\1/p' "$mon/restarts.yaml" | sort -u); do
+  grep -q "alertname: $alert\$" "$mon/restarts_test.yaml" || fail "alert $alert has no test in monitoring/restarts_test.yaml"
+done
+restart_metrics="$(rule_exprs "$mon/restarts.yaml" | promql_metrics | grep -vE '^kube_|:' || true)"
+[[ -n "$restart_metrics" ]] || fail "no crr metric found in monitoring/restarts.yaml (the extraction is broken)"
+if [[ -f "$tmp/catalog" ]]; then
+  for metric in $restart_metrics; do
+    grep -qxF "$metric" "$tmp/catalog" || fail "monitoring/restarts.yaml uses $metric, which ${metrics_doc#"$root/"} does not list"
+  done
 fi
 
 if (( failures )); then

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod pre_stop;
 pub mod queue;
 pub mod recreate;
+pub mod recreates;
 pub mod round;
 pub mod run;
 pub mod schedule;

@@ -19,6 +19,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::recreates::ContainerRecreates;
 use crate::timeline::{PhaseName, Timeline};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -103,6 +104,8 @@ pub struct Metrics {
     pub round_panics: Counter,
     /// Which phases of each request are still to be observed.
     pub timeline: Arc<Timeline>,
+    /// `crr_container_recreates_total`, at the registry's root.
+    pub recreates: ContainerRecreates,
 }
 
 impl Metrics {
@@ -124,6 +127,7 @@ impl Metrics {
             runtime_ready: Gauge::default(),
             round_panics: Counter::default(),
             timeline: Arc::default(),
+            recreates: ContainerRecreates::register(registry),
         };
         use crr_runtime::metrics::start_at_zero;
         let outcomes = || OUTCOMES.map(|outcome| Outcome { outcome });

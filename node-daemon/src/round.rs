@@ -533,6 +533,12 @@ impl<R: Requests> Round<'_, R> {
         } else {
             "RecreateFailed"
         };
+        // The containers the daemon killed and saw come back: the restarts that were crr's.
+        let states_counted: Vec<State> = states
+            .iter()
+            .filter(|state| state.phase == Phase::Succeeded && state.is_killed)
+            .cloned()
+            .collect();
         let completion = Completion {
             outcome: if succeeded {
                 RequestOutcome::Succeeded
@@ -549,6 +555,17 @@ impl<R: Requests> Round<'_, R> {
         self.requests
             .write_status(&StatusPatch::completion(crr, &completion)?)
             .await?;
+        if let Some(pod_uid) = crr.labels().get(LABEL_POD_UID) {
+            let namespace = crr.namespace().unwrap_or_default();
+            for state in &states_counted {
+                self.metrics.recreates.recreated(
+                    pod_uid,
+                    &namespace,
+                    &crr.spec.pod_name,
+                    &state.name,
+                );
+            }
+        }
         let phases = self
             .metrics
             .timeline

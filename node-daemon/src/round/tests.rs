@@ -389,6 +389,8 @@ async fn a_recreate_observes_each_of_its_phases_once() {
         "cri_request_duration_seconds_count{method=\"ExecSync\"} 1",
         "cri_request_duration_seconds_count{method=\"StopContainer\"} 1",
         "cri_errors_total{method=\"StopContainer\"} 0",
+        // The container it killed came back: one restart that was crr's, once.
+        "crr_container_recreates_total{namespace=\"ns\",pod=\"p\",container=\"app\"} 1",
     ] {
         assert!(text.contains(expected), "{expected} missing from\n{text}");
     }

@@ -7,7 +7,8 @@
 //!   every metric the alerting rules and the dashboard query (monitoring/);
 //! - `recreate-count`: the recreate-duration histogram counts each completed request exactly
 //!   once: N requests complete, its count (summed over the operator's replicas) grows by N and
-//!   stays there, and so do the outcomes.
+//!   stays there, and so do the outcomes. The node daemons count each recreated container under
+//!   its pod's own labels (`crr_container_recreates_total`), and a deleted pod's series go.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -169,5 +170,40 @@ async fn recreate_count(ctx: Ctx) -> anyhow::Result<()> {
         recreated == recreated_before + REQUESTS as f64,
         "{RECREATED}: {recreated_before} before, {recreated} after {REQUESTS} recreates"
     );
+    planned_restarts(&ctx).await
+}
+
+/// The node daemons' `crr_container_recreates_total`, as the test bed's Prometheus stores it:
+/// under the restarted pod's own `namespace` and `pod` (the daemon's job honours the labels),
+/// one per recreated container and none for the container left alone; a deleted pod's series go.
+async fn planned_restarts(ctx: &Ctx) -> anyhow::Result<()> {
+    let series = |pod: &str, container: &str| {
+        format!(
+            "sum(crr_container_recreates_total{{job=\"crr-node-daemon\",namespace=\"{}\",pod=\"{pod}\",container=\"{container}\"}})",
+            ctx.namespace
+        )
+    };
+    for index in 0..REQUESTS {
+        let pod = format!("counted-{index}");
+        let app = settles_at(&series(&pod, "app"), 1.0, Duration::from_secs(30)).await?;
+        ensure!(app == 1.0, "{}: {app}, want 1", series(&pod, "app"));
+        let sidecar = value(&series(&pod, "sidecar")).await?;
+        ensure!(sidecar == 0.0, "{}: {sidecar}, want none", series(&pod, "sidecar"));
+    }
+    let gone = "counted-0";
+    ctx.pods()
+        .delete(gone, &Default::default())
+        .await
+        .with_context(|| format!("deleting pod {gone}"))?;
+    let present = format!(
+        "count(crr_container_recreates_total{{namespace=\"{}\",pod=\"{gone}\"}})",
+        ctx.namespace
+    );
+    // The kubelet removes a deleted pod's containers at its next garbage collection (every
+    // minute), the daemon looks every minute: a few minutes at most.
+    let left = settles_at(&present, 0.0, Duration::from_secs(240)).await?;
+    ensure!(left == 0.0, "{present}: {left} after the pod was deleted, want none");
+    let kept = value(&series("counted-1", "app")).await?;
+    ensure!(kept == 1.0, "the other pods' series stay: {kept}");
     Ok(())
 }
