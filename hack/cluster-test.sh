@@ -2,7 +2,7 @@
 # The cluster half of `make test`: brings the local test bed up (unless one
 # already runs), proves it with the smoke test, runs every crate's cluster
 # tests against it, adds a second node, installs crr from manifests/ (hack/install.sh) and runs
-# the end-to-end suite, the rollout suite, the multi-node suite, the metrics suite (a real Prometheus), the fault suite
+# the end-to-end suite, the rollout suite, the trigger suite, the multi-node suite, the metrics suite (a real Prometheus), the fault suite
 # (make chaos), the upgrade from the previous release (make upgrade) and the migration
 # from OpenKruise, then takes down what it started. Cluster tests and e2e
 # scenarios are ignored by a plain `cargo test`; `--include-ignored` runs them
@@ -81,6 +81,10 @@ cargo test -p crr-e2e --test e2e -- --include-ignored
 # ContainerRecreateRollouts: whole workloads restarted in place within maxUnavailable and their
 # PDBs (tests/e2e/tests/rollouts.rs), on the same two nodes.
 cargo test -p crr-e2e --test rollouts -- --include-ignored
+# Triggers: a ConfigMap's data change restarts in place only the containers that use it (not a
+# label edit, not an operator restart), and a schedule starts rollouts and skips an overlapping
+# tick (tests/e2e/tests/triggers.rs).
+cargo test -p crr-e2e --test triggers -- --include-ignored
 # Across nodes: a request per node, a rolling batch, a node lost mid-recreate, a node that joins
 # late (tests/e2e/tests/nodes.rs; it leaves a third node in the test bed).
 cargo test -p crr-e2e --test nodes -- --include-ignored

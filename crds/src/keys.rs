@@ -84,3 +84,29 @@ pub const CONDITION_ROLLOUT_PROGRESSING: &str = "Progressing";
 pub const CONDITION_ROLLOUT_COMPLETE: &str = "Complete";
 /// Rollout condition: the rollout ended without finishing (`FailureLimit`, `TargetGone`).
 pub const CONDITION_ROLLOUT_FAILED: &str = "Failed";
+
+/// Workload annotation: `"true"` makes a change of the data of a ConfigMap or Secret its pod
+/// template uses start a rollout of the containers that use it.
+pub const ANNOTATION_RECREATE_ON_CONFIG_CHANGE: &str = "crr.dev/recreate-on-config-change";
+/// Workload annotation: the `maxUnavailable` of the rollouts its triggers start (default 1).
+pub const ANNOTATION_RECREATE_MAX_UNAVAILABLE: &str = "crr.dev/recreate-max-unavailable";
+/// Workload annotation: a cron schedule (five fields, as a CronJob's) of rollouts.
+pub const ANNOTATION_RECREATE_SCHEDULE: &str = "crr.dev/recreate-schedule";
+/// Workload annotation: the IANA time zone of `crr.dev/recreate-schedule` (default UTC).
+pub const ANNOTATION_RECREATE_SCHEDULE_TIMEZONE: &str = "crr.dev/recreate-schedule-timezone";
+/// Workload annotation: the containers a scheduled rollout recreates, comma-separated (default:
+/// every regular container).
+pub const ANNOTATION_RECREATE_CONTAINERS: &str = "crr.dev/recreate-containers";
+/// Workload annotation written by the operator: the hashes of the data of the ConfigMaps and
+/// Secrets last rolled out (JSON object, `configmap/<name>` or `secret/<name>` to hash).
+pub const ANNOTATION_CONFIG_HASHES: &str = "crr.dev/config-hashes";
+/// Workload annotation written by the operator: the schedule tick last acted on (RFC 3339).
+pub const ANNOTATION_LAST_SCHEDULED: &str = "crr.dev/last-scheduled";
+/// Label on a rollout a trigger created: `config-change` or `schedule`.
+pub const LABEL_ROLLOUT_TRIGGER: &str = "crr.dev/trigger";
+/// Reloader's annotation: restart on a change of any ConfigMap or Secret the template uses.
+pub const RELOADER_AUTO: &str = "reloader.stakater.com/auto";
+/// Reloader's annotation: restart on a change of these ConfigMaps (comma-separated).
+pub const RELOADER_CONFIGMAPS: &str = "configmap.reloader.stakater.com/reload";
+/// Reloader's annotation: restart on a change of these Secrets (comma-separated).
+pub const RELOADER_SECRETS: &str = "secret.reloader.stakater.com/reload";

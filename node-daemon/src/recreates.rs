@@ -24,8 +24,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-use crate::cri::Runtime;
-
 /// How often the series of gone pods are looked for.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -77,7 +75,9 @@ impl ContainerRecreates {
         series.containers.insert(container.to_owned());
         // A new pod of the same name (a StatefulSet's) takes the series over: the older pod's
         // entry must not remove them when it goes.
-        pods.retain(|uid, other| uid == pod_uid || other.namespace != namespace || other.pod != pod);
+        pods.retain(|uid, other| {
+            uid == pod_uid || other.namespace != namespace || other.pod != pod
+        });
         drop(pods);
         self.family
             .get_or_create(&ContainerLabels {
@@ -113,24 +113,43 @@ impl ContainerRecreates {
     }
 }
 
-/// Every `interval`, removes the series of pods with no container left on this node. A runtime
-/// that does not answer removes nothing.
-pub async fn forget_gone_pods(recreates: ContainerRecreates, runtime: Runtime, interval: Duration) {
+/// Every `interval`, removes the series of pods with no container left on this node:
+/// `has_containers(pod_uid)` asks the runtime (`Runtime::pod_containers`). A runtime that does
+/// not answer removes nothing.
+pub async fn forget_gone_pods<F, Fut, E>(
+    recreates: ContainerRecreates,
+    has_containers: F,
+    interval: Duration,
+) where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<bool, E>>,
+    E: std::fmt::Display,
+{
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        for pod_uid in recreates.pods() {
-            match runtime.pod_containers(&pod_uid).await {
-                Ok(containers) if containers.is_empty() => {
-                    tracing::debug!(pod_uid, "pod gone from the node: its recreate series go");
-                    recreates.forget_pod(&pod_uid);
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::debug!(%error, "listing a counted pod's containers");
-                    break;
-                }
+        sweep(&recreates, &has_containers).await;
+    }
+}
+
+/// One look at every counted pod.
+async fn sweep<F, Fut, E>(recreates: &ContainerRecreates, has_containers: &F)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<bool, E>>,
+    E: std::fmt::Display,
+{
+    for pod_uid in recreates.pods() {
+        match has_containers(pod_uid.clone()).await {
+            Ok(false) => {
+                tracing::debug!(pod_uid, "pod gone from the node: its recreate series go");
+                recreates.forget_pod(&pod_uid);
+            }
+            Ok(true) => {}
+            Err(error) => {
+                tracing::debug!(%error, "listing a counted pod's containers");
+                break;
             }
         }
     }
@@ -152,7 +171,10 @@ mod tests {
         recreates.recreated("uid-1", "shop", "web-0", "app");
         recreates.recreated("uid-1", "shop", "web-0", "sidecar");
         let text = scrape(&registry);
-        assert!(text.contains("# TYPE crr_container_recreates counter"), "{text}");
+        assert!(
+            text.contains("# TYPE crr_container_recreates counter"),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "crr_container_recreates_total{namespace=\"shop\",pod=\"web-0\",container=\"app\"} 2"
@@ -178,6 +200,28 @@ mod tests {
         assert!(!text.contains("pod=\"web-0\""), "{text}");
         assert!(text.contains("pod=\"web-1\""), "{text}");
         assert_eq!(recreates.pods(), ["uid-2"]);
+    }
+
+    #[tokio::test]
+    async fn a_sweep_forgets_the_pods_without_containers_and_stops_when_the_runtime_fails() {
+        let mut registry = Registry::default();
+        let recreates = ContainerRecreates::register(&mut registry);
+        recreates.recreated("gone", "shop", "web-0", "app");
+        recreates.recreated("here", "shop", "web-1", "app");
+        sweep(&recreates, &|uid: String| async move {
+            Ok::<_, String>(uid == "here")
+        })
+        .await;
+        assert_eq!(recreates.pods(), ["here"]);
+        sweep(&recreates, &|_: String| async {
+            Err::<bool, _>("runtime away")
+        })
+        .await;
+        assert_eq!(
+            recreates.pods(),
+            ["here"],
+            "an unanswered question removes nothing"
+        );
     }
 
     #[test]

@@ -32,11 +32,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(socket = %socket.display(), runtime = %runtime.name, version = %runtime.version, node = %args.node_name, "connected to the runtime");
     let runtime_name = format!("runtime {} {}", runtime.name, runtime.version);
     let watched_runtime = runtime.clone();
-    tokio::spawn(crate::recreates::forget_gone_pods(
-        metrics.recreates.clone(),
-        runtime.clone(),
-        crate::recreates::SWEEP_INTERVAL,
-    ));
+    tokio::spawn({
+        let runtime = runtime.clone();
+        crate::recreates::forget_gone_pods(
+            metrics.recreates.clone(),
+            move |pod_uid: String| {
+                let runtime = runtime.clone();
+                async move {
+                    runtime
+                        .pod_containers(&pod_uid)
+                        .await
+                        .map(|containers| !containers.is_empty())
+                }
+            },
+            crate::recreates::SWEEP_INTERVAL,
+        )
+    });
 
     let api = ApiClient::infer(FIELD_MANAGER)
         .await

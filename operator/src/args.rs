@@ -10,6 +10,7 @@ use crr_runtime::logging::LogFormat;
 
 use crate::elector;
 use crate::run::Settings;
+use crate::triggers::controller::{SecretAccess, TriggerSettings};
 
 /// Keeps ContainerRecreateRequests moving: takes pods out of endpoints before recreation,
 /// snapshots container statuses for the node daemon, enforces deadlines and TTLs.
@@ -90,6 +91,29 @@ pub struct Args {
     /// Reconciles running at once.
     #[arg(long, env = "CRR_OPERATOR_WORKERS", default_value_t = 3)]
     pub workers: u16,
+
+    /// Watch workloads with trigger annotations (config changes, schedules) and start their
+    /// rollouts; `false` turns the triggers and their watches off.
+    #[arg(long, env = "CRR_OPERATOR_TRIGGERS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub triggers: bool,
+
+    /// Let the config-change trigger read Secrets: `*` for every namespace, or namespaces,
+    /// comma-separated. Without it, Secret references are ignored with an Event.
+    #[arg(long, env = "CRR_OPERATOR_TRIGGER_SECRETS", value_delimiter = ',')]
+    pub trigger_secrets: Vec<String>,
+
+    /// Honour Reloader's annotations (`reloader.stakater.com/auto`, and the
+    /// `configmap.reloader.stakater.com/reload` and `secret.reloader.stakater.com/reload` lists).
+    #[arg(long, env = "CRR_OPERATOR_TRIGGER_RELOADER_ANNOTATIONS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub trigger_reloader_annotations: bool,
+
+    /// A scheduled tick missed (an operator outage) by more than this is skipped.
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_SCHEDULE_STARTING_DEADLINE_SECONDS",
+        default_value_t = 900
+    )]
+    pub schedule_starting_deadline_seconds: u64,
 }
 
 impl Args {
@@ -117,13 +141,67 @@ impl Args {
             readiness_gate_sweep: Duration::from_secs(self.readiness_gate_sweep_seconds.max(1)),
             shutdown_drain: Duration::from_secs(self.shutdown_drain_seconds),
             workers: self.workers,
+            triggers: self.triggers.then(|| TriggerSettings {
+                secrets: secret_access(&self.trigger_secrets),
+                reloader_annotations: self.trigger_reloader_annotations,
+                starting_deadline: Duration::from_secs(self.schedule_starting_deadline_seconds),
+            }),
         })
+    }
+}
+
+/// `--trigger-secrets`: nothing, `*`, or namespaces.
+fn secret_access(values: &[String]) -> SecretAccess {
+    let namespaces: std::collections::BTreeSet<String> = values
+        .iter()
+        .map(|value| value.trim())
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if namespaces.is_empty() {
+        SecretAccess::Denied
+    } else if namespaces.contains("*") {
+        SecretAccess::All
+    } else {
+        SecretAccess::Namespaces(namespaces)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trigger_flags_read_into_settings() {
+        let settings = Args::parse_from(["crr-operator"]).settings().unwrap();
+        let triggers = settings.triggers.expect("on by default");
+        assert_eq!(triggers.secrets, SecretAccess::Denied);
+        assert!(!triggers.reloader_annotations);
+        assert_eq!(triggers.starting_deadline, Duration::from_secs(900));
+        let settings = Args::parse_from([
+            "crr-operator",
+            "--trigger-secrets",
+            "team-a,team-b",
+            "--trigger-reloader-annotations",
+            "true",
+        ])
+        .settings()
+        .unwrap();
+        let triggers = settings.triggers.unwrap();
+        assert_eq!(
+            triggers.secrets,
+            SecretAccess::Namespaces(["team-a".to_owned(), "team-b".to_owned()].into())
+        );
+        assert!(triggers.reloader_annotations);
+        let all = Args::parse_from(["crr-operator", "--trigger-secrets=*"])
+            .settings()
+            .unwrap();
+        assert_eq!(all.triggers.unwrap().secrets, SecretAccess::All);
+        let off = Args::parse_from(["crr-operator", "--triggers", "false"])
+            .settings()
+            .unwrap();
+        assert!(off.triggers.is_none());
+    }
 
     #[test]
     fn a_renew_deadline_not_below_the_lease_duration_is_refused() {

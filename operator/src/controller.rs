@@ -9,7 +9,7 @@
 //!   one a rollout made stays, keeping only what the rollout reads (`cache`). Requests piling up
 //!   cost little.
 //! * Pods through a **metadata-only** watch. A pod event only has to say "this pod changed" so
-//!   the requests that name it are re-queued (see `trigger`); the reconcile then GETs the one pod
+//!   the requests that name it are re-queued (see `pod_events`); the reconcile then GETs the one pod
 //!   it needs, fresh. A full pod watch would cache every pod spec and status of the cluster to
 //!   serve the few pods that have requests; per-pod field-selector watches would need dynamic
 //!   watch management. The metadata stream is small per object and nothing from it is kept in
@@ -50,9 +50,9 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::executor::{Executor, Step};
 use crate::metrics::{ErrorLabels, OutcomeLabels};
+use crate::pod_events;
 use crate::reconcile;
 use crate::settled::SettledIndex;
-use crate::trigger;
 
 /// Reconciles one request: reads its pod, plans, executes the plan, and says when to look again.
 pub async fn reconcile(
@@ -298,7 +298,7 @@ pub async fn run(
                 ctx.pod_memo.clone(),
                 on_pods_synced,
             ),
-            move |pod| trigger::requests_for_pod(&store.state(), &pod.metadata),
+            move |pod| pod_events::requests_for_pod(&store.state(), &pod.metadata),
         )
         .reconcile_all_on(became_leader)
         .graceful_shutdown_on(shutdown)

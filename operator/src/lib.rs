@@ -23,6 +23,7 @@ pub mod executor;
 pub mod gate;
 pub mod lease;
 pub mod metrics;
+pub mod pod_events;
 pub mod pod_memo;
 pub mod readiness;
 pub mod reconcile;
@@ -30,7 +31,7 @@ pub mod rollout;
 pub mod run;
 pub mod settled;
 pub mod snapshot;
-pub mod trigger;
+pub mod triggers;
 
 /// Field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "crr-operator";

@@ -32,7 +32,6 @@ use std::sync::Arc;
 
 use crate::deadline;
 use crate::reconcile::CompletionReason;
-use crate::settled::SettledIndex;
 
 /// Label of a reconcile outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -286,19 +285,28 @@ fn as_gauge(count: usize) -> i64 {
 /// included): aggregate over replicas with `max`, not `sum`.
 pub struct CacheCollector {
     source: Arc<dyn Fn() -> Vec<Arc<ContainerRecreateRequest>> + Send + Sync>,
-    settled: Arc<SettledIndex>,
+    settled: Arc<dyn Fn() -> SettledCounts + Send + Sync>,
+}
+
+/// The settled requests kept out of the cache (`settled::SettledIndex`): all finished.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SettledCounts {
+    /// How many.
+    pub settled: usize,
+    /// How many of them have no `ttlSecondsAfterFinished`.
+    pub without_ttl: usize,
 }
 
 impl CacheCollector {
-    /// `source` returns the cached requests (e.g. `Store::state`); `settled` holds the settled
-    /// requests kept out of that cache (all finished, counted as `Completed`).
+    /// `source` returns the cached requests (e.g. `Store::state`); `settled` counts the settled
+    /// requests kept out of that cache (counted as `Completed`).
     pub fn new(
         source: impl Fn() -> Vec<Arc<ContainerRecreateRequest>> + Send + Sync + 'static,
-        settled: Arc<SettledIndex>,
+        settled: impl Fn() -> SettledCounts + Send + Sync + 'static,
     ) -> Self {
         Self {
             source: Arc::new(source),
-            settled,
+            settled: Arc::new(settled),
         }
     }
 }
@@ -314,8 +322,9 @@ impl fmt::Debug for CacheCollector {
 impl Collector for CacheCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let requests = (self.source)();
+        let settled = (self.settled)();
         let mut counts = count_by_phase(requests.iter().map(Arc::as_ref));
-        *counts.entry(Phase::Completed.as_str()).or_default() += as_gauge(self.settled.len());
+        *counts.entry(Phase::Completed.as_str()).or_default() += as_gauge(settled.settled);
         let mut metric = encoder.encode_descriptor(
             "requests",
             "ContainerRecreateRequests in this replica's cache by phase (Unset: nobody picked it up yet; Completed: finished)",
@@ -335,7 +344,7 @@ impl Collector for CacheCollector {
         )?;
         ConstGauge::new(past).encode(metric)?;
         let kept = count_finished_without_ttl(requests.iter().map(Arc::as_ref))
-            + as_gauge(self.settled.without_ttl());
+            + as_gauge(settled.without_ttl);
         let metric = encoder.encode_descriptor(
             "finished_requests_without_ttl",
             "Finished ContainerRecreateRequests in this replica's cache without ttlSecondsAfterFinished: nothing deletes them",
@@ -491,15 +500,12 @@ mod tests {
             .inc();
         metrics.observe_finished(&finished("True", "Recreated"));
         // A settled request, kept out of the cache, still counts as finished.
-        let settled = Arc::new(SettledIndex::default());
-        let mut done = crr(Some(Phase::Completed), true);
-        done.metadata.name = Some("done".to_owned());
-        done.metadata.namespace = Some("ns".to_owned());
-        settled.route(kube::runtime::watcher::Event::Apply(done));
-        assert_eq!(settled.len(), 1);
         registry.register_collector(Box::new(CacheCollector::new(
             || vec![Arc::new(crr(Some(Phase::Pending), false))],
-            settled,
+            || SettledCounts {
+                settled: 1,
+                without_ttl: 1,
+            },
         )));
         // The rollout controller's, registered beside them as `run.rs` does.
         crate::rollout::metrics::RolloutMetrics::register(&mut registry);

@@ -30,6 +30,7 @@ use crate::rollout;
 use crate::rollout::controller::RolloutContext;
 use crate::rollout::metrics::{RolloutCollector, RolloutMetrics};
 use crate::settled::{self, SettledIndex};
+use crate::triggers::controller::{TriggerContext, TriggerSettings};
 
 /// What the operator process needs to know.
 #[derive(Clone, Debug)]
@@ -48,6 +49,8 @@ pub struct Settings {
     pub shutdown_drain: Duration,
     /// Reconciles running at once.
     pub workers: u16,
+    /// The triggers' settings; `None`: no triggers.
+    pub triggers: Option<TriggerSettings>,
 }
 
 /// Emits each time the receiver turns true.
@@ -114,7 +117,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             let store = store.clone();
             move || store.state()
         },
-        settled.clone(),
+        {
+            let settled = settled.clone();
+            move || settled.counts()
+        },
     )));
     let requests_synced = readiness.gate("request cache");
     tokio::spawn(async move {
@@ -151,6 +157,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let mut elector_task = tokio::spawn(elector.run(elector_stop));
 
     let expiring = settled::expire_while_leading(context.clone(), settled, shutdown.requested());
+    let trigger_events = context.events.clone();
     let requests = controller::run(
         controller,
         context,
@@ -181,6 +188,28 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             tokio::join!(sweeping, watching);
         }
     };
+    let trigger_rollouts = rollouts.clone();
+    let triggering = {
+        let triggers = settings.triggers.clone();
+        let client = client.clone();
+        let events = trigger_events;
+        let leader = leader.clone();
+        let namespace = namespace.map(str::to_owned);
+        let shutdown = shutdown.requested();
+        async move {
+            if let Some(triggers) = triggers {
+                let ctx = Arc::new(TriggerContext::new(
+                    client,
+                    events,
+                    leader.clone(),
+                    trigger_rollouts,
+                    triggers,
+                ));
+                crate::triggers::controller::run(ctx, namespace, became_leader(leader), shutdown)
+                    .await;
+            }
+        }
+    };
     let rollouts = rollout::controller::run(
         rollout_context,
         rollouts,
@@ -194,7 +223,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         // The request watch feeds both controllers and ends with neither: the work is done when
         // they are.
         tokio::select! {
-            _ = async { tokio::join!(requests, gates, rollouts, expiring) } => {}
+            _ = async { tokio::join!(requests, gates, rollouts, expiring, triggering) } => {}
             () = reflecting => {}
         }
     };

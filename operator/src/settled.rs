@@ -39,7 +39,7 @@ use tracing::{debug, info, warn};
 use crate::context::Context;
 use crate::deadline;
 use crate::error::Error;
-use crate::metrics::ErrorLabels;
+use crate::metrics::{ErrorLabels, SettledCounts};
 
 /// With nothing due, the deletion loop looks again at least this often (a clock that jumped,
 /// a lost notification).
@@ -218,6 +218,14 @@ impl SettledIndex {
             .values()
             .filter(|settled| !settled.has_ttl)
             .count()
+    }
+
+    /// Both counts, for the cache metrics.
+    pub fn counts(&self) -> SettledCounts {
+        SettledCounts {
+            settled: self.len(),
+            without_ttl: self.without_ttl(),
+        }
     }
 
     /// The requests whose expiry has passed at `now`, and the next expiry after them; that

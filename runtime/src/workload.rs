@@ -64,7 +64,7 @@ pub async fn get(
 }
 
 /// The workload shape of an object as read.
-fn from_object(object: &DynamicObject) -> Workload {
+pub fn from_object(object: &DynamicObject) -> Workload {
     let spec = &object.data["spec"];
     Workload {
         uid: object.uid().unwrap_or_default(),

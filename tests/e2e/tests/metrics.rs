@@ -188,7 +188,11 @@ async fn planned_restarts(ctx: &Ctx) -> anyhow::Result<()> {
         let app = settles_at(&series(&pod, "app"), 1.0, Duration::from_secs(30)).await?;
         ensure!(app == 1.0, "{}: {app}, want 1", series(&pod, "app"));
         let sidecar = value(&series(&pod, "sidecar")).await?;
-        ensure!(sidecar == 0.0, "{}: {sidecar}, want none", series(&pod, "sidecar"));
+        ensure!(
+            sidecar == 0.0,
+            "{}: {sidecar}, want none",
+            series(&pod, "sidecar")
+        );
     }
     let gone = "counted-0";
     ctx.pods()
@@ -202,7 +206,10 @@ async fn planned_restarts(ctx: &Ctx) -> anyhow::Result<()> {
     // The kubelet removes a deleted pod's containers at its next garbage collection (every
     // minute), the daemon looks every minute: a few minutes at most.
     let left = settles_at(&present, 0.0, Duration::from_secs(240)).await?;
-    ensure!(left == 0.0, "{present}: {left} after the pod was deleted, want none");
+    ensure!(
+        left == 0.0,
+        "{present}: {left} after the pod was deleted, want none"
+    );
     let kept = value(&series("counted-1", "app")).await?;
     ensure!(kept == 1.0, "the other pods' series stay: {kept}");
     Ok(())

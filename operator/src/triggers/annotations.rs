@@ -1,0 +1,373 @@
+//! What a workload's annotations ask of the triggers.
+//!
+//! | annotation | meaning |
+//! |---|---|
+//! | `crr.dev/recreate-on-config-change: "true"` | a data change of a ConfigMap or Secret the template uses restarts the containers that use it |
+//! | `crr.dev/recreate-max-unavailable` | the rollouts' `maxUnavailable` (a count or a percent; default 1) |
+//! | `crr.dev/recreate-schedule` | a cron schedule (five fields, as a CronJob's) of rollouts |
+//! | `crr.dev/recreate-schedule-timezone` | its IANA time zone (default UTC) |
+//! | `crr.dev/recreate-containers` | the containers a scheduled rollout recreates (default: every regular container) |
+//!
+//! With Reloader's annotations honoured (the chart's `triggers.reloaderAnnotations`),
+//! `reloader.stakater.com/auto: "true"` is the config-change trigger, and
+//! `configmap.reloader.stakater.com/reload` / `secret.reloader.stakater.com/reload` (comma-separated
+//! names) are the config-change trigger limited to the objects listed.
+//!
+//! A value that cannot be read turns that trigger off and is reported (a Warning Event on the
+//! workload), never guessed at.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crr_crds::keys;
+use crr_crds::rollout::Limit;
+use jiff::tz::TimeZone;
+
+use super::refs::ConfigRef;
+
+/// Where a config-change trigger came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `crr.dev/recreate-on-config-change`.
+    Crr,
+    /// Reloader's annotations.
+    Reloader,
+}
+
+/// The config-change trigger of a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigChange {
+    /// Which annotation asked for it.
+    pub source: Source,
+    /// Only these objects count (Reloader's explicit lists); `None`: every object the template
+    /// uses.
+    pub only: Option<BTreeSet<ConfigRef>>,
+}
+
+/// The schedule trigger of a workload.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// The schedule as written.
+    pub expression: String,
+    /// The parsed schedule.
+    pub cron: croner::Cron,
+    /// Its time zone.
+    pub time_zone: TimeZone,
+    /// The containers to recreate; `None`: every regular container.
+    pub containers: Option<Vec<String>>,
+}
+
+impl PartialEq for Schedule {
+    fn eq(&self, other: &Self) -> bool {
+        self.expression == other.expression
+            && self.time_zone.iana_name() == other.time_zone.iana_name()
+            && self.containers == other.containers
+    }
+}
+
+/// Everything a workload's annotations ask for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Triggers {
+    /// The config-change trigger, if any.
+    pub config_change: Option<ConfigChange>,
+    /// The schedule trigger, if any.
+    pub schedule: Option<Schedule>,
+    /// The rollouts' `maxUnavailable`.
+    pub max_unavailable: Option<Limit>,
+}
+
+impl Triggers {
+    /// Whether any trigger is on.
+    pub fn any(&self) -> bool {
+        self.config_change.is_some() || self.schedule.is_some()
+    }
+
+    /// The rollouts' `maxUnavailable`: the annotation's, else 1.
+    pub fn max_unavailable(&self) -> Limit {
+        self.max_unavailable.unwrap_or(Limit::Count(1))
+    }
+}
+
+/// An annotation whose value cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("annotation {annotation}: {problem}")]
+pub struct BadAnnotation {
+    /// The annotation.
+    pub annotation: &'static str,
+    /// What is wrong with its value.
+    pub problem: String,
+}
+
+/// Whether any annotation a trigger reads is on the workload (the operator keeps only such
+/// workloads in its cache).
+pub fn has_trigger_annotations(annotations: &BTreeMap<String, String>, reloader: bool) -> bool {
+    let ours = [
+        keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE,
+        keys::ANNOTATION_RECREATE_SCHEDULE,
+    ];
+    let reloaders = [
+        keys::RELOADER_AUTO,
+        keys::RELOADER_CONFIGMAPS,
+        keys::RELOADER_SECRETS,
+    ];
+    ours.iter().any(|key| annotations.contains_key(*key))
+        || (reloader && reloaders.iter().any(|key| annotations.contains_key(*key)))
+}
+
+/// Reads the triggers of a workload from its annotations; `reloader`: whether Reloader's
+/// annotations are honoured.
+pub fn parse(
+    annotations: &BTreeMap<String, String>,
+    reloader: bool,
+) -> (Triggers, Vec<BadAnnotation>) {
+    let mut problems = Vec::new();
+    let get = |key: &str| annotations.get(key).map(|value| value.trim());
+    let mut triggers = Triggers::default();
+
+    match get(keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE).map(parse_bool) {
+        Some(Ok(true)) => {
+            triggers.config_change = Some(ConfigChange {
+                source: Source::Crr,
+                only: None,
+            });
+        }
+        Some(Ok(false)) | None => {}
+        Some(Err(problem)) => problems.push(BadAnnotation {
+            annotation: keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE,
+            problem,
+        }),
+    }
+    if reloader && triggers.config_change.is_none() {
+        triggers.config_change = reloader_trigger(&get, &mut problems);
+    }
+
+    if let Some(value) = get(keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE) {
+        match value.parse::<Limit>() {
+            Ok(limit) => triggers.max_unavailable = Some(limit),
+            Err(problem) => problems.push(BadAnnotation {
+                annotation: keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE,
+                problem,
+            }),
+        }
+    }
+
+    if let Some(expression) = get(keys::ANNOTATION_RECREATE_SCHEDULE) {
+        match schedule(
+            expression,
+            get(keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE),
+            get(keys::ANNOTATION_RECREATE_CONTAINERS),
+        ) {
+            Ok(schedule) => triggers.schedule = Some(schedule),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    (triggers, problems)
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("{value:?} is neither \"true\" nor \"false\"")),
+    }
+}
+
+/// Comma-separated names, blanks dropped; `None` when there are none.
+fn names(value: &str) -> Option<Vec<String>> {
+    let names: Vec<String> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (!names.is_empty()).then_some(names)
+}
+
+fn reloader_trigger<'a>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+    problems: &mut Vec<BadAnnotation>,
+) -> Option<ConfigChange> {
+    let mut only = BTreeSet::new();
+    if let Some(list) = get(keys::RELOADER_CONFIGMAPS).and_then(names) {
+        only.extend(list.into_iter().map(ConfigRef::config_map));
+    }
+    if let Some(list) = get(keys::RELOADER_SECRETS).and_then(names) {
+        only.extend(list.into_iter().map(ConfigRef::secret));
+    }
+    if !only.is_empty() {
+        return Some(ConfigChange {
+            source: Source::Reloader,
+            only: Some(only),
+        });
+    }
+    match get(keys::RELOADER_AUTO).map(parse_bool) {
+        Some(Ok(true)) => Some(ConfigChange {
+            source: Source::Reloader,
+            only: None,
+        }),
+        Some(Ok(false)) | None => None,
+        Some(Err(problem)) => {
+            problems.push(BadAnnotation {
+                annotation: keys::RELOADER_AUTO,
+                problem,
+            });
+            None
+        }
+    }
+}
+
+fn schedule(
+    expression: &str,
+    time_zone: Option<&str>,
+    containers: Option<&str>,
+) -> Result<Schedule, BadAnnotation> {
+    let cron = croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Disallowed)
+        .build()
+        .parse(expression)
+        .map_err(|error| BadAnnotation {
+            annotation: keys::ANNOTATION_RECREATE_SCHEDULE,
+            problem: format!("{expression:?} is not a cron schedule of five fields: {error}"),
+        })?;
+    let time_zone = match time_zone {
+        None | Some("") => TimeZone::UTC,
+        Some(name) => TimeZone::get(name).map_err(|error| BadAnnotation {
+            annotation: keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE,
+            problem: format!("{name:?} is not a known IANA time zone: {error}"),
+        })?,
+    };
+    Ok(Schedule {
+        expression: expression.to_owned(),
+        cron,
+        time_zone,
+        containers: containers.and_then(names),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_config_change_annotation_turns_the_trigger_on() {
+        let (triggers, problems) = parse(
+            &annotations(&[
+                (keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE, "true"),
+                (keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE, "25%"),
+            ]),
+            false,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            triggers.config_change,
+            Some(ConfigChange {
+                source: Source::Crr,
+                only: None
+            })
+        );
+        assert_eq!(triggers.max_unavailable(), Limit::Percent(25));
+        assert!(triggers.any());
+    }
+
+    #[test]
+    fn without_annotations_nothing_is_on_and_max_unavailable_is_one() {
+        let (triggers, problems) = parse(&annotations(&[("other", "x")]), true);
+        assert!(problems.is_empty());
+        assert!(!triggers.any());
+        assert_eq!(triggers.max_unavailable(), Limit::Count(1));
+    }
+
+    #[test]
+    fn bad_values_are_reported_and_turn_only_their_trigger_off() {
+        let (triggers, problems) = parse(
+            &annotations(&[
+                (keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE, "yes"),
+                (keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE, "0"),
+                (keys::ANNOTATION_RECREATE_SCHEDULE, "0 3 * * *"),
+                (keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE, "Mars/Olympus"),
+            ]),
+            false,
+        );
+        let annotations: Vec<&str> = problems.iter().map(|problem| problem.annotation).collect();
+        assert_eq!(
+            annotations,
+            [
+                keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE,
+                keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE,
+                keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE,
+            ]
+        );
+        assert!(
+            problems[2].to_string().contains("Mars/Olympus"),
+            "{}",
+            problems[2]
+        );
+        assert!(!triggers.any());
+    }
+
+    #[test]
+    fn a_schedule_is_five_fields_in_its_time_zone_with_its_containers() {
+        let (triggers, problems) = parse(
+            &annotations(&[
+                (keys::ANNOTATION_RECREATE_SCHEDULE, "0 3 * * 1-5"),
+                (keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE, "Europe/Berlin"),
+                (keys::ANNOTATION_RECREATE_CONTAINERS, "app, sidecar ,"),
+            ]),
+            false,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let schedule = triggers.schedule.expect("a schedule");
+        assert_eq!(schedule.time_zone.iana_name(), Some("Europe/Berlin"));
+        assert_eq!(
+            schedule.containers,
+            Some(vec!["app".to_owned(), "sidecar".to_owned()])
+        );
+        let (_, problems) = parse(
+            &annotations(&[(keys::ANNOTATION_RECREATE_SCHEDULE, "0 0 3 * * *")]),
+            false,
+        );
+        assert_eq!(
+            problems.first().map(|problem| problem.annotation),
+            Some(keys::ANNOTATION_RECREATE_SCHEDULE),
+            "six fields (seconds) are refused"
+        );
+    }
+
+    #[test]
+    fn reloader_annotations_count_only_when_honoured() {
+        let auto = annotations(&[(keys::RELOADER_AUTO, "true")]);
+        assert!(!parse(&auto, false).0.any());
+        assert!(!has_trigger_annotations(&auto, false));
+        assert!(has_trigger_annotations(&auto, true));
+        assert_eq!(
+            parse(&auto, true).0.config_change,
+            Some(ConfigChange {
+                source: Source::Reloader,
+                only: None
+            })
+        );
+        let listed = annotations(&[
+            (keys::RELOADER_CONFIGMAPS, "a,b"),
+            (keys::RELOADER_SECRETS, "tls"),
+            (keys::RELOADER_AUTO, "true"),
+        ]);
+        assert_eq!(
+            parse(&listed, true).0.config_change,
+            Some(ConfigChange {
+                source: Source::Reloader,
+                only: Some(BTreeSet::from([
+                    ConfigRef::config_map("a"),
+                    ConfigRef::config_map("b"),
+                    ConfigRef::secret("tls"),
+                ])),
+            }),
+            "explicit lists win over auto, as in Reloader"
+        );
+    }
+}

@@ -1,0 +1,189 @@
+//! The trigger controller's shared state: its settings, the workloads with triggers as it
+//! keeps them, the resourceVersions and hashes of the objects they use, the wake-up queue.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use crr_crds::rollout::ContainerRecreateRollout;
+use crr_runtime::backoff::Backoff;
+use crr_runtime::events::EventPublisher;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::Store;
+use tokio::sync::watch;
+
+use super::queue::WakeQueue;
+use super::refs::{ConfigKind, References};
+
+/// Changes of one workload within this make one evaluation (and one rollout).
+pub const DEBOUNCE: Duration = Duration::from_secs(2);
+/// A workload whose config-change rollout still runs is looked at again this often.
+pub const WAIT_FOR_RUNNING: Duration = Duration::from_secs(5);
+
+/// Which Secrets the triggers may read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SecretAccess {
+    /// None: Secret references are ignored, with an Event.
+    #[default]
+    Denied,
+    /// Every namespace's.
+    All,
+    /// Only these namespaces'.
+    Namespaces(BTreeSet<String>),
+}
+
+impl SecretAccess {
+    /// Whether the Secrets of `namespace` may be read.
+    pub fn allows(&self, namespace: &str) -> bool {
+        match self {
+            Self::Denied => false,
+            Self::All => true,
+            Self::Namespaces(namespaces) => namespaces.contains(namespace),
+        }
+    }
+}
+
+/// How the triggers behave (operator flags).
+#[derive(Clone, Debug)]
+pub struct TriggerSettings {
+    /// Which Secrets may be read.
+    pub secrets: SecretAccess,
+    /// Whether Reloader's annotations count.
+    pub reloader_annotations: bool,
+    /// A missed tick later than this after its time is skipped.
+    pub starting_deadline: Duration,
+}
+
+/// A workload, by kind, namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorkloadKey {
+    /// `Deployment`, `StatefulSet` or `DaemonSet`.
+    pub kind: &'static str,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// What the controller keeps of a workload with triggers.
+#[derive(Clone, Debug)]
+pub(super) struct WorkloadEntry {
+    pub(super) uid: String,
+    pub(super) annotations: BTreeMap<String, String>,
+    pub(super) containers: Vec<String>,
+    pub(super) references: References,
+}
+
+/// A ConfigMap or Secret: kind, namespace, name.
+pub(super) type ObjectKey = (ConfigKind, String, String);
+
+/// The hash of an object's data and the resourceVersion it was read at.
+#[derive(Clone, Debug)]
+pub(super) struct ReadHash {
+    pub(super) version: String,
+    pub(super) hash: String,
+}
+
+/// The kinds the triggers watch.
+pub(super) const KINDS: [(&str, &str); 3] = [
+    ("Deployment", "deployments"),
+    ("StatefulSet", "statefulsets"),
+    ("DaemonSet", "daemonsets"),
+];
+
+/// Annotation keys a trigger reads or the controller writes: kept in the view.
+pub(super) fn kept_annotation(key: &str) -> bool {
+    key.starts_with("crr.dev/") || key.contains("reloader.stakater.com/")
+}
+
+/// The shared state of the trigger controller.
+pub struct TriggerContext {
+    pub(super) client: Client,
+    pub(super) events: EventPublisher,
+    pub(super) leader: watch::Receiver<bool>,
+    pub(super) rollouts: Store<ContainerRecreateRollout>,
+    pub(super) settings: TriggerSettings,
+    pub(super) workloads: Mutex<HashMap<WorkloadKey, WorkloadEntry>>,
+    /// The resourceVersion of each ConfigMap and Secret seen.
+    pub(super) versions: Mutex<HashMap<ObjectKey, String>>,
+    /// The hash of each object's data as last read, with the resourceVersion read.
+    pub(super) hashes: Mutex<HashMap<ObjectKey, ReadHash>>,
+    /// Warnings already given, so one problem is one Event (per workload and value).
+    pub(super) warned: Mutex<HashSet<String>>,
+    /// Per kind, while its watch re-lists: the workloads listed so far (the others are gone).
+    pub(super) relisting: Mutex<HashMap<&'static str, HashSet<WorkloadKey>>>,
+    pub(super) queue: WakeQueue<WorkloadKey>,
+    pub(super) backoff: Backoff,
+}
+
+pub(super) fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl TriggerContext {
+    /// The context; `rollouts` is the rollout controller's cache.
+    pub fn new(
+        client: Client,
+        events: EventPublisher,
+        leader: watch::Receiver<bool>,
+        rollouts: Store<ContainerRecreateRollout>,
+        settings: TriggerSettings,
+    ) -> Self {
+        Self {
+            client,
+            events,
+            leader,
+            rollouts,
+            settings,
+            workloads: Mutex::default(),
+            versions: Mutex::default(),
+            hashes: Mutex::default(),
+            warned: Mutex::default(),
+            relisting: Mutex::default(),
+            queue: WakeQueue::default(),
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+        }
+    }
+
+    pub(super) fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    /// How many workloads have triggers (the `kubectl crr triggers` view reads the cluster).
+    pub fn workload_count(&self) -> usize {
+        locked(&self.workloads).len()
+    }
+
+    pub(super) fn wake_all(&self, after: Duration) {
+        let keys: Vec<WorkloadKey> = locked(&self.workloads).keys().cloned().collect();
+        for key in keys {
+            self.queue.wake(key, after);
+        }
+    }
+
+    /// Warns once (per workload and message) with an Event on the workload.
+    pub(super) async fn warn_once(&self, workload: &ObjectReference, reason: &str, message: &str) {
+        let key = format!(
+            "{}/{reason}/{message}",
+            workload.uid.as_deref().unwrap_or_default()
+        );
+        if !locked(&self.warned).insert(key) {
+            return;
+        }
+        self.events
+            .publish(workload, EventType::Warning, reason, message)
+            .await;
+    }
+}
+
+/// The dynamic API resource of a workload kind of [`KINDS`].
+pub(super) fn api_resource(kind: &str) -> ApiResource {
+    let plural = KINDS
+        .iter()
+        .find(|(known, _)| *known == kind)
+        .map_or("deployments", |(_, plural)| plural);
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apps", "v1", kind), plural)
+}

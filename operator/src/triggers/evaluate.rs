@@ -1,0 +1,372 @@
+//! Evaluating one workload: the config-change and schedule decisions carried out against the
+//! API server (reads of the used objects' data when their resourceVersion moved, the rollout's
+//! creation, the record on the workload, the Events).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crr_crds::keys;
+use crr_crds::rollout::ContainerRecreateRollout;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
+use kube::api::{Patch, PostParams};
+use kube::core::DynamicObject;
+use kube::runtime::events::EventType;
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tracing::{debug, info};
+
+use super::annotations::{self, BadAnnotation, Triggers};
+use super::config_change::{self, Hashes};
+use super::context::{
+    ReadHash, TriggerContext, WAIT_FOR_RUNNING, WorkloadEntry, WorkloadKey, api_resource, locked,
+};
+use super::refs::{ConfigKind, ConfigRef};
+use super::rollout::{self as trigger_rollout, Cause, Trigger, WorkloadView};
+use super::schedule::{self, Skipped, Step};
+use crate::FIELD_MANAGER;
+
+fn reference(key: &WorkloadKey, uid: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("apps/v1".to_owned()),
+        kind: Some(key.kind.to_owned()),
+        namespace: Some(key.namespace.clone()),
+        name: Some(key.name.clone()),
+        uid: Some(uid.to_owned()),
+        ..ObjectReference::default()
+    }
+}
+
+/// Why an evaluation failed: it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    /// An API call failed.
+    #[error("{action}: {source}")]
+    Api {
+        /// What was tried.
+        action: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> TriggerError {
+    let action = action.into();
+    move |source| TriggerError::Api { action, source }
+}
+
+/// The hash of `object`'s data in `namespace` now, read only when its resourceVersion moved
+/// since the last read; `None` when it does not exist.
+async fn current_hash(
+    ctx: &TriggerContext,
+    namespace: &str,
+    object: &ConfigRef,
+) -> Result<Option<String>, TriggerError> {
+    let key = (object.kind, namespace.to_owned(), object.name.clone());
+    let version = locked(&ctx.versions).get(&key).cloned();
+    if let (Some(version), Some(read)) = (&version, locked(&ctx.hashes).get(&key))
+        && *version == read.version
+    {
+        return Ok(Some(read.hash.clone()));
+    }
+    let read = match object.kind {
+        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace)
+            .get_opt(&object.name)
+            .await
+            .map(|found| found.map(|map| (map.resource_version(), super::hash::config_map(&map)))),
+        ConfigKind::Secret => Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+            .get_opt(&object.name)
+            .await
+            .map(|found| {
+                found.map(|secret| (secret.resource_version(), super::hash::secret(&secret)))
+            }),
+    }
+    .map_err(api_error(format!("reading {object} in {namespace}")))?;
+    let Some((read_at, hash)) = read else {
+        locked(&ctx.hashes).remove(&key);
+        return Ok(None);
+    };
+    locked(&ctx.hashes).insert(
+        key,
+        ReadHash {
+            version: read_at.unwrap_or_default(),
+            hash: hash.clone(),
+        },
+    );
+    Ok(Some(hash))
+}
+
+/// Writes annotations on the workload (a merge patch of these keys only).
+async fn annotate(
+    ctx: &TriggerContext,
+    key: &WorkloadKey,
+    annotations: serde_json::Value,
+) -> Result<(), TriggerError> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &key.namespace, &api_resource(key.kind));
+    api.patch(
+        &key.name,
+        &crr_runtime::client::patch_params(FIELD_MANAGER),
+        &Patch::Merge(&json!({ "metadata": { "annotations": annotations } })),
+    )
+    .await
+    .map_err(api_error(format!(
+        "annotating {} {}/{}",
+        key.kind, key.namespace, key.name
+    )))?;
+    Ok(())
+}
+
+/// Creates `rollout`; one that exists already (the same cause, an earlier try) is fine.
+async fn create_rollout(
+    ctx: &TriggerContext,
+    rollout: &ContainerRecreateRollout,
+) -> Result<bool, TriggerError> {
+    let namespace = rollout.namespace().unwrap_or_default();
+    let api: Api<ContainerRecreateRollout> = Api::namespaced(ctx.client.clone(), &namespace);
+    match api
+        .create(
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PostParams::default()
+            },
+            rollout,
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(source) => Err(TriggerError::Api {
+            action: format!("creating rollout {namespace}/{}", rollout.name_any()),
+            source,
+        }),
+    }
+}
+
+/// A short hash of a record: names the rollout that rolls it out.
+fn record_id(record: &Hashes) -> String {
+    let text = serde_json::to_string(record).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    digest.as_ref()[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Evaluates one workload; returns when to look at it again, if ever.
+pub(super) async fn evaluate(
+    ctx: &TriggerContext,
+    key: &WorkloadKey,
+) -> Result<Option<Duration>, TriggerError> {
+    let Some(entry) = locked(&ctx.workloads).get(key).cloned() else {
+        return Ok(None);
+    };
+    let workload = reference(key, &entry.uid);
+    let (triggers, problems) =
+        annotations::parse(&entry.annotations, ctx.settings.reloader_annotations);
+    for BadAnnotation {
+        annotation,
+        problem,
+    } in &problems
+    {
+        ctx.warn_once(
+            &workload,
+            "BadTriggerAnnotation",
+            &format!("annotation {annotation}: {problem}"),
+        )
+        .await;
+    }
+    let view = WorkloadView {
+        kind: key.kind,
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        uid: entry.uid.clone(),
+    };
+    let mut again = None;
+    if triggers.config_change.is_some() {
+        again = config_change(ctx, key, &entry, &triggers, &view, &workload).await?;
+    }
+    if let Some(schedule) = &triggers.schedule {
+        let next = scheduled(ctx, key, &entry, &triggers, schedule, &view, &workload).await?;
+        again = match (again, next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(again)
+}
+
+async fn config_change(
+    ctx: &TriggerContext,
+    key: &WorkloadKey,
+    entry: &WorkloadEntry,
+    triggers: &Triggers,
+    view: &WorkloadView,
+    workload: &ObjectReference,
+) -> Result<Option<Duration>, TriggerError> {
+    let Some(trigger) = &triggers.config_change else {
+        return Ok(None);
+    };
+    let secrets_allowed = ctx.settings.secrets.allows(&key.namespace);
+    let ignored: Vec<String> = entry
+        .references
+        .keys()
+        .filter(|object| object.kind == ConfigKind::Secret && !secrets_allowed)
+        .map(ToString::to_string)
+        .collect();
+    if !ignored.is_empty() {
+        ctx.warn_once(
+            workload,
+            "SecretsIgnored",
+            &format!(
+                "the config-change trigger ignores {}: crr may not read Secrets here (chart value triggers.secrets)",
+                ignored.join(", ")
+            ),
+        )
+        .await;
+    }
+    let counts = |object: &ConfigRef| {
+        (object.kind == ConfigKind::ConfigMap || secrets_allowed)
+            && trigger
+                .only
+                .as_ref()
+                .is_none_or(|only| only.contains(object))
+    };
+    let mut current = BTreeMap::new();
+    for object in entry.references.keys().filter(|object| counts(object)) {
+        if let Some(hash) = current_hash(ctx, &key.namespace, object).await? {
+            current.insert(object.clone(), hash);
+        }
+    }
+    let recorded = config_change::recorded(&entry.annotations);
+    let decision = config_change::decide(&entry.references, counts, &current, recorded.as_ref());
+    if decision.containers.is_empty() {
+        if decision.record_differs(recorded.as_ref()) {
+            let record = serde_json::to_string(&decision.record).unwrap_or_default();
+            annotate(ctx, key, json!({ keys::ANNOTATION_CONFIG_HASHES: record })).await?;
+        }
+        return Ok(None);
+    }
+    let rollouts = ctx.rollouts.state();
+    if let Some(running) = trigger_rollout::running(&rollouts, &entry.uid, Trigger::ConfigChange) {
+        debug!(workload = ?key, %running, "a config change waits for the running rollout");
+        return Ok(Some(WAIT_FOR_RUNNING));
+    }
+    let cause = Cause::ConfigChange {
+        changed: decision.changed.clone(),
+        record: record_id(&decision.record),
+    };
+    let rollout = trigger_rollout::trigger_rollout(
+        view,
+        decision.containers.iter().cloned().collect(),
+        triggers.max_unavailable(),
+        &cause,
+    );
+    let created = create_rollout(ctx, &rollout).await?;
+    let record = serde_json::to_string(&decision.record).unwrap_or_default();
+    annotate(ctx, key, json!({ keys::ANNOTATION_CONFIG_HASHES: record })).await?;
+    if created {
+        let note = format!(
+            "{}: rollout {} recreates {} in place",
+            cause.describe(),
+            rollout.name_any(),
+            decision
+                .containers
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        info!(workload = ?key, %note, "config change");
+        ctx.events
+            .publish(workload, EventType::Normal, "ConfigChanged", &note)
+            .await;
+    }
+    Ok(None)
+}
+
+async fn scheduled(
+    ctx: &TriggerContext,
+    key: &WorkloadKey,
+    entry: &WorkloadEntry,
+    triggers: &Triggers,
+    schedule: &annotations::Schedule,
+    view: &WorkloadView,
+    workload: &ObjectReference,
+) -> Result<Option<Duration>, TriggerError> {
+    let last = entry
+        .annotations
+        .get(keys::ANNOTATION_LAST_SCHEDULED)
+        .and_then(|value| value.parse::<Timestamp>().ok());
+    let now = Timestamp::now();
+    let running = trigger_rollout::running(&ctx.rollouts.state(), &entry.uid, Trigger::Schedule);
+    let step = schedule::step(
+        schedule,
+        last,
+        now,
+        ctx.settings.starting_deadline,
+        running.is_some(),
+    );
+    let record = |at: Timestamp| json!({ keys::ANNOTATION_LAST_SCHEDULED: at.to_string() });
+    match step {
+        Step::Begin => annotate(ctx, key, record(now)).await?,
+        Step::Run { at } => {
+            let containers = schedule
+                .containers
+                .clone()
+                .unwrap_or_else(|| entry.containers.clone());
+            let cause = Cause::Schedule { tick: at };
+            let rollout = trigger_rollout::trigger_rollout(
+                view,
+                containers,
+                triggers.max_unavailable(),
+                &cause,
+            );
+            let created = create_rollout(ctx, &rollout).await?;
+            annotate(ctx, key, record(at)).await?;
+            if created {
+                let note = format!(
+                    "schedule {:?}: rollout {} started for the tick at {at}",
+                    schedule.expression,
+                    rollout.name_any()
+                );
+                ctx.events
+                    .publish(workload, EventType::Normal, "ScheduledRollout", &note)
+                    .await;
+            }
+        }
+        Step::Skip { at, why } => {
+            annotate(ctx, key, record(at)).await?;
+            let note = match why {
+                Skipped::StillRunning => format!(
+                    "schedule {:?}: the tick at {at} is skipped: rollout {} still runs",
+                    schedule.expression,
+                    running.unwrap_or_default()
+                ),
+                Skipped::TooLate => format!(
+                    "schedule {:?}: the tick at {at} is skipped: missed by more than {}s",
+                    schedule.expression,
+                    ctx.settings.starting_deadline.as_secs()
+                ),
+            };
+            ctx.events
+                .publish(
+                    workload,
+                    EventType::Warning,
+                    "ScheduledRolloutSkipped",
+                    &note,
+                )
+                .await;
+        }
+        Step::Wait { .. } => {}
+    }
+    // Sleep until the next tick (at most a minute: the record written above comes back as a
+    // workload change and wakes it sooner).
+    let next = schedule::next_tick(schedule, Timestamp::now())
+        .map(|next| crate::deadline::until(next, Timestamp::now()));
+    Ok(Some(
+        next.unwrap_or(Duration::from_secs(60))
+            .min(Duration::from_secs(60)),
+    ))
+}

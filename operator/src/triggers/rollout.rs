@@ -1,0 +1,298 @@
+//! The rollout a trigger creates, and the trigger rollouts of a workload that still run.
+//!
+//! A trigger's rollout is named after its cause (the workload's name, then `-config-` and a
+//! hash of the record it rolls out, or `-schedule-` and the tick), so a leader that fails between
+//! creating it and recording it on the workload creates the same name again and finds it there:
+//! never a second rollout for one change or one tick. It is labelled with its trigger and the
+//! workload's UID, owned by the workload (deleting the workload deletes it), and deleted a day
+//! after it ends.
+
+use std::sync::Arc;
+
+use crr_crds::keys;
+use crr_crds::rollout::{
+    ContainerRecreateRollout, ContainerRecreateRolloutSpec, Limit, RolloutTarget, WorkloadRef,
+};
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+
+use super::refs::ConfigRef;
+
+/// Label on a trigger's rollout: the UID of the workload it restarts.
+pub const LABEL_WORKLOAD_UID: &str = "crr.dev/workload-uid";
+/// Annotation on a trigger's rollout: what started it, for people.
+pub const ANNOTATION_CAUSE: &str = "crr.dev/cause";
+/// A trigger's rollout is deleted this long after it ends.
+pub const TTL_SECONDS_AFTER_FINISHED: i32 = 86_400;
+/// The longest rollout name: it labels the rollout's requests.
+const MAX_NAME: usize = 63;
+
+/// Which trigger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// A ConfigMap or Secret changed.
+    ConfigChange,
+    /// A schedule ticked.
+    Schedule,
+}
+
+impl Trigger {
+    /// The value of the `crr.dev/trigger` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ConfigChange => "config-change",
+            Self::Schedule => "schedule",
+        }
+    }
+}
+
+/// The workload a trigger restarts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadView {
+    /// `Deployment`, `StatefulSet` or `DaemonSet`.
+    pub kind: &'static str,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+/// Why a rollout is created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// These objects changed; `record` identifies the data rolled out (a hash of the record).
+    ConfigChange {
+        /// The objects whose data changed.
+        changed: Vec<ConfigRef>,
+        /// A short hash of the record the rollout rolls out.
+        record: String,
+    },
+    /// The schedule's tick.
+    Schedule {
+        /// The tick.
+        tick: Timestamp,
+    },
+}
+
+impl Cause {
+    fn trigger(&self) -> Trigger {
+        match self {
+            Self::ConfigChange { .. } => Trigger::ConfigChange,
+            Self::Schedule { .. } => Trigger::Schedule,
+        }
+    }
+
+    fn suffix(&self) -> String {
+        match self {
+            Self::ConfigChange { record, .. } => {
+                format!("-config-{}", &record[..record.len().min(10)])
+            }
+            Self::Schedule { tick } => format!("-schedule-{}", tick.as_second()),
+        }
+    }
+
+    /// What started it, for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::ConfigChange { changed, .. } => format!(
+                "changed: {}",
+                changed
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Self::Schedule { tick } => format!("scheduled at {tick}"),
+        }
+    }
+}
+
+/// The name of the rollout `cause` creates for the workload named `workload`: at most 63
+/// characters, the workload's name cut to fit.
+pub fn rollout_name(workload: &str, cause: &Cause) -> String {
+    let suffix = cause.suffix();
+    let room = MAX_NAME - suffix.len();
+    let mut base: String = workload.chars().take(room).collect();
+    while base.ends_with(['-', '.']) {
+        base.pop();
+    }
+    format!("{base}{suffix}")
+}
+
+/// The rollout `cause` creates for `workload`, recreating `containers`.
+pub fn trigger_rollout(
+    workload: &WorkloadView,
+    containers: Vec<String>,
+    max_unavailable: Limit,
+    cause: &Cause,
+) -> ContainerRecreateRollout {
+    let mut rollout = ContainerRecreateRollout::new(
+        &rollout_name(&workload.name, cause),
+        ContainerRecreateRolloutSpec {
+            target: RolloutTarget {
+                workload_ref: Some(WorkloadRef {
+                    api_version: "apps/v1".to_owned(),
+                    kind: workload.kind.to_owned(),
+                    name: workload.name.clone(),
+                }),
+                selector: None,
+            },
+            containers,
+            max_unavailable: Some(max_unavailable.to_int_or_string()),
+            ttl_seconds_after_finished: Some(TTL_SECONDS_AFTER_FINISHED),
+            ..ContainerRecreateRolloutSpec::default()
+        },
+    );
+    rollout.metadata = ObjectMeta {
+        namespace: Some(workload.namespace.clone()),
+        labels: Some(
+            [
+                (
+                    keys::LABEL_ROLLOUT_TRIGGER.to_owned(),
+                    cause.trigger().as_str().to_owned(),
+                ),
+                (LABEL_WORKLOAD_UID.to_owned(), workload.uid.clone()),
+            ]
+            .into(),
+        ),
+        annotations: Some([(ANNOTATION_CAUSE.to_owned(), cause.describe())].into()),
+        owner_references: Some(vec![OwnerReference {
+            api_version: "apps/v1".to_owned(),
+            kind: workload.kind.to_owned(),
+            name: workload.name.clone(),
+            uid: workload.uid.clone(),
+            controller: Some(false),
+            block_owner_deletion: Some(false),
+        }]),
+        ..rollout.metadata
+    };
+    rollout
+}
+
+/// The unfinished rollout of `trigger` for the workload `uid`, if one runs.
+pub fn running(
+    rollouts: &[Arc<ContainerRecreateRollout>],
+    uid: &str,
+    trigger: Trigger,
+) -> Option<String> {
+    rollouts
+        .iter()
+        .filter(|rollout| {
+            rollout.labels().get(LABEL_WORKLOAD_UID).map(String::as_str) == Some(uid)
+                && rollout
+                    .labels()
+                    .get(keys::LABEL_ROLLOUT_TRIGGER)
+                    .map(String::as_str)
+                    == Some(trigger.as_str())
+                && rollout.metadata.deletion_timestamp.is_none()
+                && !rollout.phase().is_some_and(|phase| phase.is_finished())
+        })
+        .map(|rollout| rollout.name_any())
+        .next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crr_crds::rollout::{ContainerRecreateRolloutStatus, RolloutPhase};
+
+    fn web() -> WorkloadView {
+        WorkloadView {
+            kind: "Deployment",
+            namespace: "shop".to_owned(),
+            name: "web".to_owned(),
+            uid: "uid-web".to_owned(),
+        }
+    }
+
+    fn config_cause() -> Cause {
+        Cause::ConfigChange {
+            changed: vec![ConfigRef::config_map("app-config")],
+            record: "0123456789abcdef".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_config_rollout_targets_the_workload_with_its_containers_and_owner() {
+        let rollout = trigger_rollout(
+            &web(),
+            vec!["app".to_owned()],
+            Limit::Count(1),
+            &config_cause(),
+        );
+        assert_eq!(rollout.name_any(), "web-config-0123456789");
+        assert_eq!(rollout.namespace().as_deref(), Some("shop"));
+        assert_eq!(rollout.spec.containers, ["app"]);
+        let target = rollout
+            .spec
+            .target
+            .workload_ref
+            .as_ref()
+            .expect("a workload target");
+        assert_eq!(
+            (target.kind.as_str(), target.name.as_str()),
+            ("Deployment", "web")
+        );
+        assert_eq!(
+            rollout.labels()[keys::LABEL_ROLLOUT_TRIGGER],
+            "config-change"
+        );
+        assert_eq!(rollout.labels()[LABEL_WORKLOAD_UID], "uid-web");
+        assert_eq!(
+            rollout.annotations()[ANNOTATION_CAUSE],
+            "changed: configmap/app-config"
+        );
+        assert_eq!(rollout.owner_references()[0].uid, "uid-web");
+        assert_eq!(
+            rollout.spec.ttl_seconds_after_finished,
+            Some(TTL_SECONDS_AFTER_FINISHED)
+        );
+        crr_crds::rules::rollout::check_rollout(&rollout.name_any(), &rollout.spec)
+            .expect("the webhook admits it");
+    }
+
+    #[test]
+    fn names_fit_in_a_label_and_name_the_cause() {
+        let long = "a".repeat(80);
+        let tick: Timestamp = "2026-11-27T03:00:00Z".parse().unwrap();
+        let name = rollout_name(&long, &Cause::Schedule { tick });
+        assert!(name.len() <= 63, "{name}");
+        assert!(
+            name.ends_with(&format!("-schedule-{}", tick.as_second())),
+            "{name}"
+        );
+        assert_eq!(
+            rollout_name("web-", &config_cause()),
+            "web-config-0123456789"
+        );
+    }
+
+    #[test]
+    fn only_an_unfinished_rollout_of_the_same_trigger_and_workload_runs() {
+        let rollout = |phase: Option<RolloutPhase>, uid: &str, cause: &Cause| {
+            let mut view = web();
+            view.uid = uid.to_owned();
+            let mut rollout =
+                trigger_rollout(&view, vec!["app".to_owned()], Limit::Count(1), cause);
+            rollout.status = phase.map(|phase| ContainerRecreateRolloutStatus {
+                phase: Some(phase.as_str().to_owned()),
+                ..ContainerRecreateRolloutStatus::default()
+            });
+            Arc::new(rollout)
+        };
+        let schedule = Cause::Schedule {
+            tick: Timestamp::UNIX_EPOCH,
+        };
+        let rollouts = [
+            rollout(Some(RolloutPhase::Completed), "uid-web", &config_cause()),
+            rollout(None, "uid-other", &config_cause()),
+            rollout(Some(RolloutPhase::Progressing), "uid-web", &schedule),
+        ];
+        assert_eq!(running(&rollouts, "uid-web", Trigger::ConfigChange), None);
+        assert!(running(&rollouts, "uid-web", Trigger::Schedule).is_some());
+        assert!(running(&rollouts, "uid-other", Trigger::ConfigChange).is_some());
+    }
+}

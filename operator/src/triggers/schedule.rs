@@ -1,0 +1,240 @@
+//! The schedule decision: given a workload's schedule, the tick it last acted on and the time,
+//! whether a rollout starts now, a tick is skipped, or nothing happens until the next tick.
+//!
+//! As a CronJob with `startingDeadlineSeconds` and `concurrencyPolicy: Forbid`:
+//! * ticks missed while no operator ran do not pile up: only the latest counts, and only within
+//!   the starting deadline after it; an older one is skipped;
+//! * a tick while the previous scheduled rollout still runs is skipped (an Event says so);
+//! * a workload seen for the first time records the time and waits for its next tick.
+
+use std::time::Duration;
+
+use jiff::{Timestamp, Zoned};
+
+use super::annotations::Schedule;
+
+/// Why a tick was skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skipped {
+    /// The previous scheduled rollout still runs.
+    StillRunning,
+    /// The tick is older than the starting deadline (an operator outage).
+    TooLate,
+}
+
+/// What to do now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing recorded yet: record `now` as the last tick, start nothing.
+    Begin,
+    /// Start a rollout for the tick `at` and record it.
+    Run {
+        /// The tick.
+        at: Timestamp,
+    },
+    /// Record the tick `at` as done without a rollout.
+    Skip {
+        /// The tick.
+        at: Timestamp,
+        /// Why.
+        why: Skipped,
+    },
+    /// Nothing until `until` (the next tick; `None`: the schedule never fires again).
+    Wait {
+        /// The next tick.
+        until: Option<Timestamp>,
+    },
+}
+
+/// The step for `schedule` with the last tick acted on `last` at `now`; `running`: whether a
+/// rollout an earlier tick started is still running.
+pub fn step(
+    schedule: &Schedule,
+    last: Option<Timestamp>,
+    now: Timestamp,
+    starting_deadline: Duration,
+    running: bool,
+) -> Step {
+    let Some(last) = last else {
+        return Step::Begin;
+    };
+    let zoned_now = now.to_zoned(schedule.time_zone.clone());
+    let latest = schedule
+        .cron
+        .find_previous_occurrence(&zoned_now, true)
+        .ok()
+        .map(|tick| tick.timestamp());
+    match latest {
+        Some(at) if at > last => {
+            let late = now.duration_since(at);
+            if late
+                > jiff::SignedDuration::try_from(starting_deadline)
+                    .unwrap_or(jiff::SignedDuration::MAX)
+            {
+                Step::Skip {
+                    at,
+                    why: Skipped::TooLate,
+                }
+            } else if running {
+                Step::Skip {
+                    at,
+                    why: Skipped::StillRunning,
+                }
+            } else {
+                Step::Run { at }
+            }
+        }
+        _ => Step::Wait {
+            until: next_tick(schedule, now),
+        },
+    }
+}
+
+/// The first tick after `now`.
+pub fn next_tick(schedule: &Schedule, now: Timestamp) -> Option<Timestamp> {
+    let zoned: Zoned = now.to_zoned(schedule.time_zone.clone());
+    schedule
+        .cron
+        .find_next_occurrence(&zoned, false)
+        .ok()
+        .map(|tick| tick.timestamp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::triggers::annotations::parse;
+    use crr_crds::keys;
+    use std::collections::BTreeMap;
+
+    fn schedule(expression: &str, time_zone: &str) -> Schedule {
+        let annotations = BTreeMap::from([
+            (
+                keys::ANNOTATION_RECREATE_SCHEDULE.to_owned(),
+                expression.to_owned(),
+            ),
+            (
+                keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE.to_owned(),
+                time_zone.to_owned(),
+            ),
+        ]);
+        let (triggers, problems) = parse(&annotations, false);
+        assert!(problems.is_empty(), "{problems:?}");
+        triggers.schedule.expect("a schedule")
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().expect("a timestamp")
+    }
+
+    const DEADLINE: Duration = Duration::from_secs(900);
+
+    #[test]
+    fn first_sight_begins_and_waits() {
+        let nightly = schedule("0 3 * * *", "UTC");
+        assert_eq!(
+            step(&nightly, None, at("2026-11-27T10:00:00Z"), DEADLINE, false),
+            Step::Begin
+        );
+    }
+
+    #[test]
+    fn a_tick_past_runs_once_and_then_waits_for_the_next() {
+        let nightly = schedule("0 3 * * *", "UTC");
+        let last = at("2026-11-26T03:00:00Z");
+        let now = at("2026-11-27T03:00:20Z");
+        assert_eq!(
+            step(&nightly, Some(last), now, DEADLINE, false),
+            Step::Run {
+                at: at("2026-11-27T03:00:00Z")
+            }
+        );
+        assert_eq!(
+            step(
+                &nightly,
+                Some(at("2026-11-27T03:00:00Z")),
+                now,
+                DEADLINE,
+                false
+            ),
+            Step::Wait {
+                until: Some(at("2026-11-28T03:00:00Z"))
+            }
+        );
+    }
+
+    #[test]
+    fn a_tick_while_the_last_rollout_runs_is_skipped() {
+        let every_minute = schedule("* * * * *", "UTC");
+        assert_eq!(
+            step(
+                &every_minute,
+                Some(at("2026-11-27T10:00:00Z")),
+                at("2026-11-27T10:01:02Z"),
+                DEADLINE,
+                true
+            ),
+            Step::Skip {
+                at: at("2026-11-27T10:01:00Z"),
+                why: Skipped::StillRunning
+            }
+        );
+    }
+
+    #[test]
+    fn after_an_outage_only_the_latest_missed_tick_runs_within_the_deadline() {
+        let hourly = schedule("0 * * * *", "UTC");
+        let last = at("2026-11-27T01:00:00Z");
+        // Down from 01:30 to 05:10: 02:00, 03:00, 04:00 and 05:00 were missed; one run, for 05:00.
+        assert_eq!(
+            step(
+                &hourly,
+                Some(last),
+                at("2026-11-27T05:10:00Z"),
+                DEADLINE,
+                false
+            ),
+            Step::Run {
+                at: at("2026-11-27T05:00:00Z")
+            }
+        );
+        // Back at 05:20: 05:00 is 20 minutes late, past the deadline: skipped.
+        assert_eq!(
+            step(
+                &hourly,
+                Some(last),
+                at("2026-11-27T05:20:00Z"),
+                DEADLINE,
+                false
+            ),
+            Step::Skip {
+                at: at("2026-11-27T05:00:00Z"),
+                why: Skipped::TooLate
+            }
+        );
+    }
+
+    #[test]
+    fn the_time_zone_moves_the_ticks_with_daylight_saving() {
+        let berlin = schedule("0 3 * * *", "Europe/Berlin");
+        // 03:00 in Berlin is 02:00 UTC in winter and 01:00 UTC in summer.
+        assert_eq!(
+            next_tick(&berlin, at("2026-11-27T12:00:00Z")),
+            Some(at("2026-11-28T02:00:00Z"))
+        );
+        assert_eq!(
+            next_tick(&berlin, at("2026-07-01T12:00:00Z")),
+            Some(at("2026-07-02T01:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn the_day_of_week_counts_as_a_cronjob_counts_it() {
+        // 1 is Monday (0 and 7 Sunday), as in a CronJob: 2026-11-30 is a Monday.
+        let mondays = schedule("0 3 * * 1", "UTC");
+        assert_eq!(
+            next_tick(&mondays, at("2026-11-27T12:00:00Z")),
+            Some(at("2026-11-30T03:00:00Z"))
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! Trigger scenarios against crr installed on the local test bed:
+//! `cargo test -p crr-e2e --test triggers -- --include-ignored [FILTER]` (hack/cluster-test.sh).
+//! A workload opts in with annotations; crr starts rollouts of it when a ConfigMap it uses
+//! changes, or on a schedule, and says so in Events on the workload.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+use crr_crds::keys;
+use crr_crds::rollout::ContainerRecreateRollout;
+use crr_e2e::rollout::{
+    Unavailable, all_ready, apply, pod_template, recreated_in_place, rollouts, wait_phase,
+};
+use crr_e2e::{Ctx, Scenario, check, faults};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+
+fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "trigger-config-change",
+            run: |ctx| Box::pin(config_change(ctx)),
+        },
+        Scenario {
+            name: "trigger-schedule",
+            run: |ctx| Box::pin(schedule(ctx)),
+        },
+    ]
+}
+
+const IGNORED: &str = "needs crr installed on the local test bed; hack/cluster-test.sh runs it";
+
+fn main() {
+    let scenarios = scenarios()
+        .into_iter()
+        .map(|scenario| (scenario, crr_e2e::Expect::Pass))
+        .collect();
+    crr_e2e::suite_main("triggers", scenarios, IGNORED, |client| async move {
+        crr_e2e::installed(&client).await
+    });
+}
+
+fn config_map(data: &str, label: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "app-config", "labels": {"edited": label}},
+           "data": {"setting": data}})
+}
+
+/// A Deployment of `replicas` pods of `app` and `sidecar` with these annotations; only `app`
+/// mounts the ConfigMap `app-config`.
+fn web(replicas: i32, annotations: Value) -> Value {
+    let mut template = pod_template("web");
+    template["spec"]["volumes"] = json!([{"name": "config", "configMap": {"name": "app-config"}}]);
+    template["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "config", "mountPath": "/etc/app"}]);
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "annotations": annotations},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                    "template": template}})
+}
+
+fn deployments(ctx: &Ctx) -> Api<Deployment> {
+    Api::namespaced(ctx.client.clone(), &ctx.namespace)
+}
+
+/// The rollouts a trigger created in the namespace.
+async fn trigger_rollouts(
+    ctx: &Ctx,
+    trigger: &str,
+) -> anyhow::Result<Vec<ContainerRecreateRollout>> {
+    Ok(rollouts(ctx)
+        .list(&ListParams::default().labels(&format!("{}={trigger}", keys::LABEL_ROLLOUT_TRIGGER)))
+        .await?
+        .items)
+}
+
+/// Polls until `condition` of the Deployment `web` holds.
+async fn until_web(
+    ctx: &Ctx,
+    what: &str,
+    within: Duration,
+    condition: impl Fn(&Deployment) -> bool,
+) -> anyhow::Result<Deployment> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let web = deployments(ctx).get("web").await?;
+        if condition(&web) {
+            return Ok(web);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!("{what}: not after {within:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Polls until a rollout of `trigger` exists; returns the first.
+async fn first_rollout(
+    ctx: &Ctx,
+    trigger: &str,
+    within: Duration,
+) -> anyhow::Result<ContainerRecreateRollout> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(rollout) = trigger_rollouts(ctx, trigger).await?.into_iter().next() {
+            return Ok(rollout);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!("no {trigger} rollout after {within:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// No rollout of `trigger` appears for `quiet`.
+async fn none_for(ctx: &Ctx, trigger: &str, quiet: Duration, after: &str) -> anyhow::Result<()> {
+    tokio::time::sleep(quiet).await;
+    let found = trigger_rollouts(ctx, trigger).await?;
+    check(found.is_empty(), || {
+        format!(
+            "{after} started {:?}",
+            found.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+        )
+    })
+}
+
+/// Restarts the operator (a rollout restart of its Deployment) and waits until a new replica
+/// holds the Lease.
+async fn restart_operator(ctx: &Ctx) -> anyhow::Result<()> {
+    let old: Vec<String> =
+        faults::component_pods(&ctx.client, "app.kubernetes.io/name=crr-operator")
+            .await?
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
+    for args in [
+        &[
+            "-n",
+            "crr-system",
+            "rollout",
+            "restart",
+            "deployment/crr-operator",
+        ][..],
+        &[
+            "-n",
+            "crr-system",
+            "rollout",
+            "status",
+            "deployment/crr-operator",
+            "--timeout=180s",
+        ][..],
+    ] {
+        let output = crr_e2e::kubectl(args).await?;
+        check(output.status.success(), || {
+            format!(
+                "kubectl {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })?;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(leader) = faults::operator_leader(&ctx.client).await
+            && !old.contains(&leader.name_any())
+        {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!("no new operator replica took the Lease"));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
+    apply(&ctx, config_map("one", "no")).await?;
+    apply(
+        &ctx,
+        web(
+            3,
+            json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true"}),
+        ),
+    )
+    .await?;
+    let before = all_ready(&ctx, "web", 3).await?;
+    // First sight: the operator records what it saw and restarts nothing.
+    until_web(
+        &ctx,
+        "the config hashes recorded",
+        Duration::from_secs(60),
+        |web| {
+            web.annotations()
+                .get(keys::ANNOTATION_CONFIG_HASHES)
+                .is_some_and(|record| record.contains("configmap/app-config"))
+        },
+    )
+    .await?;
+
+    // Labels only: nothing.
+    apply(&ctx, config_map("one", "yes")).await?;
+    none_for(
+        &ctx,
+        "config-change",
+        Duration::from_secs(8),
+        "a label edit",
+    )
+    .await?;
+
+    // The operator restarts: nothing.
+    restart_operator(&ctx).await?;
+    none_for(
+        &ctx,
+        "config-change",
+        Duration::from_secs(10),
+        "an operator restart",
+    )
+    .await?;
+    recreated_in_place(&ctx, &before, 0).await?;
+
+    // The data: a rollout of `app` only, one pod at a time.
+    let unavailable = Unavailable::watch(&ctx, "web");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    apply(&ctx, config_map("two", "yes")).await?;
+    let rollout = first_rollout(&ctx, "config-change", Duration::from_secs(30)).await?;
+    check(rollout.spec.containers == ["app"], || {
+        format!("the rollout recreates {:?}", rollout.spec.containers)
+    })?;
+    let done = wait_phase(&ctx, &rollout.name_any(), "Completed").await?;
+    let status = done.status.unwrap_or_default();
+    check(status.recreated == 3, || format!("status: {status:?}"))?;
+    let most = unavailable.most();
+    check(most <= 1, || {
+        format!("{most} pods were unavailable at once")
+    })?;
+    all_ready(&ctx, "web", 3).await?;
+    recreated_in_place(&ctx, &before, 1).await?;
+    let changed = ctx
+        .events_regarding("Deployment", "web", "ConfigChanged")
+        .await?;
+    check(!changed.is_empty(), || {
+        "no ConfigChanged Event on the Deployment".to_owned()
+    })?;
+    let note = changed[0].note.clone().unwrap_or_default();
+    check(
+        note.contains("configmap/app-config") && note.contains(&rollout.name_any()),
+        || format!("the Event says {note:?}"),
+    )?;
+    check(
+        trigger_rollouts(&ctx, "config-change").await?.len() == 1,
+        || "more than one rollout for one change".to_owned(),
+    )
+}
+
+async fn schedule(ctx: Ctx) -> anyhow::Result<()> {
+    apply(&ctx, config_map("one", "no")).await?;
+    apply(
+        &ctx,
+        web(
+            2,
+            json!({keys::ANNOTATION_RECREATE_SCHEDULE: "* * * * *",
+                      keys::ANNOTATION_RECREATE_CONTAINERS: "app"}),
+        ),
+    )
+    .await?;
+    all_ready(&ctx, "web", 2).await?;
+    // A budget that allows no disruption: the first scheduled rollout waits, and runs into the
+    // next tick.
+    apply(
+        &ctx,
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "web"},
+               "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}),
+    )
+    .await?;
+    let rollout = first_rollout(&ctx, "schedule", Duration::from_secs(150))
+        .await
+        .context("a schedule of every minute started no rollout")?;
+    check(rollout.spec.containers == ["app"], || {
+        format!(
+            "the scheduled rollout recreates {:?}",
+            rollout.spec.containers
+        )
+    })?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(150);
+    loop {
+        let skipped = ctx
+            .events_regarding("Deployment", "web", "ScheduledRolloutSkipped")
+            .await?;
+        if let Some(event) = skipped.first() {
+            let note = event.note.clone().unwrap_or_default();
+            check(note.contains(&rollout.name_any()), || {
+                format!("the skip says {note:?}")
+            })?;
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!(
+                "no ScheduledRolloutSkipped Event while {} ran",
+                rollout.name_any()
+            ));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    check(trigger_rollouts(&ctx, "schedule").await?.len() == 1, || {
+        "an overlapping tick started a second rollout".to_owned()
+    })
+}
