@@ -17,6 +17,7 @@ pub mod rollout;
 pub mod rules;
 pub mod schema;
 pub mod status;
+pub mod triggers;
 pub mod v1alpha1;
 pub mod v1beta1;
 

@@ -53,6 +53,10 @@ pub enum Command {
     /// Restart containers of every pod of a workload in place, a few pods at a time, within its
     /// PodDisruptionBudgets (a ContainerRecreateRollout); or show, pause, resume or abort one.
     Rollout(RolloutArgs),
+    /// List the workloads that restart in place on a config change or a schedule (annotations
+    /// crr.dev/recreate-on-config-change, crr.dev/recreate-schedule): their triggers, last
+    /// trigger rollout and next scheduled run.
+    Triggers(TriggersArgs),
     /// Print a shell completion script for kubectl-crr (bash, zsh, fish, elvish, powershell).
     Completion(CompletionArgs),
 }
@@ -218,6 +222,18 @@ impl RecreateArgs {
     pub fn follows(&self) -> bool {
         self.dry_run.is_none() && (self.wait || self.timeout.is_some() || self.selector.is_some())
     }
+}
+
+/// `kubectl crr triggers`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct TriggersArgs {
+    /// List the workloads of every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Also show workloads with Reloader's annotations (when the operator honours them,
+    /// chart value triggers.reloaderAnnotations).
+    #[arg(long)]
+    pub reloader: bool,
 }
 
 /// `kubectl crr get`.

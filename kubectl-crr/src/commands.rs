@@ -36,6 +36,7 @@ pub async fn execute(cli: Cli) -> Result<Exit, Error> {
         Command::Get(args) => get(client, &namespace, &args).await,
         Command::Describe(args) => describe_command(client, &namespace, &args).await,
         Command::Rollout(args) => crate::rollout::execute(client, &namespace, &args).await,
+        Command::Triggers(args) => crate::triggers::execute(client, &namespace, &args).await,
         Command::Completion(_) => unreachable!("answered above without a cluster"),
     }
 }

@@ -204,7 +204,14 @@ mod tests {
     fn kubectl_plugin_completion_offers_subcommands_flags_and_values() {
         assert_eq!(
             candidates(&[""]).0,
-            ["recreate", "get", "describe", "rollout", "completion"]
+            [
+                "recreate",
+                "get",
+                "describe",
+                "rollout",
+                "triggers",
+                "completion"
+            ]
         );
         assert_eq!(candidates(&["rec"]), (vec!["recreate".to_owned()], 4));
         // The rollout verbs, and its flags.

@@ -23,5 +23,6 @@ pub mod render;
 pub mod request;
 pub mod rollout;
 pub mod table;
+pub mod triggers;
 
 pub use error::Error;

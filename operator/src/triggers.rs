@@ -2,16 +2,16 @@
 //! a schedule, as its annotations ask (`annotations`). Every trigger creates a
 //! ContainerRecreateRollout, so its work is visible, auditable and bounded by the same budgets.
 //!
-//! Pure decisions: `refs` (which containers use which object), `hash` (an object's data, hashed),
+//! Pure decisions: `annotations` and `refs` (from `crr_crds::triggers`: what a workload asks
+//! for, which containers use which object), `hash` (an object's data, hashed),
 //! `config_change` (what changed since the record on the workload), `schedule` (which tick runs).
 
-pub mod annotations;
+pub use crr_crds::triggers::{annotations, refs};
 pub mod config_change;
 pub mod context;
 pub mod controller;
 mod evaluate;
 pub mod hash;
 pub mod queue;
-pub mod refs;
 pub mod rollout;
 pub mod schedule;

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use jiff::{Timestamp, Zoned};
+use jiff::Timestamp;
 
 use super::annotations::Schedule;
 
@@ -58,12 +58,7 @@ pub fn step(
     let Some(last) = last else {
         return Step::Begin;
     };
-    let zoned_now = now.to_zoned(schedule.time_zone.clone());
-    let latest = schedule
-        .cron
-        .find_previous_occurrence(&zoned_now, true)
-        .ok()
-        .map(|tick| tick.timestamp());
+    let latest = schedule.latest_at(now);
     match latest {
         Some(at) if at > last => {
             let late = now.duration_since(at);
@@ -92,12 +87,7 @@ pub fn step(
 
 /// The first tick after `now`.
 pub fn next_tick(schedule: &Schedule, now: Timestamp) -> Option<Timestamp> {
-    let zoned: Zoned = now.to_zoned(schedule.time_zone.clone());
-    schedule
-        .cron
-        .find_next_occurrence(&zoned, false)
-        .ok()
-        .map(|tick| tick.timestamp())
+    schedule.next_after(now)
 }
 
 #[cfg(test)]

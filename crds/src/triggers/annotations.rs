@@ -18,8 +18,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crr_crds::keys;
-use crr_crds::rollout::Limit;
+use crate::keys;
+use crate::rollout::Limit;
 use jiff::tz::TimeZone;
 
 use super::refs::ConfigRef;
@@ -54,6 +54,26 @@ pub struct Schedule {
     pub time_zone: TimeZone,
     /// The containers to recreate; `None`: every regular container.
     pub containers: Option<Vec<String>>,
+}
+
+impl Schedule {
+    /// The first tick after `now`; `None` when the schedule never fires again.
+    pub fn next_after(&self, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+        let zoned = now.to_zoned(self.time_zone.clone());
+        self.cron
+            .find_next_occurrence(&zoned, false)
+            .ok()
+            .map(|tick| tick.timestamp())
+    }
+
+    /// The latest tick at or before `now`.
+    pub fn latest_at(&self, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+        let zoned = now.to_zoned(self.time_zone.clone());
+        self.cron
+            .find_previous_occurrence(&zoned, true)
+            .ok()
+            .map(|tick| tick.timestamp())
+    }
 }
 
 impl PartialEq for Schedule {
