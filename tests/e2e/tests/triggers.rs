@@ -250,6 +250,21 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
     check(
         trigger_rollouts(&ctx, "config-change").await?.len() == 1,
         || "more than one rollout for one change".to_owned(),
+    )?;
+    // `kubectl crr triggers` lists the workload, its trigger and that rollout.
+    let output = ctx.plugin(&["triggers"]).await?;
+    let listed = String::from_utf8_lossy(&output.stdout);
+    check(
+        output.status.success()
+            && listed.contains("deployment/web")
+            && listed.contains("config-change")
+            && listed.contains(&format!("{} (Completed", rollout.name_any())),
+        || {
+            format!(
+                "kubectl crr triggers printed {listed:?} {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        },
     )
 }
 
