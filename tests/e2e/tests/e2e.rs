@@ -1393,8 +1393,8 @@ fn refused_by(output: &std::process::Output, message: &str) -> bool {
 
 // The identities narrowed to the field each writes (templates/least-privilege.yaml): the
 // webhook's may change only caBundle of its webhook configurations and of the CRD, the
-// operator's only the KruisePodReady condition of a pod's status, and it creates only the
-// requests of a rollout. Each forbidden change is
+// operator's only the KruisePodReady condition of a pod's status and its two annotations of a
+// workload, and it creates only the requests of a rollout. Each forbidden change is
 // refused by its policy and the needed one passes, through the real API server.
 async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
     // The webhook: a longer timeout on its own webhook is refused; the caBundle it holds, passes.
@@ -1553,7 +1553,68 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
                 String::from_utf8_lossy(&created.stderr)
             )
         },
-    )
+    )?;
+    // The operator's triggers patch workloads: only their two annotations pass; a label or
+    // another annotation is refused.
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                            "metadata": {"name": "privileged-web", "namespace": ctx.namespace},
+                            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "privileged-web"}},
+                                     "template": {"metadata": {"labels": {"app": "privileged-web"}},
+                                                  "spec": {"containers": [{"name": "app", "image": "busybox"}]}}}})
+    .to_string();
+    let applied = kubectl_with_stdin(&["apply", "-f", "-"], Some(&deployment)).await?;
+    ensure!(
+        applied.status.success(),
+        "creating privileged-web: {}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let workload = ["-n", ctx.namespace.as_str()];
+    for (what, args, message) in [
+        (
+            "labelled a workload",
+            [
+                "label",
+                "deployment",
+                "privileged-web",
+                "crr-test/owned=true",
+            ],
+            "may change only its own annotations",
+        ),
+        (
+            "wrote another annotation",
+            [
+                "annotate",
+                "deployment",
+                "privileged-web",
+                "crr-test/note=x",
+            ],
+            "may change only the annotations crr.dev/config-hashes and crr.dev/last-scheduled",
+        ),
+    ] {
+        let mut all = workload.to_vec();
+        all.extend_from_slice(&args);
+        let refused = as_identity("crr-operator", &all).await?;
+        check(refused_by(&refused, message), || {
+            format!(
+                "the operator {what}: {}",
+                String::from_utf8_lossy(&refused.stderr)
+            )
+        })?;
+    }
+    let mut all = workload.to_vec();
+    all.extend_from_slice(&[
+        "annotate",
+        "deployment",
+        "privileged-web",
+        "crr.dev/last-scheduled=2026-01-01T00:00:00Z",
+    ]);
+    let allowed = as_identity("crr-operator", &all).await?;
+    check(allowed.status.success(), || {
+        format!(
+            "the operator could not write its own annotation: {}",
+            String::from_utf8_lossy(&allowed.stderr)
+        )
+    })
 }
 
 // A pod that declares the KruisePodReady gate without crr's label (an OpenKruise template)
