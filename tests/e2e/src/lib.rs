@@ -552,6 +552,21 @@ pub fn succeeded(crr: &ContainerRecreateRequest, count: usize) -> anyhow::Result
     )
 }
 
+/// The `main` of a suite whose scenarios all must pass on the test bed with crr installed, and
+/// are ignored by a plain `cargo test` (hack/cluster-test.sh runs them).
+pub fn installed_suite_main(suite: &str, scenarios: Vec<Scenario>) {
+    let scenarios = scenarios
+        .into_iter()
+        .map(|scenario| (scenario, Expect::Pass))
+        .collect();
+    suite_main(
+        suite,
+        scenarios,
+        "needs crr installed on the local test bed; hack/cluster-test.sh runs it",
+        |client| async move { installed(&client).await },
+    );
+}
+
 /// The `main` of a scenario suite built with `harness = false`, speaking libtest's language: with
 /// `--list` it names the selected scenarios; without `--ignored`/`--include-ignored` it reports
 /// them ignored (`ignored_because` says why) and runs none; asked to run them, it connects to the

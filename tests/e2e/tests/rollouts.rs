@@ -59,16 +59,8 @@ fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-const IGNORED: &str = "needs crr installed on the local test bed; hack/cluster-test.sh runs it";
-
 fn main() {
-    let scenarios = scenarios()
-        .into_iter()
-        .map(|scenario| (scenario, crr_e2e::Expect::Pass))
-        .collect();
-    crr_e2e::suite_main("rollouts", scenarios, IGNORED, |client| async move {
-        crr_e2e::installed(&client).await
-    });
+    crr_e2e::installed_suite_main("rollouts", scenarios());
 }
 
 async fn deployment(ctx: Ctx) -> anyhow::Result<()> {

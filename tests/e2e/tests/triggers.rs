@@ -27,19 +27,19 @@ fn scenarios() -> Vec<Scenario> {
             name: "trigger-schedule",
             run: |ctx| Box::pin(schedule(ctx)),
         },
+        Scenario {
+            name: "trigger-secret-ignored",
+            run: |ctx| Box::pin(secret_ignored(ctx)),
+        },
+        Scenario {
+            name: "trigger-secret-change",
+            run: |ctx| Box::pin(secret_change(ctx)),
+        },
     ]
 }
 
-const IGNORED: &str = "needs crr installed on the local test bed; hack/cluster-test.sh runs it";
-
 fn main() {
-    let scenarios = scenarios()
-        .into_iter()
-        .map(|scenario| (scenario, crr_e2e::Expect::Pass))
-        .collect();
-    crr_e2e::suite_main("triggers", scenarios, IGNORED, |client| async move {
-        crr_e2e::installed(&client).await
-    });
+    crr_e2e::installed_suite_main("triggers", scenarios());
 }
 
 fn config_map(data: &str, label: &str) -> Value {
@@ -129,6 +129,22 @@ async fn none_for(ctx: &Ctx, trigger: &str, quiet: Duration, after: &str) -> any
 /// Restarts the operator (a rollout restart of its Deployment) and waits until a new replica
 /// holds the Lease.
 async fn restart_operator(ctx: &Ctx) -> anyhow::Result<()> {
+    roll_operator(
+        ctx,
+        &[
+            "-n",
+            "crr-system",
+            "rollout",
+            "restart",
+            "deployment/crr-operator",
+        ],
+    )
+    .await
+}
+
+/// Runs `change` (a kubectl command that rolls the operator's Deployment), waits for the
+/// rollout and until a replica that did not run before holds the Lease.
+async fn roll_operator(ctx: &Ctx, change: &[&str]) -> anyhow::Result<()> {
     let old: Vec<String> =
         faults::component_pods(&ctx.client, "app.kubernetes.io/name=crr-operator")
             .await?
@@ -136,13 +152,7 @@ async fn restart_operator(ctx: &Ctx) -> anyhow::Result<()> {
             .map(ResourceExt::name_any)
             .collect();
     for args in [
-        &[
-            "-n",
-            "crr-system",
-            "rollout",
-            "restart",
-            "deployment/crr-operator",
-        ][..],
+        change,
         &[
             "-n",
             "crr-system",
@@ -321,4 +331,183 @@ async fn schedule(ctx: Ctx) -> anyhow::Result<()> {
     check(trigger_rollouts(&ctx, "schedule").await?.len() == 1, || {
         "an overlapping tick started a second rollout".to_owned()
     })
+}
+
+/// Without `triggers.secrets` (the default install), a workload whose containers use a Secret
+/// gets one Warning Event naming the Secret its trigger ignores; its ConfigMap still counts.
+async fn secret_ignored(ctx: Ctx) -> anyhow::Result<()> {
+    apply(&ctx, config_map("one", "no")).await?;
+    apply(
+        &ctx,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "password"},
+               "stringData": {"password": "one"}}),
+    )
+    .await?;
+    let mut deployment = web(
+        1,
+        json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true"}),
+    );
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"] = json!([
+        {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "password", "key": "password"}}}
+    ]);
+    apply(&ctx, deployment).await?;
+    all_ready(&ctx, "web", 1).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let ignored = ctx
+            .events_regarding("Deployment", "web", "SecretsIgnored")
+            .await?;
+        if let Some(event) = ignored.first() {
+            let note = event.note.clone().unwrap_or_default();
+            check(note.contains("secret/password"), || {
+                format!("the Event says {note:?}")
+            })?;
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!("no SecretsIgnored Event on the Deployment"));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // The ConfigMap is still recorded; the Secret is not.
+    let web = until_web(
+        &ctx,
+        "the config hashes recorded",
+        Duration::from_secs(30),
+        |web| {
+            web.annotations()
+                .get(keys::ANNOTATION_CONFIG_HASHES)
+                .is_some_and(|record| record.contains("configmap/app-config"))
+        },
+    )
+    .await?;
+    let record = web.annotations()[keys::ANNOTATION_CONFIG_HASHES].clone();
+    check(!record.contains("secret/"), || {
+        format!("the record has a Secret: {record}")
+    })
+}
+
+/// Runs `kubectl` with `args`; an error with its stderr unless it succeeds.
+async fn kubectl_ok(args: &[&str]) -> anyhow::Result<String> {
+    let output = crr_e2e::kubectl(args).await?;
+    check(output.status.success(), || {
+        format!(
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Sets the operator's arguments (a JSON array) and waits until a new replica leads.
+async fn operator_args(ctx: &Ctx, args: &Value) -> anyhow::Result<()> {
+    let patch =
+        json!([{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": args}])
+            .to_string();
+    roll_operator(
+        ctx,
+        &[
+            "-n",
+            "crr-system",
+            "patch",
+            "deployment",
+            "crr-operator",
+            "--type=json",
+            "-p",
+            &patch,
+        ],
+    )
+    .await
+}
+
+/// With the operator allowed to read this namespace's Secrets (as the chart's
+/// `triggers.secrets: true` with `secretNamespaces` sets it up: the flag and a Role here), an
+/// env-referenced Secret's data change restarts the container that uses it, in place.
+async fn secret_change(ctx: Ctx) -> anyhow::Result<()> {
+    let original: Value = serde_json::from_str(
+        &kubectl_ok(&[
+            "-n",
+            "crr-system",
+            "get",
+            "deployment",
+            "crr-operator",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].args}",
+        ])
+        .await?,
+    )
+    .context("the operator's args")?;
+    let mut allowed = original.as_array().cloned().unwrap_or_default();
+    allowed.push(json!(format!("--trigger-secrets={}", ctx.namespace)));
+    apply(
+        &ctx,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "crr-operator-trigger-secrets"},
+               "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]}),
+    )
+    .await?;
+    apply(
+        &ctx,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "crr-operator-trigger-secrets"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "crr-operator-trigger-secrets"},
+               "subjects": [{"kind": "ServiceAccount", "name": "crr-operator", "namespace": "crr-system"}]}),
+    )
+    .await?;
+    operator_args(&ctx, &Value::Array(allowed)).await?;
+    let outcome = secret_change_restarts_app(&ctx).await;
+    // The install as it was, whatever happened.
+    let restored = operator_args(&ctx, &original).await;
+    outcome.and(restored)
+}
+
+async fn secret_change_restarts_app(ctx: &Ctx) -> anyhow::Result<()> {
+    apply(ctx, config_map("one", "no")).await?;
+    let secret = |value: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "password"},
+               "stringData": {"password": value}})
+    };
+    apply(ctx, secret("one")).await?;
+    let mut deployment = web(
+        2,
+        json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true"}),
+    );
+    deployment["spec"]["template"]["spec"]["containers"][1]["env"] = json!([
+        {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "password", "key": "password"}}}
+    ]);
+    apply(ctx, deployment).await?;
+    let before = all_ready(ctx, "web", 2).await?;
+    until_web(
+        ctx,
+        "the Secret's hash recorded",
+        Duration::from_secs(60),
+        |web| {
+            web.annotations()
+                .get(keys::ANNOTATION_CONFIG_HASHES)
+                .is_some_and(|record| record.contains("secret/password"))
+        },
+    )
+    .await?;
+    apply(ctx, secret("two")).await?;
+    let rollout = first_rollout(ctx, "config-change", Duration::from_secs(30)).await?;
+    check(rollout.spec.containers == ["sidecar"], || {
+        format!(
+            "the rollout recreates {:?}, not the Secret's user",
+            rollout.spec.containers
+        )
+    })?;
+    wait_phase(ctx, &rollout.name_any(), "Completed").await?;
+    all_ready(ctx, "web", 2).await?;
+    // `sidecar` uses the Secret: restarted once; `app` (the ConfigMap's) never.
+    for old in &before {
+        let name = old.name_any();
+        let pod = ctx.pods().get(&name).await?;
+        check(pod.uid() == old.uid(), || format!("{name} was replaced"))?;
+        let app = crr_e2e::container(&pod, "app")?.restart_count;
+        let sidecar = crr_e2e::container(&pod, "sidecar")?.restart_count;
+        check(app == 0 && sidecar == 1, || {
+            format!("{name}: app restarted {app} times, sidecar {sidecar} (want 0, 1)")
+        })?;
+    }
+    Ok(())
 }
