@@ -96,6 +96,33 @@ async fn until_web(
     }
 }
 
+/// Waits until the record on the Deployment `web` names `object` (`configmap/app-config`).
+async fn recorded(ctx: &Ctx, object: &str, within: Duration) -> anyhow::Result<Deployment> {
+    until_web(ctx, &format!("{object} recorded"), within, |web| {
+        web.annotations()
+            .get(keys::ANNOTATION_CONFIG_HASHES)
+            .is_some_and(|record| record.contains(object))
+    })
+    .await
+}
+
+/// Waits for an Event with `reason` on the Deployment `web`; returns its note.
+async fn web_event(ctx: &Ctx, reason: &str, within: Duration) -> anyhow::Result<String> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let events = ctx.events_regarding("Deployment", "web", reason).await?;
+        if let Some(event) = events.first() {
+            return Ok(event.note.clone().unwrap_or_default());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!(
+                "no {reason} Event on the Deployment web after {within:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// Polls until a rollout of `trigger` exists; returns the first.
 async fn first_rollout(
     ctx: &Ctx,
@@ -196,17 +223,7 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
     .await?;
     let before = all_ready(&ctx, "web", 3).await?;
     // First sight: the operator records what it saw and restarts nothing.
-    until_web(
-        &ctx,
-        "the config hashes recorded",
-        Duration::from_secs(60),
-        |web| {
-            web.annotations()
-                .get(keys::ANNOTATION_CONFIG_HASHES)
-                .is_some_and(|record| record.contains("configmap/app-config"))
-        },
-    )
-    .await?;
+    recorded(&ctx, "configmap/app-config", Duration::from_secs(60)).await?;
 
     // Labels only: nothing.
     apply(&ctx, config_map("one", "yes")).await?;
@@ -308,26 +325,10 @@ async fn schedule(ctx: Ctx) -> anyhow::Result<()> {
             rollout.spec.containers
         )
     })?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(150);
-    loop {
-        let skipped = ctx
-            .events_regarding("Deployment", "web", "ScheduledRolloutSkipped")
-            .await?;
-        if let Some(event) = skipped.first() {
-            let note = event.note.clone().unwrap_or_default();
-            check(note.contains(&rollout.name_any()), || {
-                format!("the skip says {note:?}")
-            })?;
-            break;
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(anyhow!(
-                "no ScheduledRolloutSkipped Event while {} ran",
-                rollout.name_any()
-            ));
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let note = web_event(&ctx, "ScheduledRolloutSkipped", Duration::from_secs(150)).await?;
+    check(note.contains(&rollout.name_any()), || {
+        format!("the skip says {note:?}")
+    })?;
     check(trigger_rollouts(&ctx, "schedule").await?.len() == 1, || {
         "an overlapping tick started a second rollout".to_owned()
     })
@@ -352,35 +353,12 @@ async fn secret_ignored(ctx: Ctx) -> anyhow::Result<()> {
     ]);
     apply(&ctx, deployment).await?;
     all_ready(&ctx, "web", 1).await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let ignored = ctx
-            .events_regarding("Deployment", "web", "SecretsIgnored")
-            .await?;
-        if let Some(event) = ignored.first() {
-            let note = event.note.clone().unwrap_or_default();
-            check(note.contains("secret/password"), || {
-                format!("the Event says {note:?}")
-            })?;
-            break;
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(anyhow!("no SecretsIgnored Event on the Deployment"));
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let note = web_event(&ctx, "SecretsIgnored", Duration::from_secs(60)).await?;
+    check(note.contains("secret/password"), || {
+        format!("the Event says {note:?}")
+    })?;
     // The ConfigMap is still recorded; the Secret is not.
-    let web = until_web(
-        &ctx,
-        "the config hashes recorded",
-        Duration::from_secs(30),
-        |web| {
-            web.annotations()
-                .get(keys::ANNOTATION_CONFIG_HASHES)
-                .is_some_and(|record| record.contains("configmap/app-config"))
-        },
-    )
-    .await?;
+    let web = recorded(&ctx, "configmap/app-config", Duration::from_secs(30)).await?;
     let record = web.annotations()[keys::ANNOTATION_CONFIG_HASHES].clone();
     check(!record.contains("secret/"), || {
         format!("the record has a Secret: {record}")
@@ -477,17 +455,7 @@ async fn secret_change_restarts_app(ctx: &Ctx) -> anyhow::Result<()> {
     ]);
     apply(ctx, deployment).await?;
     let before = all_ready(ctx, "web", 2).await?;
-    until_web(
-        ctx,
-        "the Secret's hash recorded",
-        Duration::from_secs(60),
-        |web| {
-            web.annotations()
-                .get(keys::ANNOTATION_CONFIG_HASHES)
-                .is_some_and(|record| record.contains("secret/password"))
-        },
-    )
-    .await?;
+    recorded(ctx, "secret/password", Duration::from_secs(60)).await?;
     apply(ctx, secret("two")).await?;
     let rollout = first_rollout(ctx, "config-change", Duration::from_secs(30)).await?;
     check(rollout.spec.containers == ["sidecar"], || {
