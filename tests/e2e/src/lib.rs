@@ -420,6 +420,16 @@ pub fn containerd_socket() -> String {
     format!("{}/containerd/containerd.sock", cluster_dir())
 }
 
+/// The client certificate and key the test bed's API server presents to admission webhooks
+/// (`hack/cluster.sh`), for scenarios that call the webhook as the API server would.
+pub fn api_server_webhook_client() -> (PathBuf, PathBuf) {
+    let pki = PathBuf::from(cluster_dir()).join("pki");
+    (
+        pki.join("apiserver-webhook-client.crt"),
+        pki.join("apiserver-webhook-client.key"),
+    )
+}
+
 fn cluster_dir() -> String {
     std::env::var("CRR_CLUSTER_DIR").unwrap_or_else(|_| "/var/lib/crr-cluster".into())
 }

@@ -111,6 +111,10 @@ fn scenarios() -> Vec<Scenario> {
             run: |ctx| Box::pin(webhook_callers(ctx)),
         },
         Scenario {
+            name: "review-other-namespace",
+            run: |ctx| Box::pin(review_other_namespace(ctx)),
+        },
+        Scenario {
             name: "slow-loris",
             run: |ctx| Box::pin(slow_loris(ctx)),
         },
@@ -1139,13 +1143,6 @@ async fn webhook_callers(ctx: Ctx) -> anyhow::Result<()> {
                 ["sh", "-c", "echo secret-drain-token"]}}});
         })
         .await?;
-    let services: Api<Service> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
-    let address = services
-        .get("crr-webhook")
-        .await?
-        .spec
-        .and_then(|spec| spec.cluster_ip)
-        .context("the crr-webhook Service has no cluster IP")?;
     let forged = json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
@@ -1158,31 +1155,8 @@ async fn webhook_callers(ctx: Ctx) -> anyhow::Result<()> {
                        "metadata": {"name": "forged", "namespace": ctx.namespace},
                        "spec": {"podName": target.name_any(), "containers": [{"name": "app"}]}}
         }
-    })
-    .to_string();
-    let script = format!(
-        "curl -sk -o /tmp/answer -w '%{{http_code}}\\n' -X POST -H 'Content-Type: application/json' \\
-           --data '{forged}' https://{address}:443/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest; \\
-         cat /tmp/answer; echo; echo done"
-    );
-    let caller: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "forger"},
-        "spec": {"restartPolicy": "Never",
-                 "containers": [{"name": "curl", "image": "crr.local/curl:7.88",
-                                 "imagePullPolicy": "Never",
-                                 "command": ["sh", "-c", script]}]},
-    }))?;
-    ctx.pods().create(&PostParams::default(), &caller).await?;
-    ctx.wait_pod("forger", "finished", Duration::from_secs(90), |pod| {
-        pod.status
-            .as_ref()
-            .and_then(|status| status.phase.as_deref())
-            .is_some_and(|phase| phase == "Succeeded" || phase == "Failed")
-    })
-    .await?;
-    let log = ctx.pods().logs("forger", &Default::default()).await?;
-    let status = log.lines().next().unwrap_or_default().trim().to_owned();
+    });
+    let (status, log) = call_webhook(&ctx, "forger", &forged, false).await?;
     check(status == "403", || {
         format!("a forged review from a pod got HTTP {status:?}, not 403: {log}")
     })?;
@@ -1199,6 +1173,106 @@ async fn webhook_callers(ctx: Ctx) -> anyhow::Result<()> {
         )
         .await?;
     succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)
+}
+
+/// Posts `review` to the webhook's mutating endpoint from a pod named `caller` (curl, through
+/// the webhook's Service), with the API server's own client certificate when `as_api_server`;
+/// returns the HTTP status and the pod's whole output (status line, then the answer).
+async fn call_webhook(
+    ctx: &Ctx,
+    caller: &str,
+    review: &Value,
+    as_api_server: bool,
+) -> anyhow::Result<(String, String)> {
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), crr_e2e::SYSTEM_NAMESPACE);
+    let address = services
+        .get("crr-webhook")
+        .await?
+        .spec
+        .and_then(|spec| spec.cluster_ip)
+        .context("the crr-webhook Service has no cluster IP")?;
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": caller},
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "curl", "image": "crr.local/curl:7.88",
+                                 "imagePullPolicy": "Never"}]},
+    });
+    let client = if as_api_server {
+        let (cert, key) = crr_e2e::api_server_webhook_client();
+        let read = |path: &std::path::Path| {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+        };
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+                            "metadata": {"name": format!("{caller}-client")},
+                            "stringData": {"tls.crt": read(&cert)?, "tls.key": read(&key)?}});
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(ctx.client.clone(), &ctx.namespace);
+        secrets
+            .create(&PostParams::default(), &serde_json::from_value(secret)?)
+            .await?;
+        pod["spec"]["volumes"] =
+            json!([{"name": "client", "secret": {"secretName": format!("{caller}-client")}}]);
+        pod["spec"]["containers"][0]["volumeMounts"] =
+            json!([{"name": "client", "mountPath": "/client"}]);
+        "--cert /client/tls.crt --key /client/tls.key"
+    } else {
+        ""
+    };
+    let script = format!(
+        "curl -sk {client} -o /tmp/answer -w '%{{http_code}}\\n' -X POST -H 'Content-Type: application/json' \\
+           --data '{review}' https://{address}:443/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest; \\
+         cat /tmp/answer; echo; echo done"
+    );
+    pod["spec"]["containers"][0]["command"] = json!(["sh", "-c", script]);
+    ctx.pods()
+        .create(&PostParams::default(), &serde_json::from_value(pod)?)
+        .await?;
+    ctx.wait_pod(caller, "finished", Duration::from_secs(90), |pod| {
+        pod.status
+            .as_ref()
+            .and_then(|status| status.phase.as_deref())
+            .is_some_and(|phase| phase == "Succeeded" || phase == "Failed")
+    })
+    .await?;
+    let log = ctx.pods().logs(caller, &Default::default()).await?;
+    let status = log.lines().next().unwrap_or_default().trim().to_owned();
+    Ok((status, log))
+}
+
+// With the API server's own client certificate (what mTLS admits), a review that names the
+// test's namespace but carries an object of another namespace is refused before any lookup:
+// the answer carries nothing of that namespace's pod.
+async fn review_other_namespace(ctx: Ctx) -> anyhow::Result<()> {
+    let daemons =
+        crr_e2e::faults::component_pods(&ctx.client, "app.kubernetes.io/name=crr-node-daemon")
+            .await?;
+    let victim = daemons.first().context("no node daemon pod")?.name_any();
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "other-namespace",
+            "kind": {"group": "apps.kruise.io", "version": "v1beta1", "kind": "ContainerRecreateRequest"},
+            "resource": {"group": "apps.kruise.io", "version": "v1beta1", "resource": "containerrecreaterequests"},
+            "name": "other", "namespace": ctx.namespace, "operation": "CREATE",
+            "userInfo": {"username": "attacker"},
+            "object": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
+                       "metadata": {"name": "other", "namespace": crr_e2e::SYSTEM_NAMESPACE},
+                       "spec": {"podName": victim, "containers": [{"name": "node-daemon"}]}}
+        }
+    });
+    let (status, log) = call_webhook(&ctx, "other-namespace", &review, true).await?;
+    check(status == "200", || {
+        format!("the API server's certificate was not admitted (HTTP {status:?}): {log}")
+    })?;
+    check(
+        log.contains("\"allowed\":false")
+            && log.contains("is not the admission request's namespace"),
+        || format!("a review naming another namespace was not refused: {log}"),
+    )?;
+    check(!log.contains("containerd://"), || {
+        format!("the refusal carried the other namespace's pod: {log}")
+    })
 }
 
 /// The webhook's cap on connections from one peer address (`crr_webhook::run::
