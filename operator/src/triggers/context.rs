@@ -113,6 +113,9 @@ pub struct TriggerContext {
     pub(super) hashes: Mutex<HashMap<ObjectKey, ReadHash>>,
     /// Warnings already given, so one problem is one Event (per workload and value).
     pub(super) warned: Mutex<HashSet<String>>,
+    /// The Deployments that run Reloader (an image of `stakater/reloader`): with Reloader's
+    /// annotations honoured, both would act on a change, and the workload is told.
+    pub(super) reloaders: Mutex<HashSet<WorkloadKey>>,
     /// Per kind, while its watch re-lists: the workloads listed so far (the others are gone).
     pub(super) relisting: Mutex<HashMap<&'static str, HashSet<WorkloadKey>>>,
     pub(super) queue: WakeQueue<WorkloadKey>,
@@ -143,6 +146,7 @@ impl TriggerContext {
             hashes: Mutex::default(),
             warned: Mutex::default(),
             relisting: Mutex::default(),
+            reloaders: Mutex::default(),
             queue: WakeQueue::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
         }

@@ -75,6 +75,14 @@ impl TriggerContext {
                 let Some((key, entry)) = view(&object) else {
                     return;
                 };
+                if kind == "Deployment" {
+                    let mut reloaders = locked(&self.reloaders);
+                    if runs_reloader(&object) {
+                        reloaders.insert(key.clone());
+                    } else {
+                        reloaders.remove(&key);
+                    }
+                }
                 if let Some(listed) = locked(&self.relisting).get_mut(kind) {
                     listed.insert(key.clone());
                 }
@@ -98,11 +106,13 @@ impl TriggerContext {
             }
             watcher::Event::Delete(object) => {
                 if let Some(namespace) = object.namespace() {
-                    locked(&self.workloads).remove(&WorkloadKey {
+                    let key = WorkloadKey {
                         kind,
                         namespace,
                         name: object.name_any(),
-                    });
+                    };
+                    locked(&self.reloaders).remove(&key);
+                    locked(&self.workloads).remove(&key);
                 }
             }
             watcher::Event::Init => {
@@ -161,6 +171,20 @@ impl TriggerContext {
             self.queue.wake(user, DEBOUNCE);
         }
     }
+}
+
+/// Whether a workload runs Reloader: a container image of `stakater/reloader` (Docker Hub's or
+/// GHCR's, any tag or digest).
+pub fn runs_reloader(object: &DynamicObject) -> bool {
+    object.data["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|container| container["image"].as_str())
+        .any(|image| {
+            let path = image.split(['@', ':']).next().unwrap_or_default();
+            path == "stakater/reloader" || path.ends_with("/stakater/reloader")
+        })
 }
 
 /// What a metadata watch of ConfigMaps or Secrets says.
@@ -312,5 +336,38 @@ pub async fn run(
         _ = futures::future::join_all(watches) => {}
         () = leading => {}
         () = evaluating => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(image: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "x", "namespace": "y"},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}},
+        }))
+        .expect("a deployment")
+    }
+
+    #[test]
+    fn reloader_is_told_by_its_image() {
+        for image in [
+            "stakater/reloader",
+            "stakater/reloader:v1.4.2",
+            "ghcr.io/stakater/reloader:v1.4.2",
+            "docker.io/stakater/reloader@sha256:0123",
+        ] {
+            assert!(runs_reloader(&deployment(image)), "{image}");
+        }
+        for image in [
+            "busybox",
+            "example.com/stakater/reloader-helper:1",
+            "nginx:stakater",
+        ] {
+            assert!(!runs_reloader(&deployment(image)), "{image}");
+        }
     }
 }

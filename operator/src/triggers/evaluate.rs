@@ -208,6 +208,23 @@ async fn config_change(
     let Some(trigger) = &triggers.config_change else {
         return Ok(None);
     };
+    if trigger.source == annotations::Source::Reloader {
+        let reloaders: Vec<String> = locked(&ctx.reloaders)
+            .iter()
+            .map(|reloader| format!("{}/{}", reloader.namespace, reloader.name))
+            .collect();
+        if !reloaders.is_empty() {
+            ctx.warn_once(
+                workload,
+                "ReloaderAlsoActs",
+                &format!(
+                    "Reloader runs in this cluster ({}) and acts on these annotations too, by replacing the pods that crr restarts in place: uninstall Reloader so that only crr acts (docs/migrating-from-reloader.md)",
+                    reloaders.join(", ")
+                ),
+            )
+            .await;
+        }
+    }
     let secrets_allowed = ctx.settings.secrets.allows(&key.namespace);
     let ignored: Vec<String> = entry
         .references

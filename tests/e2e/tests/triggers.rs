@@ -35,6 +35,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "trigger-secret-change",
             run: |ctx| Box::pin(secret_change(ctx)),
         },
+        Scenario {
+            name: "trigger-reloader",
+            run: |ctx| Box::pin(reloader(ctx)),
+        },
     ]
 }
 
@@ -478,4 +482,80 @@ async fn secret_change_restarts_app(ctx: &Ctx) -> anyhow::Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// docs/migrating-from-reloader.md's steps: Reloader's `auto` annotation does nothing while
+/// `triggers.reloaderAnnotations` is off; with it on (the operator's flag, as the chart sets it),
+/// a ConfigMap change restarts the workload in place, and a Reloader Deployment in the cluster
+/// brings a `ReloaderAlsoActs` Event on the workload.
+async fn reloader(ctx: Ctx) -> anyhow::Result<()> {
+    apply(&ctx, config_map("one", "no")).await?;
+    apply(&ctx, web(2, json!({keys::RELOADER_AUTO: "true"}))).await?;
+    let before = all_ready(&ctx, "web", 2).await?;
+    // Off (the default install): nothing.
+    apply(&ctx, config_map("two", "no")).await?;
+    none_for(
+        &ctx,
+        "config-change",
+        Duration::from_secs(8),
+        "Reloader's annotation with the option off",
+    )
+    .await?;
+    // Reloader itself, as its chart deploys it (no pod needed: crr tells it by its image).
+    apply(
+        &ctx,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "reloader-reloader"},
+               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "reloader"}},
+                        "template": {"metadata": {"labels": {"app": "reloader"}},
+                                     "spec": {"containers": [{"name": "reloader",
+                                                              "image": "ghcr.io/stakater/reloader:v1.4.2"}]}}}}),
+    )
+    .await?;
+    let original: Value = serde_json::from_str(
+        &kubectl_ok(&[
+            "-n",
+            "crr-system",
+            "get",
+            "deployment",
+            "crr-operator",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].args}",
+        ])
+        .await?,
+    )
+    .context("the operator's args")?;
+    let on: Vec<Value> = original
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|arg| {
+            !arg.as_str()
+                .is_some_and(|arg| arg.starts_with("--trigger-reloader-annotations"))
+        })
+        .chain([json!("--trigger-reloader-annotations=true")])
+        .collect();
+    operator_args(&ctx, &Value::Array(on)).await?;
+    let outcome = reloader_restarts_in_place(&ctx, &before).await;
+    let restored = operator_args(&ctx, &original).await;
+    outcome.and(restored)
+}
+
+async fn reloader_restarts_in_place(
+    ctx: &Ctx,
+    before: &[k8s_openapi::api::core::v1::Pod],
+) -> anyhow::Result<()> {
+    recorded(ctx, "configmap/app-config", Duration::from_secs(60)).await?;
+    let note = web_event(ctx, "ReloaderAlsoActs", Duration::from_secs(30)).await?;
+    check(note.contains("reloader-reloader"), || {
+        format!("the Event says {note:?}")
+    })?;
+    apply(ctx, config_map("three", "no")).await?;
+    let rollout = first_rollout(ctx, "config-change", Duration::from_secs(30)).await?;
+    check(rollout.spec.containers == ["app"], || {
+        format!("the rollout recreates {:?}", rollout.spec.containers)
+    })?;
+    wait_phase(ctx, &rollout.name_any(), "Completed").await?;
+    all_ready(ctx, "web", 2).await?;
+    recreated_in_place(ctx, before, 1).await
 }
