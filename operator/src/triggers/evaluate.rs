@@ -17,7 +17,7 @@ use serde_json::json;
 use tracing::{debug, info};
 
 use super::annotations::{self, BadAnnotation, Triggers};
-use super::config_change::{self, Hashes};
+use super::config_change;
 use super::context::{
     ReadHash, TriggerContext, WAIT_FOR_RUNNING, WorkloadEntry, WorkloadKey, api_resource, locked,
 };
@@ -144,16 +144,6 @@ async fn create_rollout(
     }
 }
 
-/// A short hash of a record: names the rollout that rolls it out.
-fn record_id(record: &Hashes) -> String {
-    let text = serde_json::to_string(record).unwrap_or_default();
-    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-    digest.as_ref()[..8]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
-
 /// Evaluates one workload; returns when to look at it again, if ever.
 pub(super) async fn evaluate(
     ctx: &TriggerContext,
@@ -272,7 +262,7 @@ async fn config_change(
     }
     let cause = Cause::ConfigChange {
         changed: decision.changed.clone(),
-        record: record_id(&decision.record),
+        record: super::hash::record(&decision.record),
     };
     let rollout = trigger_rollout::trigger_rollout(
         view,
@@ -326,8 +316,11 @@ async fn scheduled(
         running.is_some(),
     );
     let record = |at: Timestamp| json!({ keys::ANNOTATION_LAST_SCHEDULED: at.to_string() });
-    match step {
-        Step::Begin => annotate(ctx, key, record(now)).await?,
+    let next = match step {
+        Step::Begin => {
+            annotate(ctx, key, record(now)).await?;
+            schedule.next_after(now)
+        }
         Step::Run { at } => {
             let containers = schedule
                 .containers
@@ -352,6 +345,7 @@ async fn scheduled(
                     .publish(workload, EventType::Normal, "ScheduledRollout", &note)
                     .await;
             }
+            schedule.next_after(Timestamp::now())
         }
         Step::Skip { at, why } => {
             annotate(ctx, key, record(at)).await?;
@@ -375,13 +369,13 @@ async fn scheduled(
                     &note,
                 )
                 .await;
+            schedule.next_after(Timestamp::now())
         }
-        Step::Wait { .. } => {}
-    }
+        Step::Wait { until } => until,
+    };
     // Sleep until the next tick (at most a minute: the record written above comes back as a
     // workload change and wakes it sooner).
-    let next = schedule::next_tick(schedule, Timestamp::now())
-        .map(|next| crate::deadline::until(next, Timestamp::now()));
+    let next = next.map(|next| crate::deadline::until(next, Timestamp::now()));
     Ok(Some(
         next.unwrap_or(Duration::from_secs(60))
             .min(Duration::from_secs(60)),

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
+use super::config_change::Hashes;
+
 /// The data of a ConfigMap, hashed.
 pub fn config_map(config_map: &ConfigMap) -> String {
     let mut hasher = Hasher::default();
@@ -37,6 +39,23 @@ fn byte_entries(
         .map(|(key, value)| (key, value.0.as_slice()))
 }
 
+/// A short hash of a record of hashes (its JSON): names the rollout that rolls the record out.
+pub fn record(record: &Hashes) -> String {
+    let text = serde_json::to_string(record).unwrap_or_default();
+    hex_prefix(
+        ring::digest::digest(&ring::digest::SHA256, text.as_bytes()).as_ref(),
+        8,
+    )
+}
+
+/// The first `bytes` bytes of a digest, in hex.
+fn hex_prefix(digest: &[u8], bytes: usize) -> String {
+    digest[..bytes.min(digest.len())]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
 /// SHA-256 over length-prefixed entries (keys come sorted from the `BTreeMap`s), so no two
 /// different data hash alike by how their bytes run together.
 struct Hasher(ring::digest::Context);
@@ -60,10 +79,7 @@ impl Hasher {
 
     /// The first 16 bytes of the digest, in hex: plenty to tell versions of one object apart.
     fn finish(self) -> String {
-        self.0.finish().as_ref()[..16]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect()
+        hex_prefix(self.0.finish().as_ref(), 16)
     }
 }
 

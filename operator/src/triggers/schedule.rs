@@ -80,14 +80,9 @@ pub fn step(
             }
         }
         _ => Step::Wait {
-            until: next_tick(schedule, now),
+            until: schedule.next_after(now),
         },
     }
-}
-
-/// The first tick after `now`.
-pub fn next_tick(schedule: &Schedule, now: Timestamp) -> Option<Timestamp> {
-    schedule.next_after(now)
 }
 
 #[cfg(test)]
@@ -209,11 +204,11 @@ mod tests {
         let berlin = schedule("0 3 * * *", "Europe/Berlin");
         // 03:00 in Berlin is 02:00 UTC in winter and 01:00 UTC in summer.
         assert_eq!(
-            next_tick(&berlin, at("2026-11-27T12:00:00Z")),
+            berlin.next_after(at("2026-11-27T12:00:00Z")),
             Some(at("2026-11-28T02:00:00Z"))
         );
         assert_eq!(
-            next_tick(&berlin, at("2026-07-01T12:00:00Z")),
+            berlin.next_after(at("2026-07-01T12:00:00Z")),
             Some(at("2026-07-02T01:00:00Z"))
         );
     }
@@ -223,7 +218,7 @@ mod tests {
         // 1 is Monday (0 and 7 Sunday), as in a CronJob: 2026-11-30 is a Monday.
         let mondays = schedule("0 3 * * 1", "UTC");
         assert_eq!(
-            next_tick(&mondays, at("2026-11-27T12:00:00Z")),
+            mondays.next_after(at("2026-11-27T12:00:00Z")),
             Some(at("2026-11-30T03:00:00Z"))
         );
     }

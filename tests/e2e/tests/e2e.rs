@@ -1143,19 +1143,13 @@ async fn webhook_callers(ctx: Ctx) -> anyhow::Result<()> {
                 ["sh", "-c", "echo secret-drain-token"]}}});
         })
         .await?;
-    let forged = json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "forged",
-            "kind": {"group": "apps.kruise.io", "version": "v1beta1", "kind": "ContainerRecreateRequest"},
-            "resource": {"group": "apps.kruise.io", "version": "v1beta1", "resource": "containerrecreaterequests"},
-            "name": "forged", "namespace": ctx.namespace, "operation": "CREATE",
-            "userInfo": {"username": "attacker"},
-            "object": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
-                       "metadata": {"name": "forged", "namespace": ctx.namespace},
-                       "spec": {"podName": target.name_any(), "containers": [{"name": "app"}]}}
-        }
-    });
+    let forged = forged_create_review(
+        "forged",
+        &ctx.namespace,
+        &ctx.namespace,
+        &target.name_any(),
+        "app",
+    );
     let (status, log) = call_webhook(&ctx, "forger", &forged, false).await?;
     check(status == "403", || {
         format!("a forged review from a pod got HTTP {status:?}, not 403: {log}")
@@ -1173,6 +1167,30 @@ async fn webhook_callers(ctx: Ctx) -> anyhow::Result<()> {
         )
         .await?;
     succeeded(&ctx.wait_completed(&name, COMPLETION).await?, 1)
+}
+
+/// A hand-made AdmissionReview of a CREATE by "attacker": request `name` in `namespace`, whose
+/// object sits in `object_namespace` and names `pod`'s `container`.
+fn forged_create_review(
+    name: &str,
+    namespace: &str,
+    object_namespace: &str,
+    pod: &str,
+    container: &str,
+) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": name,
+            "kind": {"group": "apps.kruise.io", "version": "v1beta1", "kind": "ContainerRecreateRequest"},
+            "resource": {"group": "apps.kruise.io", "version": "v1beta1", "resource": "containerrecreaterequests"},
+            "name": name, "namespace": namespace, "operation": "CREATE",
+            "userInfo": {"username": "attacker"},
+            "object": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
+                       "metadata": {"name": name, "namespace": object_namespace},
+                       "spec": {"podName": pod, "containers": [{"name": container}]}}
+        }
+    })
 }
 
 /// Posts `review` to the webhook's mutating endpoint from a pod named `caller` (curl, through
@@ -1248,19 +1266,13 @@ async fn review_other_namespace(ctx: Ctx) -> anyhow::Result<()> {
         crr_e2e::faults::component_pods(&ctx.client, "app.kubernetes.io/name=crr-node-daemon")
             .await?;
     let victim = daemons.first().context("no node daemon pod")?.name_any();
-    let review = json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "other-namespace",
-            "kind": {"group": "apps.kruise.io", "version": "v1beta1", "kind": "ContainerRecreateRequest"},
-            "resource": {"group": "apps.kruise.io", "version": "v1beta1", "resource": "containerrecreaterequests"},
-            "name": "other", "namespace": ctx.namespace, "operation": "CREATE",
-            "userInfo": {"username": "attacker"},
-            "object": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
-                       "metadata": {"name": "other", "namespace": crr_e2e::SYSTEM_NAMESPACE},
-                       "spec": {"podName": victim, "containers": [{"name": "node-daemon"}]}}
-        }
-    });
+    let review = forged_create_review(
+        "other",
+        &ctx.namespace,
+        crr_e2e::SYSTEM_NAMESPACE,
+        &victim,
+        "node-daemon",
+    );
     let (status, log) = call_webhook(&ctx, "other-namespace", &review, true).await?;
     check(status == "200", || {
         format!("the API server's certificate was not admitted (HTTP {status:?}): {log}")

@@ -381,6 +381,23 @@ async fn kubectl_ok(args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// The operator's arguments as installed (a JSON array).
+async fn current_operator_args() -> anyhow::Result<Value> {
+    serde_json::from_str(
+        &kubectl_ok(&[
+            "-n",
+            "crr-system",
+            "get",
+            "deployment",
+            "crr-operator",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].args}",
+        ])
+        .await?,
+    )
+    .context("the operator's args")
+}
+
 /// Sets the operator's arguments (a JSON array) and waits until a new replica leads.
 async fn operator_args(ctx: &Ctx, args: &Value) -> anyhow::Result<()> {
     let patch =
@@ -406,19 +423,7 @@ async fn operator_args(ctx: &Ctx, args: &Value) -> anyhow::Result<()> {
 /// `triggers.secrets: true` with `secretNamespaces` sets it up: the flag and a Role here), an
 /// env-referenced Secret's data change restarts the container that uses it, in place.
 async fn secret_change(ctx: Ctx) -> anyhow::Result<()> {
-    let original: Value = serde_json::from_str(
-        &kubectl_ok(&[
-            "-n",
-            "crr-system",
-            "get",
-            "deployment",
-            "crr-operator",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].args}",
-        ])
-        .await?,
-    )
-    .context("the operator's args")?;
+    let original = current_operator_args().await?;
     let mut allowed = original.as_array().cloned().unwrap_or_default();
     allowed.push(json!(format!("--trigger-secrets={}", ctx.namespace)));
     apply(
@@ -511,19 +516,7 @@ async fn reloader(ctx: Ctx) -> anyhow::Result<()> {
                                                               "image": "ghcr.io/stakater/reloader:v1.4.2"}]}}}}),
     )
     .await?;
-    let original: Value = serde_json::from_str(
-        &kubectl_ok(&[
-            "-n",
-            "crr-system",
-            "get",
-            "deployment",
-            "crr-operator",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].args}",
-        ])
-        .await?,
-    )
-    .context("the operator's args")?;
+    let original = current_operator_args().await?;
     let on: Vec<Value> = original
         .as_array()
         .cloned()
