@@ -4,7 +4,7 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: help demo install uninstall bench bench-scale bench-rollout test deps deny fmt-check clippy unit \
+.PHONY: help demo install uninstall bench bench-scale bench-rollout bench-triggers test deps deny fmt-check clippy unit \
 	cluster-test compat-test fuzz fuzz-smoke chaos migration upgrade cluster-up cluster-down \
 	cluster-smoke crd manifests manifests-check monitoring-check sbom
 
@@ -127,6 +127,10 @@ bench: cluster-up
 ## bench-rollout: a Deployment of 60 pods restarted by kubectl rollout restart, then in place by a ContainerRecreateRollout (bench/rollout.sh).
 bench-rollout: deps
 	bench/rollout.sh
+
+## bench-triggers: the config-change trigger beside 2,000 ConfigMaps and 200 annotated Deployments on kwok nodes (bench/triggers.sh).
+bench-triggers: deps
+	bench/triggers.sh
 
 ## bench-scale: crr beside 1,000, 5,000 and 10,000 pods on 100 kwok nodes (bench/scale.sh).
 ## Memory and CPU per replica idle and under churn, admission latency, recreate latency, bursts,

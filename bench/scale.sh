@@ -14,7 +14,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/hack/cluster-env.sh"
 log() { echo "scale: $*" >&2; }
 
-"$root/hack/build-kwok.sh"
+. "$root/bench/kwok.sh"
 if [[ "${CRR_BENCH_SKIP_INSTALL:-}" != 1 ]]; then
   "$root/hack/cluster.sh" up
   CRR_PROFILE=release "$root/hack/install.sh"
@@ -30,8 +30,6 @@ fi
 cd "$root"
 cargo build -q --release -p crr-e2e --bin crr-scale --bin crr-bench --bin crr-api-costs
 
-kwok_log="$CLUSTER_DIR/logs/kwok.log"
-kwok_pid=""
 cleanup() {
   local rc=$?
   log "removing the kwok nodes and what ran on them"
@@ -41,24 +39,13 @@ cleanup() {
   for ns in crr-scale crr-scale-churn crr-scale-real crr-scale-ttl; do
     kubectl wait --for=delete "namespace/$ns" --timeout=600s >/dev/null 2>&1 || true
   done
-  kubectl delete nodes -l type=kwok --wait=false >/dev/null 2>&1 || true
+  kwok_stop
   kubectl -n crr-system set env deployment/crr-operator CRR_OPERATOR_READINESS_GATE_SWEEP_SECONDS- >/dev/null 2>&1 || true
-  if [[ -n "$kwok_pid" ]]; then kill "$kwok_pid" 2>/dev/null || true; wait "$kwok_pid" 2>/dev/null || true; fi
   exit "$rc"
 }
 trap cleanup EXIT
 
-# kwok plays the kubelet of the nodes annotated kwok.x-k8s.io/node=fake (crr-scale creates
-# them): leases, node status, pod phases. Its own server listens on loopback only; the nodes'
-# address is a loopback one and their pods' addresses are never routed.
-log "starting kwok $KWOK_VERSION (log: $kwok_log)"
-"$KWOK_BIN/kwok" --kubeconfig "$KUBECONFIG_ADMIN" \
-  --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-  --cidr=10.250.0.1/16 --node-ip=127.0.0.2 --server-address=127.0.0.1:10247 \
-  --node-lease-duration-seconds=40 -v=WARN -c "$root/bench/kwok-stages.yaml" >"$kwok_log" 2>&1 &
-kwok_pid=$!
-sleep 2
-kill -0 "$kwok_pid" 2>/dev/null || { tail -20 "$kwok_log" >&2; log "kwok did not start"; exit 1; }
+kwok_start
 
 KUBECONFIG="$KUBECONFIG_ADMIN" CRR_BENCH_OUT="${CRR_BENCH_OUT:-$root/bench/results}" CRR_CLUSTER_DIR="$CLUSTER_DIR" \
   "$root/target/release/crr-scale"

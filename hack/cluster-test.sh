@@ -52,7 +52,11 @@ finish() {
   local rc=$?
   if (( rc != 0 )); then
     echo "cluster-test: failed; daemon logs are in $CLUSTER_DIR/logs" >&2
-    [[ "${CI:-}" == true ]] && for f in "$CLUSTER_DIR"/logs/*.log; do echo "--- $f"; tail -n 20 "$f"; done >&2
+    if [[ "${CI:-}" == true ]]; then
+      for f in "$CLUSTER_DIR"/logs/*.log; do echo "--- $f"; tail -n 20 "$f"; done >&2
+      # Last, so that CI's tail shows it: what the machine had left.
+      { echo "--- disk and memory"; df -h / "$CLUSTER_DIR" 2>/dev/null; free -m; } >&2
+    fi
   fi
   "$here/prometheus.sh" down || true
   if (( started_here )) && [[ "${CRR_KEEP_CLUSTER:-}" != 1 ]]; then "$here/cluster.sh" down; fi

@@ -114,6 +114,16 @@ pub struct Args {
         default_value_t = 900
     )]
     pub schedule_starting_deadline_seconds: u64,
+
+    /// Changes of a workload's ConfigMaps and Secrets within this many milliseconds of the first
+    /// make one rollout, created this long after that first change.
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_TRIGGER_DEBOUNCE_MS",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u64).range(0..=60_000)
+    )]
+    pub trigger_debounce_ms: u64,
 }
 
 impl Args {
@@ -145,6 +155,7 @@ impl Args {
                 secrets: secret_access(&self.trigger_secrets),
                 reloader_annotations: self.trigger_reloader_annotations,
                 starting_deadline: Duration::from_secs(self.schedule_starting_deadline_seconds),
+                debounce: Duration::from_millis(self.trigger_debounce_ms),
             }),
         })
     }
@@ -178,16 +189,20 @@ mod tests {
         assert_eq!(triggers.secrets, SecretAccess::Denied);
         assert!(!triggers.reloader_annotations);
         assert_eq!(triggers.starting_deadline, Duration::from_secs(900));
+        assert_eq!(triggers.debounce, Duration::from_secs(1));
         let settings = Args::parse_from([
             "crr-operator",
             "--trigger-secrets",
             "team-a,team-b",
             "--trigger-reloader-annotations",
             "true",
+            "--trigger-debounce-ms",
+            "250",
         ])
         .settings()
         .unwrap();
         let triggers = settings.triggers.unwrap();
+        assert_eq!(triggers.debounce, Duration::from_millis(250));
         assert_eq!(
             triggers.secrets,
             SecretAccess::Namespaces(["team-a".to_owned(), "team-b".to_owned()].into())
@@ -201,6 +216,10 @@ mod tests {
             .settings()
             .unwrap();
         assert!(off.triggers.is_none());
+        assert!(
+            Args::try_parse_from(["crr-operator", "--trigger-debounce-ms", "60001"]).is_err(),
+            "a debounce over a minute is refused"
+        );
     }
 
     #[test]

@@ -18,8 +18,6 @@ use tokio::sync::watch;
 use super::queue::WakeQueue;
 use super::refs::{ConfigKind, References};
 
-/// Changes of one workload within this make one evaluation (and one rollout).
-pub const DEBOUNCE: Duration = Duration::from_secs(2);
 /// A workload whose config-change rollout still runs is looked at again this often.
 pub const WAIT_FOR_RUNNING: Duration = Duration::from_secs(5);
 
@@ -55,6 +53,9 @@ pub struct TriggerSettings {
     pub reloader_annotations: bool,
     /// A missed tick later than this after its time is skipped.
     pub starting_deadline: Duration,
+    /// Changes of one workload within this of the first make one evaluation (and one rollout);
+    /// a rollout is created this long after the change that starts it.
+    pub debounce: Duration,
 }
 
 /// A workload, by kind, namespace and name.

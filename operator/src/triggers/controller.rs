@@ -10,11 +10,11 @@
 //!   read; only the hash of the data is kept.
 //!
 //! # Evaluation
-//! A woken workload is evaluated after [`DEBOUNCE`], so changes within it make one rollout. The
-//! config-change trigger compares the hashes with the record on the workload and creates a
-//! rollout of the containers that use what changed (`config_change`); while an earlier one of
-//! the workload still runs, it looks again later and the change makes a rollout of its own after
-//! it. The schedule trigger acts on its tick and sleeps until the next (`schedule`). Every
+//! A woken workload is evaluated after the debounce (`TriggerSettings::debounce`, a second by
+//! default), so changes within it make one rollout. The config-change trigger compares the
+//! hashes with the record on the workload and creates a rollout of the containers that use what
+//! changed (`config_change`); while an earlier one of the workload still runs, it looks again
+//! later and the change makes a rollout of its own after it. The schedule trigger acts on its tick and sleeps until the next (`schedule`). Every
 //! outcome is an Event on the workload.
 
 use std::collections::HashSet;
@@ -28,9 +28,7 @@ use kube::{Api, Client, ResourceExt};
 use tracing::{debug, warn};
 
 use super::annotations;
-use super::context::{
-    DEBOUNCE, KINDS, WorkloadEntry, WorkloadKey, api_resource, kept_annotation, locked,
-};
+use super::context::{KINDS, WorkloadEntry, WorkloadKey, api_resource, kept_annotation, locked};
 pub use super::context::{SecretAccess, TriggerContext, TriggerSettings};
 use super::evaluate;
 use super::refs::{self, ConfigKind, ConfigRef};
@@ -96,7 +94,7 @@ impl TriggerContext {
                         workloads.insert(key.clone(), entry);
                         drop(workloads);
                         if changed {
-                            self.queue.wake(key, DEBOUNCE);
+                            self.queue.wake(key, self.settings.debounce);
                         }
                     }
                     None => {
@@ -139,7 +137,7 @@ impl TriggerContext {
             ConfigEvent::Gone { namespace, name } => (namespace, name, None),
             ConfigEvent::Relisted => {
                 // After a re-list, changes may have been missed: look at everything again.
-                self.wake_all(DEBOUNCE);
+                self.wake_all(self.settings.debounce);
                 return;
             }
         };
@@ -168,7 +166,7 @@ impl TriggerContext {
             .collect();
         for user in users {
             debug!(workload = ?user, %object, "a used object changed");
-            self.queue.wake(user, DEBOUNCE);
+            self.queue.wake(user, self.settings.debounce);
         }
     }
 }
@@ -305,7 +303,7 @@ pub async fn run(
     let leading = {
         let ctx = ctx.clone();
         became_leader.for_each(move |()| {
-            ctx.wake_all(DEBOUNCE);
+            ctx.wake_all(ctx.settings.debounce);
             futures::future::ready(())
         })
     };

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 pub mod doc;
 pub mod faults;
+pub mod kwok;
 pub mod measure;
 pub mod rollout;
 

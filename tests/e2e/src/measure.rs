@@ -5,9 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
+use std::time::Duration;
 
 use anyhow::Context as _;
-use serde_json::Value;
+use kube::Client;
+use serde_json::{Value, json};
 
 /// The crr programs the benches follow, as their process names.
 pub const PROGRAMS: [&str; 3] = ["crr-operator", "crr-webhook", "crr-node-daemon"];
@@ -144,6 +146,45 @@ pub fn audit_counts(
             .or_insert(0) += 1;
     }
     Ok(counts)
+}
+
+/// RSS at the end and CPU over `window` of every crr process, one entry per process; the
+/// operator's are marked `leader` or `follower`.
+pub async fn sample_processes(client: &Client, window: Duration) -> Value {
+    let before: BTreeMap<u32, Usage> = PROGRAMS
+        .iter()
+        .flat_map(|program| pids_of(program))
+        .filter_map(|pid| Some((pid, usage(pid)?)))
+        .collect();
+    tokio::time::sleep(window).await;
+    let leader = operator_leader_pid(client).await;
+    let mut out = BTreeMap::<&str, Vec<Value>>::new();
+    for program in PROGRAMS {
+        for pid in pids_of(program) {
+            let (Some(now), Some(then)) = (usage(pid), before.get(&pid)) else {
+                continue;
+            };
+            let mut entry = json!({
+                "rss_mib": now.rss_kib as f64 / 1024.0,
+                "cpu_millicores": (now.cpu_seconds - then.cpu_seconds) * 1000.0 / window.as_secs_f64(),
+            });
+            if program == "crr-operator" {
+                entry["role"] = json!(if Some(pid) == leader {
+                    "leader"
+                } else {
+                    "follower"
+                });
+            }
+            out.entry(program).or_default().push(entry);
+        }
+    }
+    json!(out)
+}
+
+/// The pid of the operator's leader, when it can be told (the Lease's holder and its process).
+pub async fn operator_leader_pid(client: &Client) -> Option<u32> {
+    let leader = crate::faults::operator_leader(client).await.ok()?;
+    crate::faults::process_of(&leader, "crr-operator").ok()
 }
 
 #[cfg(test)]

@@ -42,9 +42,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::v1beta1::ContainerRecreateRequest;
-use crr_e2e::measure::{PROGRAMS, Summary, Usage, audit_counts, pids_of, summarize, usage};
+use crr_e2e::kwok::{ensure_namespace, kwok_node, kwok_nodes, kwok_toleration};
+use crr_e2e::measure::{PROGRAMS, Summary, audit_counts, sample_processes, summarize};
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -54,8 +55,6 @@ const BULK_NAMESPACE: &str = "crr-scale";
 const CHURN_NAMESPACE: &str = "crr-scale-churn";
 const REAL_NAMESPACE: &str = "crr-scale-real";
 const TTL_NAMESPACE: &str = "crr-scale-ttl";
-/// The taint and label kwok's nodes carry; only pods that tolerate it land there.
-const KWOK_TAINT: &str = "kwok.x-k8s.io/node";
 const REAL_PODS: usize = 4;
 
 struct Config {
@@ -179,7 +178,7 @@ async fn run(client: &Client, config: &Config) -> anyhow::Result<Value> {
         REAL_NAMESPACE,
         TTL_NAMESPACE,
     ] {
-        ensure_namespace(client, namespace).await?;
+        ensure_namespace(client, namespace, &json!({})).await?;
     }
     let real_pods = real_pods(client).await?;
     let last = *config.steps.last().expect("steps are never empty");
@@ -191,10 +190,10 @@ async fn run(client: &Client, config: &Config) -> anyhow::Result<Value> {
         );
         bulk_pods(client, pods, config.kwok_nodes).await?;
         settle(client).await?;
-        let idle = sample(client, config.window).await;
+        let idle = sample_processes(client, config.window).await;
         let idle_admission = admission(client, &real_pods, config.admissions).await?;
         let churn = Churn::start(client.clone(), config.churn_rate, config.kwok_nodes);
-        let busy = sample(client, config.window).await;
+        let busy = sample_processes(client, config.window).await;
         let busy_admission = admission(client, &real_pods, config.admissions).await?;
         let bench = if pods == last && !config.skips("bench") {
             eprintln!("scale: crr-bench on the real nodes while the churn runs");
@@ -250,84 +249,6 @@ async fn run(client: &Client, config: &Config) -> anyhow::Result<Value> {
     Ok(report)
 }
 
-async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-    Api::<Namespace>::all(client.clone())
-        .patch(
-            name,
-            &PatchParams::apply("crr-scale"),
-            &Patch::Apply(&namespace),
-        )
-        .await
-        .with_context(|| format!("creating namespace {name}"))?;
-    crr_e2e::wait(
-        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), name),
-        "default",
-        Duration::from_secs(30),
-        |account: Option<&_>| account.is_some(),
-    )
-    .await?;
-    Ok(())
-}
-
-/// `count` Nodes kwok manages (its annotation), tainted so that only the bench's pods land there.
-async fn kwok_nodes(client: &Client, count: usize) -> anyhow::Result<()> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let creations = (0..count).map(|index| {
-        let nodes = nodes.clone();
-        async move {
-            let name = kwok_node(index);
-            let node: Node = serde_json::from_value(json!({
-                "metadata": {
-                    "name": name,
-                    "annotations": {KWOK_TAINT: "fake"},
-                    "labels": {"type": "kwok", "kubernetes.io/hostname": name},
-                },
-                "spec": {"taints": [{"key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule"}]},
-                "status": {
-                    "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "500"},
-                    "capacity": {"cpu": "32", "memory": "256Gi", "pods": "500"},
-                },
-            }))?;
-            nodes
-                .patch(
-                    &name,
-                    &PatchParams::apply("crr-scale"),
-                    &Patch::Apply(&node),
-                )
-                .await
-                .with_context(|| format!("creating node {name}"))?;
-            anyhow::Ok(())
-        }
-    });
-    futures::stream::iter(creations)
-        .buffer_unordered(16)
-        .try_collect::<Vec<_>>()
-        .await?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let ready = nodes
-            .list(&ListParams::default().labels("type=kwok"))
-            .await?
-            .items
-            .iter()
-            .filter(|node| crr_e2e::node_ready(node))
-            .count();
-        if ready >= count {
-            return Ok(());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "only {ready} of {count} kwok nodes Ready after 120 s: is kwok running (bench/scale.sh)?"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-fn kwok_node(index: usize) -> String {
-    format!("kwok-node-{index}")
-}
-
 /// One bulk pod, like a real one: two containers with ports, env values, probes and resources,
 /// a 200-character annotation (about 8 KiB of JSON once defaulted, with its managedFields),
 /// bound to a kwok node, applied server-side.
@@ -338,7 +259,7 @@ fn bulk_pod(name: &str, node: &str) -> anyhow::Result<Pod> {
                      "annotations": {"scale.crr.dev/notes": "n".repeat(200)}},
         "spec": {
             "nodeName": node,
-            "tolerations": [{"key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+            "tolerations": [kwok_toleration()],
             "terminationGracePeriodSeconds": 5,
             "containers": [
                 {"name": "app", "image": crr_e2e::BUSYBOX,
@@ -416,45 +337,6 @@ async fn settle(client: &Client) -> anyhow::Result<()> {
     }
     tokio::time::sleep(Duration::from_secs(10)).await;
     Ok(())
-}
-
-/// RSS at the end and CPU over `window` of every crr process, one entry per process; the
-/// operator's are marked `leader` or `follower`.
-async fn sample(client: &Client, window: Duration) -> Value {
-    let before: BTreeMap<u32, Usage> = PROGRAMS
-        .iter()
-        .flat_map(|program| pids_of(program))
-        .filter_map(|pid| Some((pid, usage(pid)?)))
-        .collect();
-    tokio::time::sleep(window).await;
-    let leader = operator_leader_pid(client).await;
-    let mut out = BTreeMap::<&str, Vec<Value>>::new();
-    for program in PROGRAMS {
-        for pid in pids_of(program) {
-            let (Some(now), Some(then)) = (usage(pid), before.get(&pid)) else {
-                continue;
-            };
-            let mut entry = json!({
-                "rss_mib": now.rss_kib as f64 / 1024.0,
-                "cpu_millicores": (now.cpu_seconds - then.cpu_seconds) * 1000.0 / window.as_secs_f64(),
-            });
-            if program == "crr-operator" {
-                entry["role"] = json!(if Some(pid) == leader {
-                    "leader"
-                } else {
-                    "follower"
-                });
-            }
-            out.entry(program).or_default().push(entry);
-        }
-    }
-    json!(out)
-}
-
-/// The pid of the operator's leader, when it can be told (the Lease's holder and its process).
-async fn operator_leader_pid(client: &Client) -> Option<u32> {
-    let leader = crr_e2e::faults::operator_leader(client).await.ok()?;
-    crr_e2e::faults::process_of(&leader, "crr-operator").ok()
 }
 
 /// `REAL_PODS` Ready pods on the real nodes (they tolerate no kwok taint), for dry-run creates.
@@ -706,7 +588,7 @@ async fn ttl_window(client: &Client, config: &Config) -> anyhow::Result<Value> {
         )
         .await?;
     }
-    let before = sample(client, config.window).await;
+    let before = sample_processes(client, config.window).await;
     let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), TTL_NAMESPACE);
     let created = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -756,7 +638,7 @@ async fn ttl_window(client: &Client, config: &Config) -> anyhow::Result<Value> {
     tokio::time::sleep(Duration::from_secs(10)).await;
     let reconciles_before = operator_reconciles(client).await?;
     let start = jiff::Timestamp::now();
-    let usage = sample(client, config.window).await;
+    let usage = sample_processes(client, config.window).await;
     let end = jiff::Timestamp::now();
     let reconciles_after = operator_reconciles(client).await?;
     let audit = audit_counts(
