@@ -26,6 +26,8 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+# What an earlier run left (its namespaces may still be terminating).
+kubectl delete namespace -l crr.dev/bench=triggers --timeout=300s >/dev/null
 kwok_start
 
 KUBECONFIG="$KUBECONFIG_ADMIN" CRR_BENCH_OUT="${CRR_BENCH_OUT:-$root/bench/results}" \

@@ -535,13 +535,7 @@ async fn latencies(
     for index in indexes {
         let (namespace, name) = config.deployment(index);
         let sent = Instant::now();
-        apply_config_map(
-            client,
-            &namespace,
-            &format!("{name}-app"),
-            &format!("v{index}"),
-        )
-        .await?;
+        apply_config_map(client, &namespace, &format!("{name}-app"), "v1").await?;
         let seen = rollouts.next_of(&namespace, &name, ROLLOUT_TIMEOUT).await?;
         seconds.push(seen.at.duration_since(sent).as_secs_f64());
         ensure!(
