@@ -803,6 +803,18 @@ fn print_table(outcomes: &[Outcome]) {
     );
 }
 
+/// A client of the cluster of the kubeconfig (`KUBECONFIG`), once crr is installed and ready there
+/// (the benches start with it).
+pub async fn installed_client() -> anyhow::Result<Client> {
+    let client = Client::try_default()
+        .await
+        .context("connecting to the cluster")?;
+    installed(&client)
+        .await
+        .map_err(|reason| anyhow!("crr is not installed: {reason}"))?;
+    Ok(client)
+}
+
 /// Whether crr is installed and ready on the cluster the client talks to: the reason if not.
 pub async fn installed(client: &Client) -> Result<(), String> {
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =

@@ -75,6 +75,42 @@ pub fn total_usage(program: &str) -> Usage {
         })
 }
 
+/// The value of the environment variable `name` (a bench's knob), else `default`; a value that
+/// does not parse is an error naming it.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
+    match std::env::var(name) {
+        Ok(value) => value
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{name}={value:?} is not a valid value")),
+        Err(_) => Ok(default),
+    }
+}
+
+/// Writes a bench's results as `<dir>/<date><suffix>.json` and `.md` (and the table also as
+/// `<dir>/<latest>` when given), and prints the table.
+pub fn write_results(
+    dir: &std::path::Path,
+    suffix: &str,
+    report: &impl serde::Serialize,
+    markdown: &str,
+    latest: Option<&str>,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let stem = format!("{}{suffix}", jiff::Zoned::now().strftime("%Y-%m-%dT%H%M"));
+    std::fs::write(
+        dir.join(format!("{stem}.json")),
+        serde_json::to_string_pretty(report)?,
+    )?;
+    std::fs::write(dir.join(format!("{stem}.md")), markdown)?;
+    if let Some(latest) = latest {
+        std::fs::write(dir.join(latest), markdown)?;
+    }
+    println!("{markdown}");
+    eprintln!("wrote {}/{stem}.json and .md", dir.display());
+    Ok(())
+}
+
 /// Median, p90, p99, min and max of some samples (nearest rank); NaN when there are none.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Summary {

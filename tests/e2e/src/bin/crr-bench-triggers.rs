@@ -36,7 +36,7 @@ use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::keys;
 use crr_crds::rollout::ContainerRecreateRollout;
 use crr_e2e::kwok::{ensure_namespace, kwok_nodes, kwok_toleration};
-use crr_e2e::measure::{PROGRAMS, sample_processes, summarize};
+use crr_e2e::measure::{PROGRAMS, env_or, sample_processes, summarize, write_results};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
@@ -63,16 +63,6 @@ struct Config {
     churn_rate: usize,
     window: Duration,
     out: PathBuf,
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
-    match std::env::var(name) {
-        Ok(value) => value
-            .trim()
-            .parse()
-            .map_err(|_| anyhow!("{name}={value:?} is not a valid value")),
-        Err(_) => Ok(default),
-    }
 }
 
 impl Config {
@@ -129,12 +119,7 @@ impl Config {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::from_env()?;
-    let client = Client::try_default()
-        .await
-        .context("connecting to the test bed")?;
-    crr_e2e::installed(&client)
-        .await
-        .map_err(|reason| anyhow!("crr is not installed: {reason}"))?;
+    let client = crr_e2e::installed_client().await?;
     let outcome = run(&client, &config).await;
     eprintln!("bench-triggers: deleting what the bench created");
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -642,20 +627,7 @@ impl Churn {
 }
 
 fn write_report(dir: &std::path::Path, report: &Value) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let date = jiff::Zoned::now().strftime("%Y-%m-%dT%H%M").to_string();
-    std::fs::write(
-        dir.join(format!("{date}-triggers.json")),
-        serde_json::to_string_pretty(report)?,
-    )?;
-    let markdown = markdown(report);
-    std::fs::write(dir.join(format!("{date}-triggers.md")), &markdown)?;
-    println!("{markdown}");
-    eprintln!(
-        "bench-triggers: wrote {}/{date}-triggers.json and .md",
-        dir.display()
-    );
-    Ok(())
+    write_results(dir, "-triggers", report, &markdown(report), None)
 }
 
 /// The operator's RSS in a sample, as (leader, follower) MiB.

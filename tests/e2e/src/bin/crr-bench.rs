@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, anyhow};
+use anyhow::anyhow;
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
-use crr_e2e::measure::{PROGRAMS, Summary, pids_of, summarize, total_usage};
+use crr_e2e::measure::{PROGRAMS, Summary, env_or, pids_of, summarize, total_usage};
 use crr_e2e::{Ctx, Version, id_and_restarts, kill_container, pod_ready};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
@@ -38,25 +38,13 @@ struct Milestones {
     completed: f64,
 }
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let client = Client::try_default()
-        .await
-        .context("connecting to the cluster")?;
-    crr_e2e::installed(&client)
-        .await
-        .map_err(|reason| anyhow!("crr is not installed: {reason}"))?;
-    let repetitions = env_usize("CRR_BENCH_REPETITIONS", 10);
-    let burst = env_usize("CRR_BENCH_BURST", 50);
-    let idle_pods = env_usize("CRR_BENCH_IDLE_PODS", 100);
-    let idle_seconds = env_usize("CRR_BENCH_IDLE_SECONDS", 300);
+    let client = crr_e2e::installed_client().await?;
+    let repetitions = env_or("CRR_BENCH_REPETITIONS", 10)?;
+    let burst = env_or("CRR_BENCH_BURST", 50)?;
+    let idle_pods = env_or("CRR_BENCH_IDLE_PODS", 100)?;
+    let idle_seconds = env_or("CRR_BENCH_IDLE_SECONDS", 300)?;
     let probes = PodProbes::from_env()?;
     eprintln!("bench: test pods with {probes:?} readiness probes (CRR_BENCH_PROBES)");
     let out_dir =
@@ -65,7 +53,7 @@ async fn main() -> anyhow::Result<()> {
     let mut report = BTreeMap::<String, Value>::new();
     let ctx = namespace(&client, "bench").await?;
 
-    let shutdown_repetitions = env_usize("CRR_BENCH_SHUTDOWN_REPETITIONS", 3);
+    let shutdown_repetitions = env_or("CRR_BENCH_SHUTDOWN_REPETITIONS", 3)?;
     eprintln!(
         "bench: 6. two containers with 3 s shutdowns each, {shutdown_repetitions} repetitions"
     );
@@ -637,17 +625,8 @@ async fn idle_run(client: &Client, count: usize, duration: Duration) -> anyhow::
     }))
 }
 
-fn write_report(dir: &PathBuf, report: &BTreeMap<String, Value>) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let date = jiff::Zoned::now().strftime("%Y-%m-%dT%H%M").to_string();
-    let json = serde_json::to_string_pretty(report)?;
-    std::fs::write(dir.join(format!("{date}.json")), &json)?;
-    let markdown = markdown(report);
-    std::fs::write(dir.join(format!("{date}.md")), &markdown)?;
-    std::fs::write(dir.join("latest.md"), &markdown)?;
-    println!("{markdown}");
-    eprintln!("bench: wrote {}/{date}.json and .md", dir.display());
-    Ok(())
+fn write_report(dir: &std::path::Path, report: &BTreeMap<String, Value>) -> anyhow::Result<()> {
+    crr_e2e::measure::write_results(dir, "", report, &markdown(report), Some("latest.md"))
 }
 
 fn markdown(report: &BTreeMap<String, Value>) -> String {

@@ -43,7 +43,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_e2e::kwok::{ensure_namespace, kwok_node, kwok_nodes, kwok_toleration};
-use crr_e2e::measure::{PROGRAMS, Summary, audit_counts, sample_processes, summarize};
+use crr_e2e::measure::{
+    PROGRAMS, Summary, audit_counts, env_or, sample_processes, summarize, write_results,
+};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -69,16 +71,6 @@ struct Config {
     cluster_dir: String,
     /// Parts left out (`CRR_SCALE_SKIP`: any of bench, bursts, api-costs, ttl).
     skip: Vec<String>,
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
-    match std::env::var(name) {
-        Ok(value) => value
-            .trim()
-            .parse()
-            .map_err(|_| anyhow!("{name}={value:?} is not a valid value")),
-        Err(_) => Ok(default),
-    }
 }
 
 impl Config {
@@ -137,12 +129,7 @@ fn part(report: &mut Value, key: &str, outcome: anyhow::Result<Value>) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::from_env()?;
-    let client = Client::try_default()
-        .await
-        .context("connecting to the test bed")?;
-    crr_e2e::installed(&client)
-        .await
-        .map_err(|reason| anyhow!("crr is not installed: {reason}"))?;
+    let client = crr_e2e::installed_client().await?;
     let outcome = run(&client, &config).await;
     eprintln!("scale: deleting what the bench created");
     for namespace in [
@@ -685,18 +672,13 @@ async fn operator_reconciles(client: &Client) -> anyhow::Result<f64> {
 }
 
 fn write_report(dir: &Path, report: &Value) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let date = jiff::Zoned::now().strftime("%Y-%m-%dT%H%M").to_string();
-    std::fs::write(
-        dir.join(format!("{date}-scale.json")),
-        serde_json::to_string_pretty(report)?,
-    )?;
-    let markdown = markdown(report);
-    std::fs::write(dir.join(format!("{date}-scale.md")), &markdown)?;
-    std::fs::write(dir.join("latest-scale.md"), &markdown)?;
-    println!("{markdown}");
-    eprintln!("scale: wrote {}/{date}-scale.json and .md", dir.display());
-    Ok(())
+    write_results(
+        dir,
+        "-scale",
+        report,
+        &markdown(report),
+        Some("latest-scale.md"),
+    )
 }
 
 /// The process entries of one program in a sample, as "a, b" of a field.
