@@ -104,6 +104,10 @@ pub const ANNOTATION_CONFIG_HASHES: &str = "crr.dev/config-hashes";
 pub const ANNOTATION_LAST_SCHEDULED: &str = "crr.dev/last-scheduled";
 /// Label on a rollout a trigger created: `config-change` or `schedule`.
 pub const LABEL_ROLLOUT_TRIGGER: &str = "crr.dev/trigger";
+/// Label on a rollout a trigger created: the UID of the workload it restarts.
+pub const LABEL_WORKLOAD_UID: &str = "crr.dev/workload-uid";
+/// Annotation on a rollout a trigger created: what started it, for people.
+pub const ANNOTATION_CAUSE: &str = "crr.dev/cause";
 /// Reloader's annotation: restart on a change of any ConfigMap or Secret the template uses.
 pub const RELOADER_AUTO: &str = "reloader.stakater.com/auto";
 /// Reloader's annotation: restart on a change of these ConfigMaps (comma-separated).

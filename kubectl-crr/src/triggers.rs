@@ -18,9 +18,6 @@ use crate::error::Error;
 use crate::exit::Exit;
 use crate::table::{format_age, format_rows};
 
-/// The label on a trigger's rollout with the UID of its workload (set by the operator).
-const LABEL_WORKLOAD_UID: &str = "crr.dev/workload-uid";
-
 /// One workload's row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {
@@ -70,7 +67,7 @@ pub fn row(
     let uid = workload.uid().unwrap_or_default();
     let last = rollouts
         .iter()
-        .filter(|rollout| rollout.labels().get(LABEL_WORKLOAD_UID) == Some(&uid))
+        .filter(|rollout| rollout.labels().get(keys::LABEL_WORKLOAD_UID) == Some(&uid))
         .max_by_key(|rollout| {
             rollout
                 .metadata
@@ -212,7 +209,7 @@ mod tests {
         serde_json::from_value(json!({
             "apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
             "metadata": {"name": name, "namespace": "shop", "creationTimestamp": created,
-                         "labels": {keys::LABEL_ROLLOUT_TRIGGER: "config-change", LABEL_WORKLOAD_UID: uid}},
+                         "labels": {keys::LABEL_ROLLOUT_TRIGGER: "config-change", keys::LABEL_WORKLOAD_UID: uid}},
             "spec": {"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
                      "containers": ["app"]},
             "status": {"phase": phase},

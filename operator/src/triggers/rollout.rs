@@ -19,10 +19,6 @@ use kube::ResourceExt;
 
 use super::refs::ConfigRef;
 
-/// Label on a trigger's rollout: the UID of the workload it restarts.
-pub const LABEL_WORKLOAD_UID: &str = "crr.dev/workload-uid";
-/// Annotation on a trigger's rollout: what started it, for people.
-pub const ANNOTATION_CAUSE: &str = "crr.dev/cause";
 /// A trigger's rollout is deleted this long after it ends.
 pub const TTL_SECONDS_AFTER_FINISHED: i32 = 86_400;
 /// The longest rollout name: it labels the rollout's requests.
@@ -154,11 +150,11 @@ pub fn trigger_rollout(
                     keys::LABEL_ROLLOUT_TRIGGER.to_owned(),
                     cause.trigger().as_str().to_owned(),
                 ),
-                (LABEL_WORKLOAD_UID.to_owned(), workload.uid.clone()),
+                (keys::LABEL_WORKLOAD_UID.to_owned(), workload.uid.clone()),
             ]
             .into(),
         ),
-        annotations: Some([(ANNOTATION_CAUSE.to_owned(), cause.describe())].into()),
+        annotations: Some([(keys::ANNOTATION_CAUSE.to_owned(), cause.describe())].into()),
         owner_references: Some(vec![OwnerReference {
             api_version: "apps/v1".to_owned(),
             kind: workload.kind.to_owned(),
@@ -181,7 +177,11 @@ pub fn running(
     rollouts
         .iter()
         .filter(|rollout| {
-            rollout.labels().get(LABEL_WORKLOAD_UID).map(String::as_str) == Some(uid)
+            rollout
+                .labels()
+                .get(keys::LABEL_WORKLOAD_UID)
+                .map(String::as_str)
+                == Some(uid)
                 && rollout
                     .labels()
                     .get(keys::LABEL_ROLLOUT_TRIGGER)
@@ -240,9 +240,9 @@ mod tests {
             rollout.labels()[keys::LABEL_ROLLOUT_TRIGGER],
             "config-change"
         );
-        assert_eq!(rollout.labels()[LABEL_WORKLOAD_UID], "uid-web");
+        assert_eq!(rollout.labels()[keys::LABEL_WORKLOAD_UID], "uid-web");
         assert_eq!(
-            rollout.annotations()[ANNOTATION_CAUSE],
+            rollout.annotations()[keys::ANNOTATION_CAUSE],
             "changed: configmap/app-config"
         );
         assert_eq!(rollout.owner_references()[0].uid, "uid-web");
