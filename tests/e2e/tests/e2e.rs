@@ -1293,8 +1293,10 @@ const WEBHOOK_CONNECTIONS_PER_PEER: usize = 256;
 /// Connections the slow-loris pod opens to each webhook replica, over the per-peer cap.
 const SLOW_LORIS_CONNECTIONS: usize = 300;
 
-/// Established connections to port 9443 of the process `pid`'s network namespace whose peer is
-/// `peer` (`ss` in that namespace: the webhook pods run on this machine).
+/// The connections from `peer` that the webhook process `pid` holds: the established ones on
+/// :9443 in its network namespace, less those still in the listener's accept queue (the kernel
+/// completes handshakes before the server accepts them, and the server closes one over its cap
+/// only once it has accepted it). One `ss` call reads both.
 async fn connections_from(pid: u32, peer: &str) -> anyhow::Result<usize> {
     let output = tokio::process::Command::new("nsenter")
         .args([
@@ -1305,6 +1307,8 @@ async fn connections_from(pid: u32, peer: &str) -> anyhow::Result<usize> {
             "-Htn",
             "state",
             "established",
+            "state",
+            "listening",
             "( sport = :9443 )",
         ])
         .output()
@@ -1315,15 +1319,37 @@ async fn connections_from(pid: u32, peer: &str) -> anyhow::Result<usize> {
         "ss in the network namespace of pid {pid}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    Ok(held_connections(
+        &String::from_utf8_lossy(&output.stdout),
+        peer,
+    ))
+}
+
+/// From `ss -Htn state established state listening` lines (state, Recv-Q, Send-Q, local, peer):
+/// the established connections from `peer` less the listener's accept queue (its Recv-Q).
+fn held_connections(ss: &str, peer: &str) -> usize {
     let peer_prefix = format!("{peer}:");
-    Ok(String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|line| {
-            line.split_whitespace()
-                .nth(3)
-                .is_some_and(|remote| remote.starts_with(&peer_prefix))
-        })
-        .count())
+    let (mut established, mut queued) = (0usize, 0usize);
+    for line in ss.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.first().copied() {
+            Some("LISTEN") => {
+                queued += fields
+                    .get(1)
+                    .and_then(|q| q.parse::<usize>().ok())
+                    .unwrap_or(0);
+            }
+            Some("ESTAB")
+                if fields
+                    .get(4)
+                    .is_some_and(|remote| remote.starts_with(&peer_prefix)) =>
+            {
+                established += 1;
+            }
+            _ => {}
+        }
+    }
+    established.saturating_sub(queued)
 }
 
 // Slow-loris against the webhook from the pod network: one pod opens more connections to each
