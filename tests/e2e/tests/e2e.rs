@@ -2270,7 +2270,9 @@ async fn grace_in_v1beta1_view(ctx: Ctx) -> anyhow::Result<()> {
         )
         .await?;
     let beta = ctx.crrs_in(Version::V1beta1);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    // The condition comes once the daemon has started and the operator has taken the pod's
+    // readiness, and stays for the 8 s of grace: 30 s leaves room for a loaded machine.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let condition = loop {
         let view = beta.get(&name).await?;
         let found = view.data["status"]["conditions"]
