@@ -229,7 +229,7 @@ pub struct RequestWatch {
     pub controller: Controller<ContainerRecreateRequest>,
     /// The cache's changes, for the rollout controller (it reads rollouts' requests from the
     /// same cache instead of watching them again).
-    pub changes: reflector::ReflectHandle<ContainerRecreateRequest>,
+    pub changes: futures::channel::mpsc::Receiver<Arc<ContainerRecreateRequest>>,
     /// The watch that fills the cache and feeds both: run it beside the controllers.
     pub reflecting: futures::future::BoxFuture<'static, ()>,
 }
@@ -240,6 +240,14 @@ const SHARED_BUFFER: usize = 1024;
 
 /// The controller over the requests of `namespace` (all namespaces when `None`), with the
 /// shared request cache; settled requests go to `settled` instead.
+///
+/// Both controllers are fed from the watch through channels of their own, each change once the
+/// cache holds it (after a re-list, every cached request). Not through kube's shared-store
+/// subscriptions: a subscriber that is handed a change of a request the cache no longer holds
+/// (it changed and then settled or was deleted before the subscriber read it) answers
+/// `Pending` without asking to be woken again, and then reads nothing more until something
+/// else polls its task. A follower, with little else to do, could miss every later request
+/// that way, and when it became leader it did not act on new requests.
 pub fn new_controller(
     client: Client,
     namespace: Option<&str>,
@@ -250,9 +258,10 @@ pub fn new_controller(
         Some(namespace) => Api::namespaced(client, namespace),
         None => Api::all(client),
     };
-    let (requests, writer) = reflector::store_shared(SHARED_BUFFER);
-    let for_requests = writer.subscribe().expect("a shared store has subscribers");
-    let changes = writer.subscribe().expect("a shared store has subscribers");
+    let (requests, writer) = reflector::store();
+    let (to_requests, for_requests) = futures::channel::mpsc::channel(SHARED_BUFFER);
+    let (to_rollouts, changes) = futures::channel::mpsc::channel(SHARED_BUFFER);
+    let cache = requests.clone();
     let reflecting = watcher(crrs, watcher::Config::default())
         .default_backoff()
         .filter_map(move |event| {
@@ -262,10 +271,28 @@ pub fn new_controller(
             })
         })
         .modify(crate::cache::keep_what_reconciles_read)
-        .reflect_shared(writer)
-        .for_each(|event| async move {
-            if let Err(error) = event {
-                warn!(%error, "request watch");
+        .reflect(writer)
+        .for_each(move |event| {
+            let changed: Vec<Arc<ContainerRecreateRequest>> = match event {
+                Ok(watcher::Event::Apply(crr)) => cache
+                    .get(&reflector::ObjectRef::from_obj(&crr))
+                    .into_iter()
+                    .collect(),
+                Ok(watcher::Event::InitDone) => cache.state(),
+                Ok(_) => Vec::new(),
+                Err(error) => {
+                    warn!(%error, "request watch");
+                    Vec::new()
+                }
+            };
+            let (mut to_requests, mut to_rollouts) = (to_requests.clone(), to_rollouts.clone());
+            async move {
+                use futures::SinkExt as _;
+                for crr in changed {
+                    // A closed channel: its controller has ended (shutdown).
+                    let _ = to_requests.send(crr.clone()).await;
+                    let _ = to_rollouts.send(crr).await;
+                }
             }
         })
         .boxed();
