@@ -161,7 +161,8 @@ async fn run(client: &Client, config: &Config) -> anyhow::Result<Value> {
         async move {
             apply_config_map(&client, &namespace, &format!("{name}-app"), "v0").await?;
             apply_config_map(&client, &namespace, &format!("{name}-sidecar"), "v0").await?;
-            apply_deployment(&client, &namespace, &name, config.kwok_nodes).await
+            let node = crr_e2e::kwok::kwok_node(index % config.kwok_nodes);
+            apply_deployment(&client, &namespace, &name, &node).await
         }
     })
     .await?;
@@ -299,14 +300,13 @@ async fn apply_config_map(
     Ok(())
 }
 
-/// One pod on a kwok node: `app` mounts `<name>-app`, `sidecar` reads `<name>-sidecar`.
+/// One pod on the kwok node `node`: `app` mounts `<name>-app`, `sidecar` reads `<name>-sidecar`.
 async fn apply_deployment(
     client: &Client,
     namespace: &str,
     name: &str,
-    kwok_nodes: usize,
+    node: &str,
 ) -> anyhow::Result<()> {
-    let index: usize = name.trim_start_matches("web-").parse().unwrap_or(0);
     let deployment: Deployment = serde_json::from_value(json!({
         "metadata": {
             "name": name,
@@ -319,7 +319,7 @@ async fn apply_deployment(
             "template": {
                 "metadata": {"labels": {"app": name}},
                 "spec": {
-                    "nodeSelector": {"kubernetes.io/hostname": crr_e2e::kwok::kwok_node(index % kwok_nodes)},
+                    "nodeSelector": {"kubernetes.io/hostname": node},
                     "tolerations": [kwok_toleration()],
                     "containers": [
                         {
