@@ -8,7 +8,8 @@
 #   (default)  CRR_FUZZ_SECONDS per target (600); new inputs are kept in fuzz/corpus-generated/
 #              (not committed), read together with the committed seeds in fuzz/corpus/.
 #   --smoke    CRR_FUZZ_SECONDS per target (5) from the committed seeds, new inputs thrown away:
-#              the short pass CI runs.
+#              a short real fuzz run (not part of make test: the seeds themselves run in
+#              cargo test, fuzz/oracles/tests/corpus.rs).
 #
 # Toolchain: cargo-fuzz passes -Z flags (sanitizers, coverage), which need nightly. The script
 # uses the nightly toolchain if it is installed or `rustup toolchain install nightly` works, and

@@ -12,7 +12,7 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The `src/` folders of the crates: the workspace's members and the fuzz crate beside it.
+/// The `src/` folders of the crates: the workspace's members (the fuzz oracles among them).
 fn crate_sources() -> Vec<PathBuf> {
     [
         "crds",
@@ -24,7 +24,7 @@ fn crate_sources() -> Vec<PathBuf> {
         "tests/e2e",
         "tests/testbed",
         "tests/layout",
-        "fuzz",
+        "fuzz/oracles",
     ]
     .iter()
     .map(|member| root().join(member).join("src"))

@@ -1,5 +1,6 @@
-//! The inputs and oracles of crr's fuzz targets. Each `fuzz_targets/*.rs` is one line that calls
-//! a `run` here, so the same code replays a crash in a plain test.
+//! The inputs and oracles of crr's fuzz targets. Each `fuzz/fuzz_targets/*.rs` is one line that
+//! calls a `run` here, so the same code replays a crash in a plain test, and `tests/corpus.rs`
+//! feeds it every committed seed of `fuzz/corpus/` under `cargo test`, without libFuzzer.
 //!
 //! Structured inputs derive [`arbitrary::Arbitrary`] and build real JSON (an AdmissionReview, a
 //! ConversionReview, a pod condition) so the fuzzer spends its time in the rules rather than in

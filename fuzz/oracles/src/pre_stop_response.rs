@@ -25,10 +25,21 @@ pub struct Handler {
 fn check_request(request: &HookRequest) {
     let target = request.uri.path_and_query().map_or("/", |p| p.as_str());
     assert!(target.starts_with('/'), "target {target:?}");
-    assert!(!target.bytes().any(|byte| byte.is_ascii_control() || byte == b' '), "target {target:?}");
+    assert!(
+        !target
+            .bytes()
+            .any(|byte| byte.is_ascii_control() || byte == b' '),
+        "target {target:?}"
+    );
     for (name, value) in &request.headers {
         assert!(!name.as_str().bytes().any(|byte| byte.is_ascii_control()));
-        assert!(!value.as_bytes().iter().any(|byte| *byte == b'\r' || *byte == b'\n'), "{name}: {value:?}");
+        assert!(
+            !value
+                .as_bytes()
+                .iter()
+                .any(|byte| *byte == b'\r' || *byte == b'\n'),
+            "{name}: {value:?}"
+        );
     }
 }
 
@@ -65,11 +76,17 @@ pub fn run(data: &[u8]) {
     let Ok(handler) = Handler::arbitrary(&mut input) else {
         return;
     };
-    let scheme = handler.https.map(|https| if https { "HTTPS" } else { "HTTP" });
+    let scheme = handler
+        .https
+        .map(|https| if https { "HTTPS" } else { "HTTP" });
     let host = handler.host.as_deref().unwrap_or("10.0.0.1");
-    if let Ok(request) =
-        HookRequest::new(scheme, host, handler.port, handler.path.as_deref(), &handler.headers)
-    {
+    if let Ok(request) = HookRequest::new(
+        scheme,
+        host,
+        handler.port,
+        handler.path.as_deref(),
+        &handler.headers,
+    ) {
         check_request(&request);
         check_exchange(&request, input.take_rest());
     }
