@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
 .PHONY: help demo install uninstall bench bench-scale bench-rollout bench-triggers test deps deny fmt-check clippy unit \
-	cluster-test compat-test fuzz fuzz-smoke chaos migration upgrade cluster-up cluster-down \
+	cluster-test compat-test compat-test-full fuzz fuzz-smoke chaos migration upgrade cluster-up cluster-down \
 	cluster-smoke crd manifests manifests-check monitoring-check sbom
 
 ## help: this list: every target with the first line of its comment.
@@ -22,8 +22,11 @@ demo: cluster-up
 	@echo "demo: the cluster keeps running; use it with: $$(hack/cluster.sh env); stop it with: make cluster-down"
 
 ## test: everything CI runs: static checks, unit tests, the cluster tests, the compatibility leg.
-## The cluster tests run on the local test bed (built and started by hack/, taken down afterwards).
-test: deps fmt-check manifests-check monitoring-check deny clippy unit fuzz-smoke cluster-test compat-test
+## hack/test.sh runs each step timed, the stacks' Go builds in the background, and prints the
+## table of steps last. The cluster tests run on the local test bed (built and started by hack/,
+## taken down afterwards).
+test:
+	hack/test.sh
 
 ## deps: install the Debian packages the build and the test bed need (hack/install-deps.sh).
 deps:
@@ -49,16 +52,23 @@ unit:
 cluster-test:
 	hack/cluster-test.sh
 
-## compat-test: the e2e suite and chaos containerd-restart on the oldest supported stack.
-## CRR_COMPAT_STACK in hack/versions.sh, on a test bed of its own (README.md, "Supported versions").
+## compat-test: what differs between stacks, on the oldest supported stack (hack/cluster-test.sh).
+## CRR_COMPAT_STACK in hack/versions.sh, on a test bed of its own: the restart-rule and CRI
+## scenarios, conversion, the webhook, a rollout, a trigger, a containerd restart (README.md,
+## "Supported versions").
 compat-test:
 	hack/cluster-test.sh --compat
+
+## compat-test-full: the whole e2e suite and the containerd restart on the oldest supported stack.
+compat-test-full:
+	hack/cluster-test.sh --compat-full
 
 ## fuzz: each cargo-fuzz target for CRR_FUZZ_SECONDS (600), the corpus kept (fuzz/README.md).
 fuzz:
 	hack/fuzz.sh
 
-## fuzz-smoke: each cargo-fuzz target for a few seconds from the committed seeds, as CI runs it.
+## fuzz-smoke: each cargo-fuzz target for a few seconds from the committed seeds (not in make test:
+## the seeds themselves run in `cargo test`, fuzz/README.md).
 fuzz-smoke:
 	hack/fuzz.sh --smoke
 

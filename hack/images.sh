@@ -72,19 +72,29 @@ busybox_rootfs() {
 
 tag="${CRR_IMAGE_TAG:-dev}"
 
-# The image crr.local/<file name>:$tag of each built binary, as DIR/<file name>.tar.
+# The image crr.local/<file name>:$tag of each built binary, as DIR/<file name>.tar. An archive
+# made from the same binary with the same tag is kept (DIR/<file name>.tar.from holds the binary's
+# checksum and the tag): both stacks' test beds, and every install of a run, share one image per
+# build.
 archive_crr() {
-  local dir="$1" bin name rootfs
+  local dir="$1" bin name rootfs from
   shift
   mkdir -p "$dir"
   for bin in "$@"; do
     name="$(basename "$bin")"
+    from="$(sha256sum <"$bin" | cut -d' ' -f1) $tag"
+    if [[ -f "$dir/$name.tar" && "$(cat "$dir/$name.tar.from" 2>/dev/null)" == "$from" ]]; then
+      echo "images: crr.local/$name:$tag already made from this build"
+      continue
+    fi
+    rm -f "$dir/$name.tar.from"
     rootfs="$(mktemp -d)"
     copy_with_libs "$bin" "$rootfs" "/usr/local/bin/$name"
     mkdir -p "$rootfs/tmp"
     # Non-root by default; the node daemon's DaemonSet chooses its user itself.
     OCI_USER=65532:65532 "$here/oci-image.sh" "$rootfs" "crr.local/$name:$tag" "$dir/$name.tar" "/usr/local/bin/$name"
     rm -rf "$rootfs"
+    echo "$from" >"$dir/$name.tar.from"
   done
 }
 

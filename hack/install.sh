@@ -42,7 +42,7 @@ else
   (cd "$root" && cargo build -q --profile "$profile" -p crr-operator -p crr-webhook -p crr-node-daemon)
 fi
 step "images"
-"$here/images.sh" crr "${bins[@]/#/$root/target/$dir/}"
+"$here/images.sh" crr "${bins[@]/#/${CARGO_TARGET_DIR:-$root/target}/$dir/}"
 
 # The local-client-auth overlay has the webhook require the API server's client certificate
 # (hack/cluster.sh: webhook_client_pki); its CA goes in this ConfigMap.

@@ -15,7 +15,8 @@
 //! - webhook installed: requests are created as users write them and the webhook adds labels,
 //!   preStop and statusContext; not installed: the test adds what the webhook would.
 //! - operator installed: it writes the snapshot; not installed: the test runs
-//!   `target/debug/crr-operator` (or `CRR_OPERATOR_BIN`) for its namespace, when built.
+//!   `crr-operator` beside this package's binary in cargo's target folder (or `CRR_OPERATOR_BIN`)
+//!   for its namespace, when built.
 //! - a node daemon installed: a ValidatingAdmissionPolicy denies it every write to this test's
 //!   namespace, so only the daemon under test acts (its first act is always a status write,
 //!   and no kill comes before one).
@@ -92,13 +93,6 @@ async fn installed(client: &Client) -> Installed {
     Installed { webhook, operator }
 }
 
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace")
-        .to_owned()
-}
-
 /// The node whose runtime socket ([`cri_socket`]) and network namespace the daemon under test
 /// uses: the test pods are bound to it, so that a test bed with more nodes (`CRR_NODES`) never
 /// schedules them where this daemon cannot reach.
@@ -173,7 +167,10 @@ fn start_daemon_with(namespaces: &str, node: &str, flags: &[&str]) -> Process {
 fn start_operator(namespace: &str) -> Process {
     let binary = std::env::var_os("CRR_OPERATOR_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repository().join("target/debug/crr-operator"));
+        .unwrap_or_else(|| {
+            // Beside this package's own binary, in whatever target folder cargo builds into.
+            Path::new(env!("CARGO_BIN_EXE_crr-node-daemon")).with_file_name("crr-operator")
+        });
     assert!(
         binary.exists(),
         "no operator installed and no {} (build it with `cargo build -p crr-operator` or set \

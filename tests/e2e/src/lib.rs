@@ -162,16 +162,14 @@ impl Ctx {
             .collect())
     }
 
-    /// Runs the kubectl plugin (built by `cargo build -p kubectl-crr`, as hack/cluster-test.sh
-    /// does) in this namespace.
+    /// Runs the kubectl plugin (built by `cargo test --workspace`, as hack/cluster-test.sh
+    /// does, or `cargo build -p kubectl-crr`) in this namespace: `CRR_KUBECTL_CRR`, or the
+    /// `kubectl-crr` of the target folder this test was built in.
     pub async fn plugin(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
-        let binary = std::env::var_os("CRR_KUBECTL_CRR").map_or_else(
-            || {
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../../target/debug/kubectl-crr")
-            },
-            std::path::PathBuf::from,
-        );
+        let binary = match std::env::var_os("CRR_KUBECTL_CRR") {
+            Some(binary) => std::path::PathBuf::from(binary),
+            None => built_beside_tests("kubectl-crr")?,
+        };
         tokio::process::Command::new(&binary)
             .args(["-n", &self.namespace])
             .args(args)
@@ -400,6 +398,17 @@ pub async fn kubectl_with_stdin(
         drop(pipe);
     }
     child.wait_with_output().await.context("running kubectl")
+}
+
+/// The binary `name` of this workspace, built into the target folder this test binary was built
+/// in (`<target>/debug/deps/<test>` → `<target>/debug/<name>`), wherever `CARGO_TARGET_DIR` put it.
+fn built_beside_tests(name: &str) -> anyhow::Result<PathBuf> {
+    let test = std::env::current_exe().context("the path of this test binary")?;
+    let profile = test
+        .parent()
+        .and_then(std::path::Path::parent)
+        .with_context(|| format!("{} is not in <target>/<profile>/deps", test.display()))?;
+    Ok(profile.join(name))
 }
 
 fn kubectl_path() -> PathBuf {
