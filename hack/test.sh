@@ -4,17 +4,20 @@
 #
 #   foreground                                   background (started at once)
 #   deps                                         & stack 1.37: Kubernetes, containerd, runc
-#   fmt-check, manifests-check (helm),           & cargo-deny (a cheap build, hack/cargo-tool.sh)
-#   monitoring-check, clippy, unit               & stack 1.35 at nice 19: it takes what the
-#   deny (waits for its tool)                      others leave idle, then the cores the cluster
-#   previous-release (the upgrade's images,        suites leave (they mostly wait on the
-#     built in the same target/ as unit)           cluster)
+#   fmt-check, clippy, unit                      & tools, at nice 10: cargo-deny (a cheap build,
+#   manifests-check, monitoring-check (helm)       hack/cargo-tool.sh), then helm
+#   deny                                         & stack 1.35, at nice 19, once 1.37 is built:
+#   previous-release (the upgrade's images,        it takes the cores the cluster suites leave
+#     built in the same target/ as unit)           idle (they mostly wait on the cluster)
 #   cluster-test (waits for stack 1.37)
 #   compat-test (waits for stack 1.35)
 #
-# The Go builds of the two stacks need no Rust and the Rust builds no Go: on 2 cores and 24 GiB
-# they overlap without running out of memory (a Go build of Kubernetes peaks at a few GiB). Each background
-# build writes its log to target/steps/<name>.log; a failed one fails the step that waits for it.
+# The Rust steps come first: they are the longest part of the foreground on a cold machine, and
+# nothing else waits for them. The Go builds need no Rust and the Rust builds no Go: on 2 cores and
+# 24 GiB they overlap without running out of memory (a Go build of Kubernetes peaks at a few GiB).
+# The oldest stack waits for the newest so that their module downloads do not share the network
+# while the newest is what cluster-test waits for. Each background build writes its log to
+# target/steps/<name>.log; a failed one fails the step that waits for it.
 #
 # CRR_STEPS names the record (default target/steps/steps.tsv); `hack/steps.sh` says its format.
 set -euo pipefail
@@ -67,23 +70,23 @@ wait_for_background() {
 
 step deps "$here/install-deps.sh"
 
-# The newest stack first: cluster-test needs it. The oldest beside it at the lowest priority: it
-# takes what the Rust builds leave (module downloads, links) and then the cores the cluster suites
-# leave idle.
 build_stack='"$0/build-kube.sh" && "$0/build-runtime.sh"'
 in_background "stack 1.37" "$logs/stack-1.37.log" env CRR_STACK=1.37 bash -c "$build_stack" "$here"
 stack_newest=${background[-1]}
-in_background "stack 1.35" "$logs/stack-1.35.log" env CRR_STACK=1.35 nice -n 19 bash -c "$build_stack" "$here"
+in_background "stack 1.35" "$logs/stack-1.35.log" bash -c \
+  'while kill -0 "$1" 2>/dev/null; do sleep 2; done; CRR_STACK=1.35 exec nice -n 19 bash -c "$2" "$0"' \
+  "$here" "$stack_newest" "$build_stack"
 stack_oldest=${background[-1]}
-in_background "cargo-deny" "$logs/cargo-deny.log" "$here/cargo-deny.sh" --install-only
-deny_tool=${background[-1]}
+in_background "tools: cargo-deny, helm" "$logs/tools.log" \
+  nice -n 10 bash -c '"$0/cargo-deny.sh" --install-only && "$0/build-helm.sh"' "$here"
+tools=${background[-1]}
 
 step fmt-check cargo fmt --all -- --check
-step manifests-check "$here/render-manifests.sh" --check
-step monitoring-check "$here/check-monitoring.sh"
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step unit cargo test --workspace
-step "wait: cargo-deny" wait_for_background "$deny_tool" cargo-deny "$logs/cargo-deny.log"
+step "wait: tools" wait_for_background "$tools" tools "$logs/tools.log"
+step manifests-check "$here/render-manifests.sh" --check
+step monitoring-check "$here/check-monitoring.sh"
 step deny "$here/cargo-deny.sh"
 step previous-release "$here/previous-release.sh" build
 step "wait: stack 1.37" wait_for_background "$stack_newest" "stack 1.37" "$logs/stack-1.37.log"
