@@ -84,7 +84,7 @@ fuzz-smoke:
 chaos migration upgrade:
 	hack/ensure-installed.sh
 	. hack/versions.sh && . hack/cluster-env.sh && \
-	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test -p crr-e2e --test $@ -- --include-ignored
+	KUBECONFIG="$$KUBECONFIG_ADMIN" $(CARGO) test --workspace --test $@ -- --include-ignored
 
 ## cluster-up: start the local Kubernetes test bed (hack/README.md).
 cluster-up: deps

@@ -49,6 +49,12 @@ COMPAT_E2E=(simple pre-stop conversion invalid-refused webhook-callers on-failur
 COMPAT_ROLLOUTS=(rollout-deployment)
 COMPAT_TRIGGERS=(trigger-config-change)
 
+# The command that runs a suite of tests/e2e, followed by its name and filters. It is `--workspace
+# --test NAME`, not `-p crr-e2e`: cargo then resolves the dependencies' features for the whole
+# workspace, as `cargo test --workspace` (make unit) did, and reuses that build. With `-p crr-e2e`
+# the features differ, and tokio, kube and the rest were compiled a second time (86 s cold).
+suite=(cargo test --workspace --test)
+
 compat_leg() {
   if [[ -d "$CLUSTER_DIR/pids" ]] && kubectl get --raw /readyz >/dev/null 2>&1; then
     echo "cluster-test $mode: a test bed already runs in $CLUSTER_DIR (stack $(cat "$CLUSTER_DIR/stack" 2>/dev/null || echo unknown));" \
@@ -62,13 +68,13 @@ compat_leg() {
   step "compat: install" "$here/install.sh"
   export KUBECONFIG="$KUBECONFIG_ADMIN"
   if [[ $mode == --compat-full ]]; then
-    step "compat: e2e (all)" cargo test -p crr-e2e --test e2e -- --include-ignored
+    step "compat: e2e (all)" "${suite[@]}" e2e -- --include-ignored
   else
-    step "compat: e2e (${#COMPAT_E2E[@]} filters)" cargo test -p crr-e2e --test e2e -- --include-ignored "${COMPAT_E2E[@]}"
-    step "compat: rollouts" cargo test -p crr-e2e --test rollouts -- --include-ignored "${COMPAT_ROLLOUTS[@]}"
-    step "compat: triggers" cargo test -p crr-e2e --test triggers -- --include-ignored "${COMPAT_TRIGGERS[@]}"
+    step "compat: e2e (${#COMPAT_E2E[@]} filters)" "${suite[@]}" e2e -- --include-ignored "${COMPAT_E2E[@]}"
+    step "compat: rollouts" "${suite[@]}" rollouts -- --include-ignored "${COMPAT_ROLLOUTS[@]}"
+    step "compat: triggers" "${suite[@]}" triggers -- --include-ignored "${COMPAT_TRIGGERS[@]}"
   fi
-  step "compat: chaos containerd-restart" cargo test -p crr-e2e --test chaos -- --include-ignored containerd-restart
+  step "compat: chaos containerd-restart" "${suite[@]}" chaos -- --include-ignored containerd-restart
   echo "cluster-test $mode: stack $CRR_STACK passed in $(( SECONDS - begun ))s"
 }
 if [[ -n "$mode" ]]; then
@@ -116,29 +122,29 @@ step install "$here/install.sh"
 # A real Prometheus (Debian's, monitoring/prometheus.yml) scrapes crr's pods while the suites run;
 # the metrics suite then asks it what it saw.
 step "prometheus up" "$here/prometheus.sh" up
-step e2e cargo test -p crr-e2e --test e2e -- --include-ignored
+step e2e "${suite[@]}" e2e -- --include-ignored
 # ContainerRecreateRollouts: whole workloads restarted in place within maxUnavailable and their
 # PDBs (tests/e2e/tests/rollouts.rs), on the same two nodes.
-step rollouts cargo test -p crr-e2e --test rollouts -- --include-ignored
+step rollouts "${suite[@]}" rollouts -- --include-ignored
 # Triggers: a ConfigMap's data change restarts in place only the containers that use it (not a
 # label edit, not an operator restart), and a schedule starts rollouts and skips an overlapping
 # tick (tests/e2e/tests/triggers.rs).
-step triggers cargo test -p crr-e2e --test triggers -- --include-ignored
+step triggers "${suite[@]}" triggers -- --include-ignored
 # Across nodes: a request per node, a rolling batch, a node lost mid-recreate, a node that joins
 # late (tests/e2e/tests/nodes.rs; it leaves a third node in the test bed).
-step nodes cargo test -p crr-e2e --test nodes -- --include-ignored
+step nodes "${suite[@]}" nodes -- --include-ignored
 # Every documented metric family, and every metric the alerts and the dashboard query, has a
 # series in that Prometheus; the recreate histogram counts each completed request once
 # (tests/e2e/tests/metrics.rs).
-step metrics cargo test -p crr-e2e --test metrics -- --include-ignored
+step metrics "${suite[@]}" metrics -- --include-ignored
 "$here/prometheus.sh" down
 # The fault suite last: it restarts the apiserver and containerd and SIGKILLs crr's processes
 # (tests/e2e/tests/chaos.rs; `make chaos` runs it alone).
-step chaos cargo test -p crr-e2e --test chaos -- --include-ignored
+step chaos "${suite[@]}" chaos -- --include-ignored
 # `helm upgrade` from the previous release (CRR_PREVIOUS_RELEASE, hack/previous-release.sh) to the
 # working tree by docs/upgrading.md, with requests waiting in their unready grace; it reinstalls
 # crr with hack/install.sh at the end (tests/e2e/tests/upgrade.rs; `make upgrade` runs it alone).
-step upgrade cargo test -p crr-e2e --test upgrade -- --include-ignored
+step upgrade "${suite[@]}" upgrade -- --include-ignored
 # The switch from OpenKruise by the commands of docs/migrating-from-openkruise.md: it removes crr,
 # stands in OpenKruise, and installs crr again with Helm and kustomize (tests/e2e/tests/migration.rs).
-step migration cargo test -p crr-e2e --test migration -- --include-ignored
+step migration "${suite[@]}" migration -- --include-ignored

@@ -9,6 +9,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
 . "$here/cluster-env.sh"
+. "$here/cargo-env.sh"
 root="$here/.."
 started=$(date +%s)
 step() { echo "install: $* ($(( $(date +%s) - started ))s)" >&2; }

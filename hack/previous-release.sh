@@ -31,6 +31,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
 . "$here/cluster-env.sh"
+. "$here/cargo-env.sh"
 root="$(cd "$here/.." && pwd)"
 
 commit="$(git -C "$root" rev-parse --verify --quiet "${CRR_PREVIOUS_RELEASE:?hack/versions.sh sets it}^{commit}")" || {

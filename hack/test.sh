@@ -5,10 +5,10 @@
 #   foreground                                   background (started at once)
 #   deps                                         & stack 1.37: Kubernetes, containerd, runc
 #   fmt-check, clippy, unit                      & tools, at nice 10: cargo-deny (a cheap build,
-#   manifests-check, monitoring-check (helm)       hack/cargo-tool.sh), then helm
-#   deny                                         & stack 1.35, at nice 19, once 1.37 is built:
-#   previous-release (the upgrade's images,        it takes the cores the cluster suites leave
-#     built in the same target/ as unit)           idle (they mostly wait on the cluster)
+#   previous-release (the upgrade's images,        hack/cargo-tool.sh), then helm
+#     built in the same target/ as unit)         & stack 1.35, at nice 19, once 1.37 is built:
+#   manifests-check, monitoring-check (helm)       it takes the cores the cluster suites leave
+#   deny                                           idle (they mostly wait on the cluster)
 #   cluster-test (waits for stack 1.37)
 #   compat-test (waits for stack 1.35)
 #
@@ -84,11 +84,13 @@ tools=${background[-1]}
 step fmt-check cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step unit cargo test --workspace
+# Straight after unit, while the tools and the newest stack are still building on a cold machine:
+# it needs neither.
+step previous-release "$here/previous-release.sh" build
 step "wait: tools" wait_for_background "$tools" tools "$logs/tools.log"
 step manifests-check "$here/render-manifests.sh" --check
 step monitoring-check "$here/check-monitoring.sh"
 step deny "$here/cargo-deny.sh"
-step previous-release "$here/previous-release.sh" build
 step "wait: stack 1.37" wait_for_background "$stack_newest" "stack 1.37" "$logs/stack-1.37.log"
 step cluster-test "$here/cluster-test.sh"
 step "wait: stack 1.35" wait_for_background "$stack_oldest" "stack 1.35" "$logs/stack-1.35.log"
