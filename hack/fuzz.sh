@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs crr's cargo-fuzz targets (fuzz/README.md) for a bounded time each and prints, per target,
 # the executions and the crashes found. Installs what it needs (cargo-fuzz, and a nightly
-# toolchain when one can be had), so it works on a fresh machine.
+# toolchain when one can be had), so it works on a fresh machine. cargo-fuzz is pinned in
+# hack/versions.sh and built once per machine into the cache (hack/cargo-tool.sh).
 #
 #   hack/fuzz.sh [--smoke] [TARGET...]
 #
@@ -21,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-CARGO_FUZZ_VERSION=0.13.2
+. hack/versions.sh
 smoke=false
 targets=()
 for argument in "$@"; do
@@ -54,10 +55,10 @@ esac
 echo "fuzz: toolchain $toolchain ($("${cargo[@]}" --version)${RUSTC_BOOTSTRAP:+, RUSTC_BOOTSTRAP=1})"
 
 # --- cargo-fuzz -------------------------------------------------------------------------------
-if ! cargo fuzz --version >/dev/null 2>&1; then
-  echo "fuzz: installing cargo-fuzz $CARGO_FUZZ_VERSION"
-  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
-fi
+# The pinned one (hack/versions.sh), built once per machine into the cache (hack/cargo-tool.sh),
+# first on PATH so that `cargo fuzz` finds it.
+fuzz_tool="$(hack/cargo-tool.sh cargo-fuzz "$CARGO_FUZZ_VERSION" "$CARGO_FUZZ_ROOT" cargo-fuzz)"
+export PATH="$(dirname "$fuzz_tool"):$PATH"
 
 if ((${#targets[@]} == 0)); then
   mapfile -t targets < <("${cargo[@]}" fuzz list --fuzz-dir fuzz)

@@ -61,6 +61,9 @@ CARGO_DENY_ROOT="$CRR_CACHE/cargo-deny-$CARGO_DENY_VERSION"
 # cargo-cyclonedx, the SBOMs of the images (hack/sbom.sh installs it with cargo).
 CARGO_CYCLONEDX_VERSION=0.5.9
 CARGO_CYCLONEDX_ROOT="$CRR_CACHE/cargo-cyclonedx-$CARGO_CYCLONEDX_VERSION"
+# cargo-fuzz, for `make fuzz` (hack/fuzz.sh installs it with cargo; not part of make test).
+CARGO_FUZZ_VERSION=0.13.2
+CARGO_FUZZ_ROOT="$CRR_CACHE/cargo-fuzz-$CARGO_FUZZ_VERSION"
 # kwok: simulated nodes for the scale bench (bench/scale.sh).
 KWOK_VERSION=v0.7.0
 KWOK_BIN="$CRR_CACHE/kwok-$KWOK_VERSION"
