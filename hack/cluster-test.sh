@@ -12,7 +12,7 @@
 # `hack/cluster-test.sh --compat` is the compatibility leg instead (`make compat-test`, the last
 # step of `make test`): on the oldest supported stack (CRR_COMPAT_STACK, hack/versions.sh) a test
 # bed of its own comes up (one test bed runs one stack: its binaries differ), crr is installed
-# from manifests/, and what differs between stacks runs (COMPAT_SCENARIOS below); the test bed is
+# from manifests/, and what differs between stacks runs (COMPAT_E2E and the lists below it); the test bed is
 # taken down. `hack/cluster-test.sh --compat-full` (`make compat-test-full`) runs the whole
 # end-to-end suite there instead, with the same containerd restart.
 #
@@ -112,7 +112,7 @@ fi
 export KUBECONFIG="$KUBECONFIG_ADMIN"
 # The node daemon's cluster test runs the operator's binary when no crr is installed, and the
 # plugin scenarios run kubectl-crr: the build `cargo test --workspace` made (the same features,
-# so nothing is compiled again) leaves both in target/debug.
+# so nothing is compiled again) leaves both in cargo's target folder (debug/).
 cargo test -q --workspace --no-run
 step "crate cluster tests" cargo test --workspace --test '*cluster*' -- --include-ignored
 # crr itself runs on several nodes: a second node joins the running test bed (as a node joins a
