@@ -1,8 +1,9 @@
 //! The API client of a component, and the field manager its writes carry, so that
 //! `managedFields` shows which component wrote what.
 
-use kube::Client;
-use kube::api::PatchParams;
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{ApiResource, DynamicObject, PatchParams};
+use kube::{Api, Client, Resource};
 
 /// A kube client plus the field manager of every write this component makes.
 #[derive(Clone)]
@@ -46,5 +47,30 @@ pub fn patch_params(field_manager: &'static str) -> PatchParams {
     PatchParams {
         field_manager: Some(field_manager.to_owned()),
         ..PatchParams::default()
+    }
+}
+
+/// The `Api` of `K` in `namespace`, or in every namespace when `None` (a component watching
+/// one namespace, or the cluster).
+pub fn namespaced_or_all<K>(client: Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client, namespace),
+        None => Api::all(client),
+    }
+}
+
+/// [`namespaced_or_all`] for a kind known at run time (`DynamicObject` and its `ApiResource`).
+pub fn namespaced_or_all_with(
+    client: Client,
+    namespace: Option<&str>,
+    resource: &ApiResource,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(namespace) => Api::namespaced_with(client, namespace, resource),
+        None => Api::all_with(client, resource),
     }
 }
