@@ -1,5 +1,6 @@
 //! The status model every component shares: when a request is finished, what completing one
-//! writes, how a condition is set, and the one shape of a status write ([`StatusPatch`]).
+//! writes, how a condition is set, and the one shape of a status write ([`StatusPatch`], and
+//! [`RolloutStatusPatch`] for a rollout's).
 //!
 //! The operator and the node daemon both write `status` as JSON merge patches of the status
 //! subresource. [`StatusPatch`] is that body, typed: it names the fields a writer changes (absent
@@ -13,10 +14,11 @@
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::ResourceExt as _;
+use kube::{Resource, ResourceExt as _};
 use serde::Serialize;
 
 use crate::keys;
+use crate::rollout::{ContainerRecreateRollout, ContainerRecreateRolloutStatus};
 use crate::v1beta1::{
     ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState,
     ContainerRecreateRequestStatus, ContainerRecreateRequestSyncContainerStatus, Phase,
@@ -119,17 +121,31 @@ pub fn complete(
     );
 }
 
-/// A request without `metadata.resourceVersion` cannot be written: there is nothing to
+/// An object without `metadata.resourceVersion` cannot be written: there is nothing to
 /// precondition the write on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "ContainerRecreateRequest {namespace}/{name} has no resourceVersion to write against (it was not read from the API server)"
+    "{kind} {namespace}/{name} has no resourceVersion to write against (it was not read from the API server)"
 )]
 pub struct NoResourceVersion {
-    /// Namespace of the request.
+    /// The object's kind.
+    pub kind: &'static str,
+    /// Namespace of the object.
     pub namespace: String,
-    /// Name of the request.
+    /// Name of the object.
     pub name: String,
+}
+
+/// The resourceVersion of `object` to precondition a write on.
+fn precondition<K: Resource<DynamicType = ()>>(object: &K) -> Result<Precondition, NoResourceVersion> {
+    match object.resource_version().filter(|version| !version.is_empty()) {
+        Some(resource_version) => Ok(Precondition { resource_version }),
+        None => Err(NoResourceVersion {
+            kind: K::kind(&()).into_owned().leak(),
+            namespace: object.namespace().unwrap_or_default(),
+            name: object.name_any(),
+        }),
+    }
 }
 
 /// A JSON merge patch of a request's status subresource, preconditioned on the resourceVersion
@@ -185,21 +201,16 @@ pub struct StatusFields {
 impl StatusPatch {
     /// An empty patch of `crr`'s status, preconditioned on `crr`'s resourceVersion.
     pub fn of(crr: &ContainerRecreateRequest) -> Result<Self, NoResourceVersion> {
-        let namespace = crr.namespace().unwrap_or_default();
-        let name = crr.name_any();
-        let Some(resource_version) = crr.resource_version().filter(|version| !version.is_empty())
-        else {
-            return Err(NoResourceVersion { namespace, name });
-        };
+        let metadata = precondition(crr)?;
         Ok(Self {
-            namespace,
-            name,
+            namespace: crr.namespace().unwrap_or_default(),
+            name: crr.name_any(),
             base_conditions: crr
                 .status
                 .as_ref()
                 .map(|status| status.conditions.clone())
                 .unwrap_or_default(),
-            metadata: Precondition { resource_version },
+            metadata,
             status: StatusFields::default(),
         })
     }
@@ -284,6 +295,58 @@ impl StatusPatch {
 
     /// The status fields the patch writes.
     pub fn fields(&self) -> &StatusFields {
+        &self.status
+    }
+}
+
+/// A JSON merge patch of a ContainerRecreateRollout's status subresource: the whole status the
+/// controller decided, preconditioned on the resourceVersion of the rollout it decided from.
+///
+/// Serializes as `{"metadata": {"resourceVersion": …}, "status": {…}}`. A rollout changed since
+/// it was read (a status written meanwhile by another leader, or by this one on a stale copy)
+/// fails the write with a conflict: the controller reads again and decides again, and the
+/// Events and metrics that follow a write are never emitted twice for one change.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RolloutStatusPatch {
+    #[serde(skip)]
+    namespace: String,
+    #[serde(skip)]
+    name: String,
+    metadata: Precondition,
+    status: ContainerRecreateRolloutStatus,
+}
+
+impl RolloutStatusPatch {
+    /// The patch that writes `status` onto `rollout`, preconditioned on its resourceVersion.
+    pub fn of(
+        rollout: &ContainerRecreateRollout,
+        status: ContainerRecreateRolloutStatus,
+    ) -> Result<Self, NoResourceVersion> {
+        Ok(Self {
+            namespace: rollout.namespace().unwrap_or_default(),
+            name: rollout.name_any(),
+            metadata: precondition(rollout)?,
+            status,
+        })
+    }
+
+    /// Namespace of the rollout to write.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Name of the rollout to write.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The precondition: the resourceVersion of the rollout the patch was built from.
+    pub fn resource_version(&self) -> &str {
+        &self.metadata.resource_version
+    }
+
+    /// The status it writes.
+    pub fn status(&self) -> &ContainerRecreateRolloutStatus {
         &self.status
     }
 }

@@ -257,6 +257,7 @@ fn a_request_without_resource_version_cannot_be_patched() {
     assert_eq!(
         error,
         NoResourceVersion {
+            kind: "ContainerRecreateRequest",
             namespace: "ns".to_owned(),
             name: "crr-a".to_owned()
         }
@@ -486,4 +487,34 @@ fn completion_patch_equals_complete_applied_to_the_request() {
     );
     assert_eq!(fields.conditions.as_ref(), Some(&expected.conditions));
     assert_eq!(fields.container_status_snapshot, None);
+}
+
+#[test]
+fn a_rollout_status_patch_carries_the_whole_status_and_the_rollouts_resource_version() {
+    let mut rollout: ContainerRecreateRollout = serde_json::from_value(json!({
+        "apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
+        "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "41"},
+        "spec": {"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+                 "containers": ["app"]},
+    }))
+    .expect("a rollout");
+    let status = crate::rollout::ContainerRecreateRolloutStatus {
+        phase: Some("Progressing".to_owned()),
+        recreated: 2,
+        ..Default::default()
+    };
+    let patch = RolloutStatusPatch::of(&rollout, status.clone()).unwrap();
+    assert_eq!((patch.namespace(), patch.name()), ("ns", "web"));
+    assert_eq!(patch.resource_version(), "41");
+    assert_eq!(patch.status(), &status);
+    let body = serde_json::to_value(&patch).unwrap();
+    assert_eq!(body["metadata"], json!({"resourceVersion": "41"}));
+    assert_eq!(body["status"]["phase"], "Progressing");
+    assert_eq!(body["status"]["recreated"], 2);
+    assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
+
+    rollout.metadata.resource_version = None;
+    let error = RolloutStatusPatch::of(&rollout, status).unwrap_err();
+    assert_eq!(error.kind, "ContainerRecreateRollout");
+    assert!(error.to_string().contains("ContainerRecreateRollout ns/web"), "{error}");
 }
