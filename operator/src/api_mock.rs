@@ -1,36 +1,20 @@
 //! A scripted API server for the operator's unit tests (tower-test mock): each step checks
 //! method and path and answers as the API server would.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crr_runtime::events::EventPublisher;
 use http::{Method, Request, Response, StatusCode};
 use kube::Client;
 use kube::client::Body;
-use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
-use tokio::sync::watch;
-
-use crate::context::Context;
-use crate::metrics::Metrics;
 
 /// The test's side of the mocked API server.
 pub type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
-/// A context whose client talks to the returned handle, leading or not.
-pub fn context(leader: bool) -> (Arc<Context>, Handle, watch::Sender<bool>) {
+/// A client that talks to the returned handle.
+pub fn client() -> (Client, Handle) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
-    let (leader_tx, leader_rx) = watch::channel(leader);
-    let ctx = Context::new(
-        client.clone(),
-        EventPublisher::new(client, "crr-operator", "test"),
-        Metrics::register(&mut Registry::default()),
-        leader_rx,
-        Arc::default(),
-    );
-    (Arc::new(ctx), handle, leader_tx)
+    (Client::new(service, "default"), handle)
 }
 
 /// A response with `body` as JSON.

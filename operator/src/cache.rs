@@ -101,9 +101,11 @@ fn slim_settled(crr: &mut ContainerRecreateRequest) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{count_by_phase, count_finished_without_ttl, count_past_deadline};
-    use crate::pod_events::requests_for_pod;
-    use crate::reconcile::{needs_pod, plan};
+    use crate::request::metrics::{
+        count_by_phase, count_finished_without_ttl, count_past_deadline,
+    };
+    use crate::request::pod_events::requests_for_pod;
+    use crate::request::reconcile::{needs_pod, plan};
     use jiff::Timestamp;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use std::collections::BTreeMap;

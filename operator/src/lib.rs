@@ -14,24 +14,17 @@
 mod api_mock;
 pub mod args;
 pub mod cache;
-pub mod context;
-pub mod controller;
 pub mod deadline;
 pub mod elector;
-pub mod error;
-pub mod executor;
 pub mod gate;
 pub mod lease;
-pub mod metrics;
-pub mod pod_events;
-pub mod pod_memo;
 pub mod readiness;
-pub mod reconcile;
+pub mod reconcile_errors;
+pub mod request;
 pub mod rollout;
 pub mod run;
-pub mod settled;
-pub mod snapshot;
 pub mod triggers;
+pub mod wing;
 
 /// Field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "crr-operator";

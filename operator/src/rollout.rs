@@ -6,6 +6,7 @@
 //! carries the plan out.
 
 pub mod controller;
+pub mod error;
 pub mod metrics;
 pub mod plan;
 pub mod request;
@@ -13,3 +14,81 @@ pub mod status;
 pub mod world;
 
 pub use request::request_state;
+
+use std::sync::Arc;
+
+use crr_crds::rollout::ContainerRecreateRollout;
+use crr_crds::v1beta1::ContainerRecreateRequest;
+use futures::future::BoxFuture;
+use futures::{FutureExt as _, Stream, StreamExt as _};
+use kube::runtime::reflector::Store;
+use prometheus_client::registry::Registry;
+
+use crate::reconcile_errors::ReconcileErrors;
+use crate::wing::WingContext;
+use controller::RolloutContext;
+use error::Error;
+use metrics::{RolloutCollector, RolloutMetrics};
+
+/// The rollout wing, started.
+pub struct RolloutWing {
+    /// The rollout cache, which the trigger wing reads (a running rollout of a workload defers
+    /// its next trigger).
+    pub rollouts: Store<ContainerRecreateRollout>,
+    /// The watches and the controller: run it until shutdown.
+    pub work: BoxFuture<'static, ()>,
+}
+
+/// Starts the rollout wing over the request wing's cache (`requests`) and its changes
+/// (`request_changes`): registers its metrics in `registry` (its reconcile errors as
+/// `controller="rollout"`). Until the ContainerRecreateRollout CRD is served it waits, says so
+/// once, and lets the request changes pass.
+pub fn start(
+    wing: &WingContext,
+    requests: Store<ContainerRecreateRequest>,
+    request_changes: impl Stream<Item = Arc<ContainerRecreateRequest>> + Send + 'static,
+    registry: &mut Registry,
+    errors: &ReconcileErrors,
+) -> RolloutWing {
+    let namespace = wing.namespace.as_deref();
+    let (budgets, budget_changes) = controller::budget_watch(wing.client.clone(), namespace);
+    let (rollouts, rollout_changes) = controller::rollout_watch(wing.client.clone(), namespace);
+    registry.register_collector(Box::new(RolloutCollector::new({
+        let rollouts = rollouts.clone();
+        move || rollouts.state()
+    })));
+    let context = Arc::new(RolloutContext::new(
+        wing.client.clone(),
+        wing.events.clone(),
+        wing.leader.clone(),
+        requests,
+        budgets,
+        RolloutMetrics::register(registry),
+        errors.controller("rollout", &Error::KINDS),
+    ));
+    let wing = wing.clone();
+    let store = rollouts.clone();
+    let work = async move {
+        let mut request_changes = Box::pin(request_changes);
+        let served = tokio::select! {
+            served = wing.wait_until_served::<ContainerRecreateRollout>("rollout") => served,
+            // Nobody reads them yet: the request wing must not wait on this one.
+            () = request_changes.by_ref().for_each(|_| futures::future::ready(())) => false,
+        };
+        if !served {
+            return;
+        }
+        controller::run(
+            context,
+            store,
+            rollout_changes,
+            request_changes,
+            budget_changes,
+            wing.became_leader(),
+            wing.shutdown.requested(),
+        )
+        .await;
+    }
+    .boxed();
+    RolloutWing { rollouts, work }
+}

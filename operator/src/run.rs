@@ -1,8 +1,12 @@
-//! The operator process, wired: API client, Lease elector, the request controller, the
-//! readiness-gate initializer, the admin server and the signals. `main.rs` only parses flags
-//! into [`Settings`].
+//! The operator process, wired: API client, Lease elector, the three wings (`request`,
+//! `rollout`, `triggers`, each started by its `start`), the readiness-gate initializer, the
+//! admin server and the signals. `main.rs` only parses flags into [`Settings`].
 //!
-//! Shutdown (SIGTERM or Ctrl+C): `/readyz` turns unready, the controllers stop taking work and
+//! The wings meet only here and through API objects: the rollout wing reads the request wing's
+//! cache, the trigger wing the rollout wing's; a trigger creates a rollout, and a rollout
+//! creates requests.
+//!
+//! Shutdown (SIGTERM or Ctrl+C): `/readyz` turns unready, the wings stop taking work and
 //! finish in-flight reconciles (bounded by `shutdown_drain`), then the Lease is released and the
 //! admin server stops. A second signal exits at once.
 
@@ -15,22 +19,18 @@ use crr_runtime::admin::{self, Readiness};
 use crr_runtime::client::ApiClient;
 use crr_runtime::events::EventPublisher;
 use crr_runtime::shutdown::{self, Drain, Shutdown};
-use futures::Stream;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::FIELD_MANAGER;
-use crate::context::Context;
-use crate::controller;
 use crate::elector::{self, Elector};
 use crate::gate::{self, GateContext};
-use crate::metrics::{CacheCollector, Metrics};
-use crate::rollout;
-use crate::rollout::controller::RolloutContext;
-use crate::rollout::metrics::{RolloutCollector, RolloutMetrics};
-use crate::settled::{self, SettledIndex};
-use crate::triggers::controller::{TriggerContext, TriggerSettings};
+use crate::reconcile_errors::ReconcileErrors;
+use crate::triggers::context::TriggerSettings;
+use crate::wing::WingContext;
+use crate::{request, rollout, triggers};
 
 /// What the operator process needs to know.
 #[derive(Clone, Debug)]
@@ -53,16 +53,50 @@ pub struct Settings {
     pub triggers: Option<TriggerSettings>,
 }
 
-/// Emits each time the receiver turns true.
-fn became_leader(leader: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold(leader, |mut leader| async move {
+/// The wings, started: their work, to run until shutdown.
+struct Wings {
+    request: futures::future::BoxFuture<'static, ()>,
+    rollout: futures::future::BoxFuture<'static, ()>,
+    triggers: futures::future::BoxFuture<'static, ()>,
+}
+
+/// Starts the three wings on `wing`, their metrics in `registry`.
+fn start_wings(
+    wing: &WingContext,
+    settings: &Settings,
+    registry: &mut Registry,
+    readiness: &Readiness,
+) -> Wings {
+    let errors = ReconcileErrors::register(registry);
+    let requests = request::start(wing, settings.workers, registry, &errors, readiness);
+    let rollouts = rollout::start(wing, requests.requests, requests.changes, registry, &errors);
+    let triggers = match settings.triggers.clone() {
+        Some(triggers) => triggers::start(wing, triggers, rollouts.rollouts.clone(), &errors),
+        None => Box::pin(std::future::ready(())),
+    };
+    Wings {
+        request: requests.work,
+        rollout: rollouts.work,
+        triggers,
+    }
+}
+
+/// `crr_operator_leader`, kept equal to `leader`.
+fn leader_gauge(registry: &mut Registry, mut leader: watch::Receiver<bool>) {
+    let gauge = Gauge::<i64>::default();
+    registry.register(
+        "leader",
+        "1 while this replica holds the leader Lease, else 0",
+        gauge.clone(),
+    );
+    tokio::spawn(async move {
         loop {
-            leader.changed().await.ok()?;
-            if *leader.borrow_and_update() {
-                return Some(((), leader));
+            gauge.set(i64::from(*leader.borrow_and_update()));
+            if leader.changed().await.is_err() {
+                break;
             }
         }
-    })
+    });
 }
 
 /// Runs the operator until SIGTERM (drained, Lease released) or a second signal.
@@ -79,74 +113,22 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let readiness = Readiness::default();
     readiness.follow(&shutdown);
     let mut registry = Registry::with_prefix("crr_operator");
-    let metrics = Metrics::register(&mut registry);
 
     let (elector, leader) = Elector::new(client.clone(), settings.lease.clone());
-    let context = Arc::new(Context::new(
-        client.clone(),
-        EventPublisher::new(client.clone(), FIELD_MANAGER, identity),
-        metrics.clone(),
-        leader.clone(),
-        Arc::default(),
-    ));
-
-    let namespace = settings.watch_namespace.as_deref();
-    let settled = Arc::new(SettledIndex::default());
-    let controller::RequestWatch {
-        controller,
-        changes: request_changes,
-        reflecting,
-    } = controller::new_controller(client.clone(), namespace, settings.workers, settled.clone());
-    let store = controller.store();
-    let (budgets, budget_changes) = rollout::controller::budget_watch(client.clone(), namespace);
-    let (rollouts, rollout_changes) = rollout::controller::rollout_watch(client.clone(), namespace);
-    registry.register_collector(Box::new(RolloutCollector::new({
-        let rollouts = rollouts.clone();
-        move || rollouts.state()
-    })));
-    let rollout_context = Arc::new(RolloutContext::new(
-        client.clone(),
-        context.events.clone(),
-        leader.clone(),
-        store.clone(),
-        budgets,
-        RolloutMetrics::register(&mut registry),
-    ));
-    registry.register_collector(Box::new(CacheCollector::new(
-        {
-            let store = store.clone();
-            move || store.state()
-        },
-        {
-            let settled = settled.clone();
-            move || settled.counts()
-        },
-    )));
-    let requests_synced = readiness.gate("request cache");
-    tokio::spawn(async move {
-        match crr_runtime::store::wait_until_ready(&store).await {
-            Ok(()) => requests_synced.open(),
-            Err(error) => warn!(%error, "the request cache never synced"),
-        }
-    });
-    tokio::spawn({
-        let mut leader = leader.clone();
-        let gauge = metrics.leader.clone();
-        async move {
-            loop {
-                gauge.set(i64::from(*leader.borrow_and_update()));
-                if leader.changed().await.is_err() {
-                    break;
-                }
-            }
-        }
-    });
+    let wing = WingContext {
+        client: client.clone(),
+        events: EventPublisher::new(client.clone(), FIELD_MANAGER, identity),
+        leader: leader.clone(),
+        namespace: settings.watch_namespace.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let wings = start_wings(&wing, &settings, &mut registry, &readiness);
+    leader_gauge(&mut registry, leader.clone());
 
     tokio::spawn(crr_runtime::memory::release_freed_memory(
         crr_runtime::memory::RELEASE_INTERVAL,
     ));
 
-    let pods_synced = readiness.gate("pod metadata watch");
     let (admin_trigger, admin_stop) = Shutdown::manual();
     let mut admin_task = tokio::spawn(admin::serve(
         settings.admin_addr,
@@ -156,16 +138,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let (elector_trigger, elector_stop) = watch::channel(false);
     let mut elector_task = tokio::spawn(elector.run(elector_stop));
 
-    let expiring = settled::expire_while_leading(context.clone(), settled, shutdown.requested());
-    let trigger_events = context.events.clone();
-    let requests = controller::run(
-        controller,
-        context,
-        namespace,
-        move || pods_synced.open(),
-        became_leader(leader.clone()),
-        shutdown.requested(),
-    );
+    let namespace = settings.watch_namespace.as_deref();
     let gates = async {
         if let Some(selector) = &settings.readiness_gate_selector {
             let ctx = Arc::new(GateContext {
@@ -182,50 +155,14 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 ctx,
                 namespace,
                 selector,
-                became_leader(leader.clone()),
+                wing.became_leader(),
                 shutdown.requested(),
             );
             tokio::join!(sweeping, watching);
         }
     };
-    let trigger_rollouts = rollouts.clone();
-    let triggering = {
-        let triggers = settings.triggers.clone();
-        let client = client.clone();
-        let events = trigger_events;
-        let leader = leader.clone();
-        let namespace = namespace.map(str::to_owned);
-        let shutdown = shutdown.requested();
-        async move {
-            if let Some(triggers) = triggers {
-                let ctx = Arc::new(TriggerContext::new(
-                    client,
-                    events,
-                    leader.clone(),
-                    trigger_rollouts,
-                    triggers,
-                ));
-                crate::triggers::controller::run(ctx, namespace, became_leader(leader), shutdown)
-                    .await;
-            }
-        }
-    };
-    let rollouts = rollout::controller::run(
-        rollout_context,
-        rollouts,
-        rollout_changes,
-        request_changes,
-        budget_changes,
-        became_leader(leader.clone()),
-        shutdown.requested(),
-    );
     let work = async {
-        // The request watch feeds both controllers and ends with neither: the work is done when
-        // they are.
-        tokio::select! {
-            _ = async { tokio::join!(requests, gates, rollouts, expiring, triggering) } => {}
-            () = reflecting => {}
-        }
+        tokio::join!(wings.request, wings.rollout, wings.triggers, gates);
     };
     let drained = shutdown::drain(work, shutdown.requested(), settings.shutdown_drain);
     tokio::select! {
@@ -258,4 +195,57 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     }
     info!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_operator_serves_exactly_the_metric_families_docs_metrics_md_lists() {
+        let (client, _api) = crate::api_mock::client();
+        let (_stop, shutdown) = Shutdown::manual();
+        let (_, leader) = watch::channel(false);
+        let wing = WingContext {
+            events: EventPublisher::new(client.clone(), FIELD_MANAGER, "test"),
+            client,
+            leader: leader.clone(),
+            namespace: None,
+            shutdown,
+        };
+        let settings = Settings {
+            lease: elector::Settings {
+                namespace: "crr-system".to_owned(),
+                name: "crr-operator".to_owned(),
+                identity: "test".to_owned(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            },
+            admin_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            watch_namespace: None,
+            readiness_gate_selector: None,
+            readiness_gate_sweep: Duration::from_secs(60),
+            shutdown_drain: Duration::from_secs(5),
+            workers: 1,
+            triggers: None,
+        };
+        let mut registry = Registry::with_prefix("crr_operator");
+        let _wings = start_wings(&wing, &settings, &mut registry, &Readiness::default());
+        leader_gauge(&mut registry, leader);
+        let text = crr_runtime::metrics::encode(&registry).expect("encodes");
+        for line in [
+            r#"crr_operator_reconcile_errors_total{controller="request",kind="conflict"} 0"#,
+            r#"crr_operator_reconcile_errors_total{controller="rollout",kind="read_world"} 0"#,
+            "crr_operator_leader 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        use crr_runtime::metrics::{documented_families, exposed_families};
+        assert_eq!(
+            exposed_families(&text),
+            documented_families(include_str!("../../docs/metrics.md"), "crr_operator_"),
+            "docs/metrics.md lists exactly the families the operator serves"
+        );
+    }
 }

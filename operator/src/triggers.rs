@@ -10,8 +10,59 @@ pub use crr_crds::triggers::{annotations, refs};
 pub mod config_change;
 pub mod context;
 pub mod controller;
+pub mod error;
 mod evaluate;
 pub mod hash;
 pub mod queue;
 pub mod rollout;
 pub mod schedule;
+
+use std::sync::Arc;
+
+use crr_crds::rollout::ContainerRecreateRollout;
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use kube::runtime::reflector::Store;
+
+use crate::reconcile_errors::ReconcileErrors;
+use crate::wing::WingContext;
+use context::{TriggerContext, TriggerSettings};
+use error::TriggerError;
+
+/// Starts the trigger wing: its watches on every replica, its evaluations on the Lease holder,
+/// to run until shutdown. `rollouts` is the rollout wing's cache (a running rollout of a
+/// workload defers its next trigger); failed evaluations count in `errors` as
+/// `controller="triggers"`. Until the ContainerRecreateRollout CRD is served (every trigger
+/// creates a rollout) it waits and says so once.
+pub fn start(
+    wing: &WingContext,
+    settings: TriggerSettings,
+    rollouts: Store<ContainerRecreateRollout>,
+    errors: &ReconcileErrors,
+) -> BoxFuture<'static, ()> {
+    let ctx = Arc::new(TriggerContext::new(
+        wing.client.clone(),
+        wing.events.clone(),
+        wing.leader.clone(),
+        rollouts,
+        settings,
+        errors.controller("triggers", &TriggerError::KINDS),
+    ));
+    let wing = wing.clone();
+    async move {
+        if !wing
+            .wait_until_served::<ContainerRecreateRollout>("triggers")
+            .await
+        {
+            return;
+        }
+        controller::run(
+            ctx,
+            wing.namespace.clone(),
+            wing.became_leader(),
+            wing.shutdown.requested(),
+        )
+        .await;
+    }
+    .boxed()
+}

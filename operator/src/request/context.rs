@@ -2,14 +2,14 @@
 //! the retry backoff.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crr_runtime::backoff::Backoff;
 use crr_runtime::events::EventPublisher;
 use kube::Client;
 use tokio::sync::watch;
 
-use crate::metrics::Metrics;
+use crate::reconcile_errors::{RETRY_BASE, RETRY_CAP};
+use crate::request::metrics::Metrics;
 
 /// Shared state of all reconciles.
 pub struct Context {
@@ -23,15 +23,10 @@ pub struct Context {
     pub leader: watch::Receiver<bool>,
     /// The pods of requests in flight as last read (a reconcile reads a pod again only when
     /// the metadata watch reported a change).
-    pub pod_memo: Arc<crate::pod_memo::PodMemo>,
+    pub pod_memo: Arc<crate::request::pod_memo::PodMemo>,
     /// Failed reconciles in a row, per request: their retries back off.
     pub backoff: Backoff,
 }
-
-/// The first retry of a failed reconcile comes after about this, doubling per failure in a row.
-pub const RETRY_BASE: Duration = Duration::from_millis(500);
-/// A failing request is retried at least this often.
-pub const RETRY_CAP: Duration = Duration::from_secs(60);
 
 impl Context {
     /// A context with no backoff history.
@@ -40,7 +35,7 @@ impl Context {
         events: EventPublisher,
         metrics: Metrics,
         leader: watch::Receiver<bool>,
-        pod_memo: Arc<crate::pod_memo::PodMemo>,
+        pod_memo: Arc<crate::request::pod_memo::PodMemo>,
     ) -> Self {
         Self {
             client,
@@ -56,4 +51,23 @@ impl Context {
     pub fn is_leader(&self) -> bool {
         *self.leader.borrow()
     }
+}
+
+/// A context whose client talks to the returned scripted API server, leading or not.
+#[cfg(test)]
+pub fn mocked(leader: bool) -> (Arc<Context>, crate::api_mock::Handle, watch::Sender<bool>) {
+    let (client, handle) = crate::api_mock::client();
+    let (leader_tx, leader_rx) = watch::channel(leader);
+    let errors = crate::reconcile_errors::ReconcileErrors::default();
+    let ctx = Context::new(
+        client.clone(),
+        EventPublisher::new(client, "crr-operator", "test"),
+        Metrics::register(
+            &mut prometheus_client::registry::Registry::default(),
+            &errors,
+        ),
+        leader_rx,
+        Arc::default(),
+    );
+    (Arc::new(ctx), handle, leader_tx)
 }

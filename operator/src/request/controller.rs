@@ -46,13 +46,13 @@ use serde_json::json;
 use tracing::{Instrument, debug, info_span, warn};
 
 use crate::FIELD_MANAGER;
-use crate::context::Context;
-use crate::error::Error;
-use crate::executor::{Executor, Step};
-use crate::metrics::{ErrorLabels, OutcomeLabels};
-use crate::pod_events;
-use crate::reconcile;
-use crate::settled::SettledIndex;
+use crate::request::context::Context;
+use crate::request::error::Error;
+use crate::request::executor::{Executor, Step};
+use crate::request::metrics::OutcomeLabels;
+use crate::request::pod_events;
+use crate::request::reconcile;
+use crate::request::settled::SettledIndex;
 
 /// Reconciles one request: reads its pod, plans, executes the plan, and says when to look again.
 pub async fn reconcile(
@@ -137,10 +137,7 @@ pub fn error_policy(
         .reconciles
         .get_or_create(&OutcomeLabels { outcome: "error" })
         .inc();
-    ctx.metrics
-        .errors
-        .get_or_create(&ErrorLabels { kind: error.kind() })
-        .inc();
+    ctx.metrics.errors.count(error.kind());
     let key = format!("{}/{}", crr.namespace().unwrap_or_default(), crr.name_any());
     if let Some(reason) = error.refusal() {
         // Forbidden or invalid: no retry until the request changes. The reason goes in the
@@ -195,7 +192,7 @@ async fn report_refusal(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>, r
 pub fn pod_triggers(
     client: Client,
     namespace: Option<&str>,
-    pod_memo: Arc<crate::pod_memo::PodMemo>,
+    pod_memo: Arc<crate::request::pod_memo::PodMemo>,
     on_synced: impl Fn() + Send + 'static,
 ) -> impl Stream<Item = Result<PartialObjectMeta<Pod>, watcher::Error>> + Send + 'static {
     // `Api<PartialObjectMeta<_>>` makes metadata-only list and watch requests.

@@ -1,8 +1,9 @@
-//! Why a reconcile failed, as the error policy and the metrics see it.
+//! Why a request reconcile failed, as the error policy and the metrics see it.
 
 use crr_crds::status::NoResourceVersion;
 
 use crate::readiness;
+use crate::reconcile_errors::refusal;
 
 /// Why a reconcile failed; it is retried by the error policy.
 #[derive(Debug, thiserror::Error)]
@@ -56,14 +57,11 @@ pub enum Error {
     /// The request has no resourceVersion to precondition a status write on.
     #[error(transparent)]
     Unversioned(#[from] NoResourceVersion),
-    /// A rollout's target or budgets could not be read.
-    #[error(transparent)]
-    ReadWorld(#[from] crate::rollout::world::ReadError),
 }
 
 impl Error {
     /// Every [`Error::kind`], so metrics export each one from the start.
-    pub const KINDS: [&'static str; 8] = [
+    pub const KINDS: [&'static str; 7] = [
         "missing_namespace",
         "read_pod",
         "conflict",
@@ -71,22 +69,13 @@ impl Error {
         "unreadable_holders",
         "not_leader",
         "unversioned",
-        "read_world",
     ];
 
     /// The API server's reason when it refused the call for good: 403 Forbidden (RBAC, an
     /// admission policy) or 422 Invalid. Trying again changes nothing.
     pub fn refusal(&self) -> Option<String> {
         match self {
-            Self::ReadPod { source, .. }
-            | Self::Write { source, .. }
-            | Self::ReadWorld(crate::rollout::world::ReadError::Api { source, .. }) => match source
-            {
-                kube::Error::Api(status) if status.code == 403 || status.code == 422 => Some(
-                    format!("{} ({}): {}", status.reason, status.code, status.message),
-                ),
-                _ => None,
-            },
+            Self::ReadPod { source, .. } | Self::Write { source, .. } => refusal(source),
             _ => None,
         }
     }
@@ -101,7 +90,6 @@ impl Error {
             Self::UnreadableHolders { .. } => "unreadable_holders",
             Self::NotLeader => "not_leader",
             Self::Unversioned(_) => "unversioned",
-            Self::ReadWorld(_) => "read_world",
         }
     }
 }

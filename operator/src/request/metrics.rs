@@ -23,7 +23,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
@@ -31,20 +31,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::deadline;
-use crate::reconcile::CompletionReason;
+use crate::reconcile_errors::{ControllerErrors, ReconcileErrors};
+use crate::request::reconcile::CompletionReason;
 
 /// Label of a reconcile outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     /// `applied` (leader reconciled), `skipped` (not the leader) or `error`.
     pub outcome: &'static str,
-}
-
-/// Label of a reconcile error.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorLabels {
-    /// The error kind, see `error::Error::kind`.
-    pub kind: &'static str,
 }
 
 /// Label of an operator-made completion.
@@ -97,41 +91,34 @@ const RECREATE_BUCKETS: [f64; 15] = [
 pub struct Metrics {
     /// Reconciles by outcome.
     pub reconciles: Family<OutcomeLabels, Counter>,
-    /// Reconcile errors by kind.
-    pub errors: Family<ErrorLabels, Counter>,
+    /// Failed reconciles and TTL deletions by kind (`controller="request"`).
+    pub errors: ControllerErrors,
     /// Requests the operator completed, by reason.
     pub completions: Family<CompletionLabels, Counter>,
     /// Seconds from creation to completion by outcome, observed once per finished request.
     pub recreate_duration: Family<FinishedLabels, Histogram>,
     /// Finished requests by outcome and reason, counted with `recreate_duration`.
     pub outcomes: Family<OutcomeReasonLabels, Counter>,
-    /// 1 while this replica holds the Lease.
-    pub leader: Gauge,
 }
 
 impl Metrics {
     /// Creates the metrics and registers them in `registry` (which carries the `crr_operator`
     /// prefix). Every known label value starts at 0, so each family has series before its first
     /// event.
-    pub fn register(registry: &mut Registry) -> Self {
+    pub fn register(registry: &mut Registry, errors: &ReconcileErrors) -> Self {
         let metrics = Self {
             reconciles: Family::default(),
-            errors: Family::default(),
+            errors: errors.controller("request", &crate::request::error::Error::KINDS),
             completions: Family::default(),
             recreate_duration: Family::new_with_constructor(|| {
                 Histogram::new(RECREATE_BUCKETS.iter().copied())
             }),
             outcomes: Family::default(),
-            leader: Gauge::default(),
         };
         use crr_runtime::metrics::start_at_zero;
         start_at_zero(
             &metrics.reconciles,
             ["applied", "skipped", "error"].map(|outcome| OutcomeLabels { outcome }),
-        );
-        start_at_zero(
-            &metrics.errors,
-            crate::error::Error::KINDS.map(|kind| ErrorLabels { kind }),
         );
         start_at_zero(
             &metrics.completions,
@@ -153,11 +140,6 @@ impl Metrics {
             metrics.reconciles.clone(),
         );
         registry.register(
-            "reconcile_errors",
-            "Failed reconciles by error kind",
-            metrics.errors.clone(),
-        );
-        registry.register(
             "completions",
             "ContainerRecreateRequests the operator itself completed, by reason (PodGone, DaemonNotResponding, ActiveDeadlineExceeded)",
             metrics.completions.clone(),
@@ -172,11 +154,6 @@ impl Metrics {
             "Finished ContainerRecreateRequests by outcome and the reason of their Succeeded condition",
             metrics.outcomes.clone(),
         );
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader Lease, else 0",
-            metrics.leader.clone(),
-        );
         metrics
     }
 
@@ -185,7 +162,7 @@ impl Metrics {
     /// `outcomes` only.
     pub fn observe_finished(&self, crr: &ContainerRecreateRequest) {
         let labels = finished_labels(crr);
-        if let Some(took) = crate::reconcile::time_to_completion(crr) {
+        if let Some(took) = crate::request::reconcile::time_to_completion(crr) {
             self.recreate_duration
                 .get_or_create(&FinishedLabels {
                     outcome: labels.outcome,
@@ -493,7 +470,8 @@ mod tests {
     #[test]
     fn scrape_shows_every_family_with_its_labels() {
         let mut registry = Registry::with_prefix("crr_operator");
-        let metrics = Metrics::register(&mut registry);
+        let errors = ReconcileErrors::register(&mut registry);
+        let metrics = Metrics::register(&mut registry, &errors);
         metrics
             .reconciles
             .get_or_create(&OutcomeLabels { outcome: "applied" })
@@ -507,16 +485,11 @@ mod tests {
                 without_ttl: 1,
             },
         )));
-        // The rollout controller's, registered beside them as `run.rs` does.
-        crate::rollout::metrics::RolloutMetrics::register(&mut registry);
-        registry.register_collector(Box::new(crate::rollout::metrics::RolloutCollector::new(
-            Vec::new,
-        )));
         let text = crr_runtime::metrics::encode(&registry).unwrap();
         for expected in [
             "crr_operator_reconciles_total{outcome=\"applied\"} 1",
             "crr_operator_reconciles_total{outcome=\"error\"} 0",
-            "crr_operator_reconcile_errors_total{kind=\"conflict\"} 0",
+            "crr_operator_reconcile_errors_total{controller=\"request\",kind=\"conflict\"} 0",
             "crr_operator_completions_total{reason=\"PodGone\"} 0",
             "crr_operator_recreate_duration_seconds_count{outcome=\"succeeded\"} 1",
             "crr_operator_recreate_duration_seconds_sum{outcome=\"succeeded\"} 42.0",
@@ -527,7 +500,6 @@ mod tests {
             "crr_operator_requests_past_deadline 0",
             "crr_operator_requests{phase=\"Completed\"} 1",
             "crr_operator_finished_requests_without_ttl 1",
-            "crr_operator_leader 0",
             "# TYPE crr_operator_recreate_duration_seconds histogram",
             "# TYPE crr_operator_requests gauge",
             "# TYPE crr_operator_requests_past_deadline gauge",
@@ -535,11 +507,5 @@ mod tests {
             assert!(text.contains(expected), "{expected} missing from\n{text}");
         }
         assert!(!text.contains("time_to_completion"), "{text}");
-        use crr_runtime::metrics::{documented_families, exposed_families};
-        assert_eq!(
-            exposed_families(&text),
-            documented_families(include_str!("../../docs/metrics.md"), "crr_operator_"),
-            "docs/metrics.md lists exactly the families the operator serves"
-        );
     }
 }

@@ -36,10 +36,10 @@ use kube::{Api, Resource, ResourceExt};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
-use crate::context::Context;
 use crate::deadline;
-use crate::error::Error;
-use crate::metrics::{ErrorLabels, SettledCounts};
+use crate::request::context::Context;
+use crate::request::error::Error;
+use crate::request::metrics::SettledCounts;
 
 /// With nothing due, the deletion loop looks again at least this often (a clock that jumped,
 /// a lost notification).
@@ -368,10 +368,7 @@ pub async fn expire_while_leading(
                     }
                 }
                 Err(error) => {
-                    ctx.metrics
-                        .errors
-                        .get_or_create(&ErrorLabels { kind: error.kind() })
-                        .inc();
+                    ctx.metrics.errors.count(error.kind());
                     let after = ctx.backoff.failed(&key);
                     warn!(crr = %key, %error, retry_in = ?after, "TTL deletion failed");
                     let at = Timestamp::now()

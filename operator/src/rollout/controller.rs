@@ -43,14 +43,14 @@ use serde_json::json;
 use tokio::sync::watch;
 use tracing::{Instrument, debug, info_span, warn};
 
+use super::error::Error;
 use super::metrics::RolloutMetrics;
 use super::plan::{self, RequestState, Settings, Waiting};
 use super::request::{new_request, pod_uid, request_state};
 use super::status::{events, next_status};
 use super::world::{self, pod_view};
 use crate::FIELD_MANAGER;
-use crate::context::{RETRY_BASE, RETRY_CAP};
-use crate::error::Error;
+use crate::reconcile_errors::{ControllerErrors, RETRY_BASE, RETRY_CAP};
 
 /// How soon a rollout waiting for its pods to turn Ready looks again (pods are not watched).
 pub const READY_POLL: Duration = Duration::from_secs(1);
@@ -81,6 +81,8 @@ pub struct RolloutContext {
     pub backoff: Backoff,
     /// The rollout metrics the leader updates.
     pub metrics: RolloutMetrics,
+    /// Failed reconciles, by kind.
+    pub errors: ControllerErrors,
     /// When a budget wait was last announced, per `namespace/rollout/pdb`.
     budget_events: Mutex<HashMap<String, Instant>>,
 }
@@ -94,6 +96,7 @@ impl RolloutContext {
         requests: Store<ContainerRecreateRequest>,
         budgets: Store<PodDisruptionBudget>,
         metrics: RolloutMetrics,
+        errors: ControllerErrors,
     ) -> Self {
         Self {
             client,
@@ -102,6 +105,7 @@ impl RolloutContext {
             requests,
             budgets,
             metrics,
+            errors,
             backoff: Backoff::new(RETRY_BASE, RETRY_CAP),
             budget_events: Mutex::new(HashMap::new()),
         }
@@ -351,6 +355,7 @@ pub fn error_policy(
     error: &Error,
     ctx: Arc<RolloutContext>,
 ) -> controller::Action {
+    ctx.errors.count(error.kind());
     let key = format!(
         "{}/{}",
         rollout.namespace().unwrap_or_default(),

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use super::queue::WakeQueue;
 use super::refs::{ConfigKind, References};
+use crate::reconcile_errors::ControllerErrors;
 
 /// A workload whose config-change rollout still runs is looked at again this often.
 pub const WAIT_FOR_RUNNING: Duration = Duration::from_secs(5);
@@ -121,6 +122,8 @@ pub struct TriggerContext {
     pub(super) relisting: Mutex<HashMap<&'static str, HashSet<WorkloadKey>>>,
     pub(super) queue: WakeQueue<WorkloadKey>,
     pub(super) backoff: Backoff,
+    /// Failed evaluations, by kind.
+    pub(super) errors: ControllerErrors,
 }
 
 pub(super) fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -135,6 +138,7 @@ impl TriggerContext {
         leader: watch::Receiver<bool>,
         rollouts: Store<ContainerRecreateRollout>,
         settings: TriggerSettings,
+        errors: ControllerErrors,
     ) -> Self {
         Self {
             client,
@@ -150,6 +154,7 @@ impl TriggerContext {
             reloaders: Mutex::default(),
             queue: WakeQueue::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+            errors,
         }
     }
 

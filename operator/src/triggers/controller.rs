@@ -213,10 +213,7 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<PartialObjectMeta<K>> = match namespace {
-        Some(namespace) => Api::namespaced(client, namespace),
-        None => Api::all(client),
-    };
+    let api: Api<PartialObjectMeta<K>> = crr_runtime::client::namespaced_or_all(client, namespace);
     watcher(api, watcher::Config::default())
         .default_backoff()
         .filter_map(|event| {
@@ -254,10 +251,11 @@ pub async fn run(
     let mut watches: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
     for (kind, _) in KINDS {
         let resource = api_resource(kind);
-        let api: Api<DynamicObject> = match &namespace {
-            Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
-            None => Api::all_with(ctx.client.clone(), &resource),
-        };
+        let api = crr_runtime::client::namespaced_or_all_with(
+            ctx.client.clone(),
+            namespace.as_deref(),
+            &resource,
+        );
         let ctx = ctx.clone();
         watches.push(Box::pin(
             watcher(api, watcher::Config::default())
@@ -322,6 +320,7 @@ pub async fn run(
                     }
                 }
                 Err(error) => {
+                    ctx.errors.count(error.kind());
                     let after = ctx.backoff.failed(&name);
                     warn!(workload = %name, %error, retry_in = ?after, "trigger evaluation failed");
                     ctx.queue.wake(key, after);

@@ -21,6 +21,7 @@ use super::config_change;
 use super::context::{
     ReadHash, TriggerContext, WAIT_FOR_RUNNING, WorkloadEntry, WorkloadKey, api_resource, locked,
 };
+use super::error::{TriggerError, api_error};
 use super::refs::{ConfigKind, ConfigRef};
 use super::rollout::{self as trigger_rollout, Cause, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
@@ -35,25 +36,6 @@ fn reference(key: &WorkloadKey, uid: &str) -> ObjectReference {
         uid: Some(uid.to_owned()),
         ..ObjectReference::default()
     }
-}
-
-/// Why an evaluation failed: it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum TriggerError {
-    /// An API call failed.
-    #[error("{action}: {source}")]
-    Api {
-        /// What was tried.
-        action: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-}
-
-fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> TriggerError {
-    let action = action.into();
-    move |source| TriggerError::Api { action, source }
 }
 
 /// The hash of `object`'s data in `namespace` now, read only when its resourceVersion moved

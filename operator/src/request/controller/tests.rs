@@ -22,8 +22,9 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
 use super::{error_policy, reconcile};
-use crate::api_mock::{Handle, api_status, context, expect, respond};
-use crate::error::Error;
+use crate::api_mock::{Handle, api_status, expect, respond};
+use crate::request::context::mocked as context;
+use crate::request::error::Error;
 
 const CRR_PATH: &str = "/apis/apps.kruise.io/v1beta1/namespaces/ns/containerrecreaterequests/crr-a";
 const POD_PATH: &str = "/api/v1/namespaces/ns/pods/web";
@@ -373,7 +374,7 @@ async fn each_write_builds_on_the_object_the_previous_write_returned() {
         assert_eq!(types, vec![json!("Other"), json!("PreRecreateGrace")]);
         assert_eq!(
             body["status"]["message"],
-            crate::reconcile::MESSAGE_NO_READINESS_GATE
+            crate::request::reconcile::MESSAGE_NO_READINESS_GATE
         );
         let mut body_keys: Vec<_> = body["status"].as_object().unwrap().keys().collect();
         body_keys.sort();

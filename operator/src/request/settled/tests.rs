@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::reflector::{ObjectRef, store::Writer};
 
 use super::*;
-use crate::api_mock::{api_status, context, expect, respond};
+use crate::api_mock::{api_status, expect, respond};
+use crate::request::context::mocked as context;
 
 fn at(seconds: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + seconds).expect("a valid time")
