@@ -1,5 +1,6 @@
 //! The ContainerRecreateRequest API: types for both served versions, their lossless conversion,
-//! the well-known keys, and the CustomResourceDefinition built from the types; and crr's own
+//! the well-known keys, whether a pod declares the readiness gate a request flips
+//! ([`readiness_gate`]), and the CustomResourceDefinition built from the types; and crr's own
 //! ContainerRecreateRollout ([`rollout`]) with its CRD.
 //!
 //! Every component converts incoming objects to the hub version ([`v1beta1`]) at its edge and
@@ -12,6 +13,7 @@
 pub mod conversion;
 pub mod keys;
 pub mod limits;
+pub mod readiness_gate;
 pub mod restart_policy;
 pub mod rollout;
 pub mod rules;

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use crr_crds::keys;
 use crr_crds::rollout::{
     ContainerRecreateRollout, ContainerRecreateRolloutSpec, RolloutPhase, RolloutRecreateStrategy,
     RolloutTarget, WorkloadRef, target_name,
 };
 use crr_crds::rules::rollout::{WORKLOAD_API_VERSION, check_rollout};
+use crr_crds::{keys, readiness_gate};
 use futures::StreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
@@ -335,18 +335,14 @@ async fn warn_without_gate(client: Client, namespace: &str, target: &RolloutTarg
     let Some(template) = template else {
         return;
     };
-    let gated = template.spec.as_ref().is_some_and(|spec| {
-        spec.readiness_gates
-            .iter()
-            .flatten()
-            .any(|gate| gate.condition_type == keys::POD_CONDITION_KRUISE_POD_READY)
-    }) || template
-        .metadata
-        .as_ref()
-        .and_then(|metadata| metadata.labels.as_ref())
-        .is_some_and(|labels| {
-            labels.get(keys::LABEL_READINESS_GATE).map(String::as_str) == Some("true")
-        });
+    let gated = readiness_gate::declares_kruise_pod_ready(template.spec.as_ref())
+        || template
+            .metadata
+            .as_ref()
+            .and_then(|metadata| metadata.labels.as_ref())
+            .is_some_and(|labels| {
+                labels.get(keys::LABEL_READINESS_GATE).map(String::as_str) == Some("true")
+            });
     if !gated {
         eprintln!(
             "Warning: the pods of {}/{} have no {} readiness gate: --unready-grace cannot take them out of Service endpoints before the kill (label the pod template {}: \"true\")",

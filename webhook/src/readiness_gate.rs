@@ -15,6 +15,7 @@
 //! `matchConditions`). Decides only; the HTTP handler lives in `routes.rs`.
 
 use crr_crds::keys::POD_CONDITION_KRUISE_POD_READY;
+use crr_crds::readiness_gate;
 use k8s_openapi::api::core::v1::PodReadinessGate;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
@@ -87,11 +88,7 @@ pub fn patch_for(pod: &GatedPod, opt_in_label: &str) -> Option<json_patch::Patch
         .and_then(|labels| labels.get(opt_in_label))
         .map(String::as_str)
         == Some("true");
-    let gated = pod.spec.readiness_gates.as_ref().is_some_and(|gates| {
-        gates
-            .iter()
-            .any(|existing| existing.condition_type == POD_CONDITION_KRUISE_POD_READY)
-    });
+    let gated = readiness_gate::lists_kruise_pod_ready(pod.spec.readiness_gates.as_deref());
     let operation = match (opted_in, gated) {
         (true, true) | (false, false) => return None,
         (true, false) => {
