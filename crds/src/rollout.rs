@@ -211,6 +211,19 @@ pub struct RolloutFailure {
     pub message: String,
 }
 
+/// The failure as one line of text, the way the rollout's `PodFailed` Events and
+/// `kubectl crr rollout status` show it: `pod web-1 container app: <message>` (no container part
+/// when the request does not say which).
+impl std::fmt::Display for RolloutFailure {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "pod {}", self.pod)?;
+        if let Some(container) = &self.container {
+            write!(formatter, " container {container}")?;
+        }
+        write!(formatter, ": {}", self.message)
+    }
+}
+
 /// A rollout's phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RolloutPhase {
@@ -434,6 +447,24 @@ pub fn crd() -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_reads_as_its_pod_its_container_when_known_and_why() {
+        let mut failure = RolloutFailure {
+            pod: "web-1".to_owned(),
+            container: Some("app".to_owned()),
+            message: "preStop hook failed: exit code 1".to_owned(),
+        };
+        assert_eq!(
+            failure.to_string(),
+            "pod web-1 container app: preStop hook failed: exit code 1"
+        );
+        failure.container = None;
+        assert_eq!(
+            failure.to_string(),
+            "pod web-1: preStop hook failed: exit code 1"
+        );
+    }
 
     #[test]
     fn max_unavailable_resolves_counts_and_percents_never_below_one() {

@@ -243,15 +243,10 @@ pub async fn execute(client: Client, namespace: &str, args: &RolloutArgs) -> Res
             }
             println!("{}", progress_line(&rollout));
             for failure in rollout.status.iter().flat_map(|status| &status.failures) {
+                // Pod and container names are DNS labels: only the message can carry escapes.
                 println!(
-                    "  failed: pod {}{}: {}",
-                    failure.pod,
-                    failure
-                        .container
-                        .as_deref()
-                        .map(|container| format!(" container {container}"))
-                        .unwrap_or_default(),
-                    crate::printable::printable(&failure.message)
+                    "  failed: {}",
+                    crate::printable::printable(&failure.to_string())
                 );
             }
             Ok(Exit::Success)
