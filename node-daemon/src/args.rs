@@ -1,10 +1,9 @@
 //! The node daemon's command line: every flag with an environment fallback.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use crr_runtime::logging::LogFormat;
+use crr_runtime::args::{AdminArgs, AdminFlagNames};
 
 /// Per-node agent that recreates ContainerRecreateRequest containers through CRI.
 #[derive(Parser, Debug)]
@@ -49,15 +48,17 @@ pub struct Args {
     )]
     pub cri_unavailable_exit_seconds: u64,
 
-    /// Address of /healthz, /readyz and /metrics.
-    #[arg(
-        long,
-        env = "CRR_NODE_DAEMON_ADMIN_LISTEN",
-        default_value = "0.0.0.0:10221"
-    )]
-    pub admin_listen: SocketAddr,
+    /// `--admin-listen` and `--log-format`.
+    #[command(flatten)]
+    pub admin: AdminArgs<NodeDaemonFlagNames>,
+}
 
-    /// Log format.
-    #[arg(long, env = "CRR_NODE_DAEMON_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+/// The node daemon's spelling of the shared flags: its admin port is 10221.
+#[derive(Debug)]
+pub enum NodeDaemonFlagNames {}
+
+impl AdminFlagNames for NodeDaemonFlagNames {
+    const ADDRESS_ENV: &'static str = "CRR_NODE_DAEMON_ADMIN_LISTEN";
+    const ADDRESS_DEFAULT: &'static str = "0.0.0.0:10221";
+    const LOG_FORMAT_ENV: &'static str = "CRR_NODE_DAEMON_LOG_FORMAT";
 }

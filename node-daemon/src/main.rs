@@ -9,6 +9,6 @@ use crr_node_daemon::args::Args;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    crr_runtime::logging::init(args.log_format);
+    crr_runtime::logging::init(args.admin.log_format);
     crr_node_daemon::run::run(args).await
 }

@@ -81,7 +81,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             move || daemon.in_flight()
         })));
 
-    let admin_listen = args.admin_listen;
+    let admin_listen = args.admin.address;
     tokio::spawn(async move {
         let router = admin::router(readiness, registry, runtime_name);
         if let Err(error) = admin::serve(admin_listen, router, std::future::pending()).await {

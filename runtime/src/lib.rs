@@ -1,5 +1,5 @@
 //! `crr-runtime`: the edges that crr's three binaries (operator, webhook, node daemon) share, in
-//! one place: the admin server and readiness, retry backoff, the HTTP(S) serving loop with its time limits,
+//! one place: the admin server and readiness, the admin and log flags, retry backoff, the HTTP(S) serving loop with its time limits,
 //! signals and the bounded drain, logging, metrics encoding, Event publishing, the wait for a
 //! reflector store, the TLS crypto provider, giving freed memory back, the API client, and reading a workload's selector and pod template with its field manager.
 //!
@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 
 pub mod admin;
+pub mod args;
 pub mod backoff;
 pub mod client;
 pub mod events;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use crr_runtime::logging::LogFormat;
+use crr_runtime::args::{AdminArgs, AdminFlagNames};
 
 use crate::certs::publish::CaTargets;
 use crate::certs::upkeep::CertSource;
@@ -22,13 +22,9 @@ pub struct Args {
     #[arg(long, env = "CRR_WEBHOOK_LISTEN", default_value = "0.0.0.0:9443")]
     pub listen: SocketAddr,
 
-    /// Plain-HTTP address of /healthz, /readyz and /metrics.
-    #[arg(long, env = "CRR_WEBHOOK_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
-    pub admin_listen: SocketAddr,
-
-    /// Log format.
-    #[arg(long, env = "CRR_WEBHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// `--admin-listen` and `--log-format`.
+    #[command(flatten)]
+    pub admin: AdminArgs<WebhookFlagNames>,
 
     /// Whether the node daemon runs (upstream's KruiseDaemon feature gate). When false, new
     /// ContainerRecreateRequests are refused with a message saying why.
@@ -122,6 +118,15 @@ pub struct Args {
     pub ca_overlap_seconds: i64,
 }
 
+/// The webhook's spelling of the shared flags.
+#[derive(Debug)]
+pub enum WebhookFlagNames {}
+
+impl AdminFlagNames for WebhookFlagNames {
+    const ADDRESS_ENV: &'static str = "CRR_WEBHOOK_ADMIN_LISTEN";
+    const LOG_FORMAT_ENV: &'static str = "CRR_WEBHOOK_LOG_FORMAT";
+}
+
 fn split(value: &str, what: &str) -> anyhow::Result<(String, String)> {
     value
         .split_once('/')
@@ -156,7 +161,7 @@ impl Args {
         .context("certificate lifetimes")?;
         Ok(Settings {
             listen: self.listen,
-            admin_listen: self.admin_listen,
+            admin_listen: self.admin.address,
             node_daemon_enabled: self.node_daemon_enabled,
             cert_source,
             client_ca_file: self.client_ca_file.clone(),
