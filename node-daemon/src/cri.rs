@@ -362,6 +362,7 @@ pub fn strip_scheme(container_id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crr_runtime::metrics::missing_lines;
 
     #[tokio::test]
     async fn every_call_is_reported_by_method_and_failures_counted() {
@@ -374,13 +375,13 @@ mod tests {
         registry.register("cri_request_duration_seconds", "", metrics.duration.clone());
         registry.register("cri_errors", "", metrics.errors.clone());
         let text = crr_runtime::metrics::encode(&registry).expect("encode");
-        for expected in [
+        let expected = [
             "cri_request_duration_seconds_count{method=\"Version\"} 1",
             "cri_request_duration_seconds_count{method=\"StopContainer\"} 1",
             "cri_errors_total{method=\"StopContainer\"} 1",
-        ] {
-            assert!(text.contains(expected), "{expected} missing from\n{text}");
-        }
+        ];
+        let missing = missing_lines(&text, &expected);
+        assert!(missing.is_empty(), "{missing:?} missing from\n{text}");
         assert!(
             !text.contains("cri_errors_total{method=\"Version\"}"),
             "{text}"

@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crr_runtime::metrics::ScrapeSource;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -224,29 +225,22 @@ impl Metrics {
 
 /// Reports `crr_node_daemon_requests_in_flight` at scrape time from `source` (the number of
 /// this node's requests the daemon holds unfinished, read from its cache).
+#[derive(Debug)]
 pub struct InFlightCollector {
-    source: Arc<dyn Fn() -> usize + Send + Sync>,
+    source: ScrapeSource<usize>,
 }
 
 impl InFlightCollector {
     pub fn new(source: impl Fn() -> usize + Send + Sync + 'static) -> Self {
         Self {
-            source: Arc::new(source),
+            source: ScrapeSource::new(source),
         }
-    }
-}
-
-impl fmt::Debug for InFlightCollector {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter
-            .debug_struct("InFlightCollector")
-            .finish_non_exhaustive()
     }
 }
 
 impl Collector for InFlightCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let count = i64::try_from((self.source)()).unwrap_or(i64::MAX);
+        let count = i64::try_from(self.source.read()).unwrap_or(i64::MAX);
         let metric = encoder.encode_descriptor(
             "requests_in_flight",
             "Requests for this node's pods that the daemon holds unfinished (neither completed nor being deleted)",
@@ -260,6 +254,7 @@ impl Collector for InFlightCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crr_runtime::metrics::{CatalogMismatch, catalog_mismatch, missing_lines};
 
     #[test]
     fn scrape_shows_every_family_with_its_labels() {
@@ -277,7 +272,7 @@ mod tests {
             .observe("StopContainer", Duration::from_millis(30), false);
         metrics.runtime_ready.set(1);
         let text = crr_runtime::metrics::encode(&registry).expect("encode");
-        for expected in [
+        let expected = [
             "crr_node_daemon_kills_total{outcome=\"success\"} 1",
             "crr_node_daemon_kills_total{outcome=\"failure\"} 0",
             "crr_node_daemon_pre_stop_hooks_total{outcome=\"failure\"} 1",
@@ -300,13 +295,16 @@ mod tests {
             "# TYPE crr_node_daemon_cri_request_duration_seconds histogram",
             "# TYPE crr_node_daemon_requests_in_flight gauge",
             "# TYPE crr_node_daemon_runtime_ready gauge",
-        ] {
-            assert!(text.contains(expected), "{expected} missing from\n{text}");
-        }
-        use crr_runtime::metrics::{documented_families, exposed_families};
+        ];
+        let missing = missing_lines(&text, &expected);
+        assert!(missing.is_empty(), "{missing:?} missing from\n{text}");
         assert_eq!(
-            exposed_families(&text),
-            documented_families(include_str!("../../docs/metrics.md"), "crr_node_daemon_"),
+            catalog_mismatch(
+                &text,
+                include_str!("../../docs/metrics.md"),
+                "crr_node_daemon_"
+            ),
+            CatalogMismatch::default(),
             "docs/metrics.md lists exactly the families the node daemon serves"
         );
     }

@@ -1,8 +1,12 @@
 //! Metrics encoding: every binary serves its `prometheus-client` registry in the OpenMetrics
-//! text format, with the one content type that format has.
+//! text format, with the one content type that format has. Beside it, what the binaries' metrics
+//! share: series started at zero, the source a scrape-time collector reads, and what their tests
+//! check in a scrape (the lines they expect, and that docs/metrics.md lists exactly the families
+//! served).
 
 use std::collections::BTreeSet;
 use std::hash::Hash;
+use std::sync::Arc;
 
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::registry::Registry;
@@ -20,6 +24,36 @@ where
 {
     for labels in label_sets {
         drop(family.get_or_create(&labels));
+    }
+}
+
+/// What a [`Collector`](prometheus_client::collector::Collector) reads when it is scraped: a
+/// closure over the binary's own state (a cache, a count), so that the families it reports are
+/// exact at scrape time instead of updated on every change. A collector must be `Debug` and a
+/// closure is not: this one shows as `ScrapeSource(..)`, so the collector can derive `Debug`.
+pub struct ScrapeSource<T>(Arc<dyn Fn() -> T + Send + Sync>);
+
+impl<T> ScrapeSource<T> {
+    /// The source that calls `read` at each scrape.
+    pub fn new(read: impl Fn() -> T + Send + Sync + 'static) -> Self {
+        Self(Arc::new(read))
+    }
+
+    /// The current value.
+    pub fn read(&self) -> T {
+        (self.0)()
+    }
+}
+
+impl<T> Clone for ScrapeSource<T> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<T> std::fmt::Debug for ScrapeSource<T> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("ScrapeSource(..)")
     }
 }
 
@@ -59,6 +93,37 @@ pub fn documented_families(markdown: &str, prefix: &str) -> BTreeSet<String> {
         .filter(|name| name.starts_with(prefix))
         .map(str::to_owned)
         .collect()
+}
+
+/// The lines of `expected` that the scrape `text` lacks: what a binary's metrics test looks for
+/// (a series with its value, a `# TYPE` line) and did not find.
+pub fn missing_lines<'a>(text: &str, expected: &[&'a str]) -> Vec<&'a str> {
+    expected
+        .iter()
+        .copied()
+        .filter(|line| !text.contains(line))
+        .collect()
+}
+
+/// Where a binary's scrape and the catalog (docs/metrics.md) disagree; empty when the catalog
+/// lists exactly the families served.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CatalogMismatch {
+    /// Families the scrape serves that the catalog does not list.
+    pub undocumented: BTreeSet<String>,
+    /// Families the catalog lists under the binary's prefix that the scrape does not serve.
+    pub unserved: BTreeSet<String>,
+}
+
+/// Compares the families the scrape `text` serves ([`exposed_families`]) with those the
+/// Markdown `catalog` lists under `prefix` ([`documented_families`]).
+pub fn catalog_mismatch(text: &str, catalog: &str, prefix: &str) -> CatalogMismatch {
+    let served = exposed_families(text);
+    let documented = documented_families(catalog, prefix);
+    CatalogMismatch {
+        undocumented: served.difference(&documented).cloned().collect(),
+        unserved: documented.difference(&served).cloned().collect(),
+    }
 }
 
 #[cfg(test)]
@@ -111,6 +176,88 @@ mod tests {
         assert_eq!(
             families.into_iter().collect::<Vec<_>>(),
             ["crr_a_total", "crr_b_seconds"]
+        );
+    }
+
+    #[test]
+    fn missing_lines_are_those_the_scrape_lacks_in_the_order_asked() {
+        let text = "# TYPE crr_test_things counter\ncrr_test_things_total 1\n# EOF\n";
+        assert_eq!(
+            missing_lines(
+                text,
+                &[
+                    "crr_test_waits 0",
+                    "crr_test_things_total 1",
+                    "# TYPE crr_test_waits gauge"
+                ]
+            ),
+            ["crr_test_waits 0", "# TYPE crr_test_waits gauge"]
+        );
+        assert!(missing_lines(text, &["# TYPE crr_test_things counter"]).is_empty());
+    }
+
+    #[test]
+    fn the_catalog_mismatch_names_undocumented_and_unserved_families() {
+        let text = "# TYPE crr_test_things counter\n# TYPE crr_test_level gauge\n# EOF\n";
+        let catalog = "| `crr_test_things_total` | counter |\n| `crr_test_waits_seconds` | histogram |\n\
+                       | `crr_other_total` | counter |\n";
+        let mismatch = catalog_mismatch(text, catalog, "crr_test_");
+        assert_eq!(
+            mismatch.undocumented.into_iter().collect::<Vec<_>>(),
+            ["crr_test_level"]
+        );
+        assert_eq!(
+            mismatch.unserved.into_iter().collect::<Vec<_>>(),
+            ["crr_test_waits_seconds"]
+        );
+        let agreeing = "| `crr_test_things_total` | counter |\n| `crr_test_level` | gauge |\n";
+        assert_eq!(
+            catalog_mismatch(text, agreeing, "crr_test_"),
+            CatalogMismatch::default()
+        );
+    }
+
+    /// A collector of one gauge, as the binaries write theirs.
+    #[derive(Debug)]
+    struct LevelCollector {
+        level: ScrapeSource<i64>,
+    }
+
+    impl prometheus_client::collector::Collector for LevelCollector {
+        fn encode(
+            &self,
+            mut encoder: prometheus_client::encoding::DescriptorEncoder,
+        ) -> Result<(), std::fmt::Error> {
+            use prometheus_client::encoding::EncodeMetric as _;
+            let metric = encoder.encode_descriptor(
+                "level",
+                "Level",
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            prometheus_client::metrics::gauge::ConstGauge::new(self.level.read()).encode(metric)
+        }
+    }
+
+    #[test]
+    fn a_scrape_source_is_read_at_each_scrape() {
+        use std::sync::atomic::{AtomicI64, Ordering};
+        let level = Arc::new(AtomicI64::new(3));
+        let source = ScrapeSource::new({
+            let level = Arc::clone(&level);
+            move || level.load(Ordering::Relaxed)
+        });
+        let mut registry = Registry::with_prefix("crr_test");
+        registry.register_collector(Box::new(LevelCollector {
+            level: source.clone(),
+        }));
+        assert!(encode(&registry).unwrap().contains("crr_test_level 3"));
+        level.store(5, Ordering::Relaxed);
+        assert!(encode(&registry).unwrap().contains("crr_test_level 5"));
+        assert_eq!(source.read(), 5);
+        assert_eq!(
+            format!("{:?}", LevelCollector { level: source }),
+            "LevelCollector { level: ScrapeSource(..) }"
         );
     }
 

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crr_runtime::metrics::start_at_zero;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -140,14 +141,10 @@ impl Metrics {
         );
         // Both series from the start (at 0): a rate over a counter that appears with its first
         // increment misses that increment, and the catalog check wants a series per family.
-        for certificate in ["ca", "serving"] {
-            drop(
-                metrics
-                    .certificate_renewals
-                    .0
-                    .get_or_create(&CertificateLabels { certificate }),
-            );
-        }
+        start_at_zero(
+            &metrics.certificate_renewals.0,
+            ["ca", "serving"].map(|certificate| CertificateLabels { certificate }),
+        );
         metrics
     }
 
@@ -163,6 +160,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crr_runtime::metrics::{CatalogMismatch, catalog_mismatch, missing_lines};
 
     #[test]
     fn scrape_shows_every_family_with_its_labels() {
@@ -181,7 +179,7 @@ mod tests {
         });
         metrics.certificate_renewals.inc("serving");
         let text = crr_runtime::metrics::encode(&registry).expect("encode");
-        for expected in [
+        let expected = [
             "# TYPE crr_webhook_reviews counter",
             "crr_webhook_reviews_total{endpoint=\"mutate\",verdict=\"patched\"} 1",
             "# TYPE crr_webhook_review_duration_seconds histogram",
@@ -193,13 +191,12 @@ mod tests {
             "# TYPE crr_webhook_certificate_renewals counter",
             "crr_webhook_certificate_renewals_total{certificate=\"serving\"} 1",
             "crr_webhook_certificate_renewals_total{certificate=\"ca\"} 0",
-        ] {
-            assert!(text.contains(expected), "{expected} missing from\n{text}");
-        }
-        use crr_runtime::metrics::{documented_families, exposed_families};
+        ];
+        let missing = missing_lines(&text, &expected);
+        assert!(missing.is_empty(), "{missing:?} missing from\n{text}");
         assert_eq!(
-            exposed_families(&text),
-            documented_families(include_str!("../../docs/metrics.md"), "crr_webhook_"),
+            catalog_mismatch(&text, include_str!("../../docs/metrics.md"), "crr_webhook_"),
+            CatalogMismatch::default(),
             "docs/metrics.md lists exactly the families the webhook serves"
         );
     }
