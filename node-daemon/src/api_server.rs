@@ -18,6 +18,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use crr_crds::keys::{LABEL_ACTIVE, LABEL_NODE_NAME};
 use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::ContainerRecreateRequest;
+use crr_runtime::client::namespaced_or_all;
 use crr_runtime::events::EventPublisher;
 use futures::{Stream, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -52,10 +53,12 @@ pub fn watch_requests(
     writer: Writer<ContainerRecreateRequest>,
 ) -> impl Stream<Item = Result<watcher::Event<ContainerRecreateRequest>, watcher::Error>> + Send + use<>
 {
-    let api: Api<ContainerRecreateRequest> = match watch.namespaces.as_slice() {
-        [namespace] => Api::namespaced(client, namespace),
-        _ => Api::all(client),
+    // A lone namespace is watched alone; several are picked out of the watch of all (`wanted`).
+    let only_namespace = match watch.namespaces.as_slice() {
+        [namespace] => Some(namespace.as_str()),
+        _ => None,
     };
+    let api: Api<ContainerRecreateRequest> = namespaced_or_all(client, only_namespace);
     let config = watcher::Config::default().labels(&selector(&watch.node));
     let namespaces = watch.namespaces.clone();
     let wanted = move |event: &watcher::Event<ContainerRecreateRequest>| {
