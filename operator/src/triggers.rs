@@ -13,6 +13,7 @@ pub mod controller;
 pub mod error;
 mod evaluate;
 pub mod hash;
+pub mod index;
 pub mod queue;
 pub mod rollout;
 pub mod schedule;

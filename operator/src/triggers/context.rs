@@ -1,8 +1,9 @@
-//! The trigger controller's shared state: its settings, the workloads with triggers as it
-//! keeps them, the resourceVersions and hashes of the objects they use, the wake-up queue.
+//! The trigger controller's shared state: its settings, its index of what the watches saw
+//! (`index`: the workloads with triggers, the versions and hashes of the objects they use), the
+//! warnings given, the Deployments that run Reloader, the wake-up queue and the retry backoff.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Mutex, PoisonError};
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crr_crds::rollout::ContainerRecreateRollout;
@@ -15,8 +16,9 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
+use super::index::TriggerIndex;
+pub use super::index::WorkloadKey;
 use super::queue::WakeQueue;
-use super::refs::{ConfigKind, References};
 use crate::reconcile_errors::ControllerErrors;
 
 /// A workload whose config-change rollout still runs is looked at again this often.
@@ -59,36 +61,6 @@ pub struct TriggerSettings {
     pub debounce: Duration,
 }
 
-/// A workload, by kind, namespace and name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct WorkloadKey {
-    /// `Deployment`, `StatefulSet` or `DaemonSet`.
-    pub kind: &'static str,
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-/// What the controller keeps of a workload with triggers.
-#[derive(Clone, Debug)]
-pub(super) struct WorkloadEntry {
-    pub(super) uid: String,
-    pub(super) annotations: BTreeMap<String, String>,
-    pub(super) containers: Vec<String>,
-    pub(super) references: References,
-}
-
-/// A ConfigMap or Secret: kind, namespace, name.
-pub(super) type ObjectKey = (ConfigKind, String, String);
-
-/// The hash of an object's data and the resourceVersion it was read at.
-#[derive(Clone, Debug)]
-pub(super) struct ReadHash {
-    pub(super) version: String,
-    pub(super) hash: String,
-}
-
 /// The kinds the triggers watch.
 pub(super) const KINDS: [(&str, &str); 3] = [
     ("Deployment", "deployments"),
@@ -108,25 +80,20 @@ pub struct TriggerContext {
     pub(super) leader: watch::Receiver<bool>,
     pub(super) rollouts: Store<ContainerRecreateRollout>,
     pub(super) settings: TriggerSettings,
-    pub(super) workloads: Mutex<HashMap<WorkloadKey, WorkloadEntry>>,
-    /// The resourceVersion of each ConfigMap and Secret seen.
-    pub(super) versions: Mutex<HashMap<ObjectKey, String>>,
-    /// The hash of each object's data as last read, with the resourceVersion read.
-    pub(super) hashes: Mutex<HashMap<ObjectKey, ReadHash>>,
+    /// What the watches saw: the workloads with triggers, the objects' versions and hashes.
+    pub(super) index: Mutex<TriggerIndex>,
     /// Warnings already given, so one problem is one Event (per workload and value).
     pub(super) warned: Mutex<HashSet<String>>,
     /// The Deployments that run Reloader (an image of `stakater/reloader`): with Reloader's
     /// annotations honoured, both would act on a change, and the workload is told.
     pub(super) reloaders: Mutex<HashSet<WorkloadKey>>,
-    /// Per kind, while its watch re-lists: the workloads listed so far (the others are gone).
-    pub(super) relisting: Mutex<HashMap<&'static str, HashSet<WorkloadKey>>>,
     pub(super) queue: WakeQueue<WorkloadKey>,
     pub(super) backoff: Backoff,
     /// Failed evaluations, by kind.
     pub(super) errors: ControllerErrors,
 }
 
-pub(super) fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -146,11 +113,8 @@ impl TriggerContext {
             leader,
             rollouts,
             settings,
-            workloads: Mutex::default(),
-            versions: Mutex::default(),
-            hashes: Mutex::default(),
+            index: Mutex::default(),
             warned: Mutex::default(),
-            relisting: Mutex::default(),
             reloaders: Mutex::default(),
             queue: WakeQueue::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
@@ -162,16 +126,27 @@ impl TriggerContext {
         *self.leader.borrow()
     }
 
-    /// How many workloads have triggers (the `kubectl crr triggers` view reads the cluster).
-    pub fn workload_count(&self) -> usize {
-        locked(&self.workloads).len()
+    /// The index, locked (never held across an await).
+    pub(super) fn index(&self) -> MutexGuard<'_, TriggerIndex> {
+        locked(&self.index)
     }
 
-    pub(super) fn wake_all(&self, after: Duration) {
-        let keys: Vec<WorkloadKey> = locked(&self.workloads).keys().cloned().collect();
+    /// How many workloads have triggers (the `kubectl crr triggers` view reads the cluster).
+    pub fn workload_count(&self) -> usize {
+        self.index().workload_count()
+    }
+
+    /// Wakes each workload in `keys` after `after`.
+    pub(super) fn wake(&self, keys: Vec<WorkloadKey>, after: Duration) {
         for key in keys {
             self.queue.wake(key, after);
         }
+    }
+
+    /// Wakes every workload with triggers after `after`.
+    pub(super) fn wake_all(&self, after: Duration) {
+        let keys = self.index().workload_keys();
+        self.wake(keys, after);
     }
 
     /// Warns once (per workload and message) with an Event on the workload.

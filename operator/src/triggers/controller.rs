@@ -17,7 +17,6 @@
 //! later and the change makes a rollout of its own after it. The schedule trigger acts on its tick and sleeps until the next (`schedule`). Every
 //! outcome is an Event on the workload.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
@@ -28,49 +27,19 @@ use kube::{Api, Client, ResourceExt};
 use tracing::{debug, warn};
 
 use super::annotations;
-use super::context::{KINDS, WorkloadEntry, WorkloadKey, api_resource, kept_annotation, locked};
+use super::context::{KINDS, api_resource, kept_annotation, locked};
 pub use super::context::{SecretAccess, TriggerContext, TriggerSettings};
 use super::evaluate;
+use super::index::{ConfigEvent, ObjectKey, WorkloadEntry, WorkloadEvent, WorkloadKey};
 use super::refs::{self, ConfigKind, ConfigRef};
 
 impl TriggerContext {
-    /// Takes one event of a workload watch.
+    /// Takes one event of a workload watch: the index keeps a small view of a workload with
+    /// triggers, and a new one or one whose triggers or used objects changed is woken.
     fn workload_event(&self, kind: &'static str, event: watcher::Event<DynamicObject>) {
-        let view = |object: &DynamicObject| -> Option<(WorkloadKey, Option<WorkloadEntry>)> {
-            let key = WorkloadKey {
-                kind,
-                namespace: object.namespace()?,
-                name: object.name_any(),
-            };
-            let annotations = object.annotations();
-            if !annotations::has_trigger_annotations(
-                annotations,
-                self.settings.reloader_annotations,
-            ) {
-                return Some((key, None));
-            }
-            let workload = crr_runtime::workload::from_object(object);
-            let spec: PodSpec = workload
-                .template
-                .and_then(|template| template.spec)
-                .unwrap_or_default();
-            Some((
-                key,
-                Some(WorkloadEntry {
-                    uid: workload.uid,
-                    annotations: annotations
-                        .iter()
-                        .filter(|(key, _)| kept_annotation(key))
-                        .map(|(key, value)| (key.clone(), value.clone()))
-                        .collect(),
-                    containers: spec.containers.iter().map(|c| c.name.clone()).collect(),
-                    references: refs::references(&spec),
-                }),
-            ))
-        };
-        match event {
+        let event = match event {
             watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                let Some((key, entry)) = view(&object) else {
+                let Some(key) = workload_key(kind, &object) else {
                     return;
                 };
                 if kind == "Deployment" {
@@ -81,94 +50,69 @@ impl TriggerContext {
                         reloaders.remove(&key);
                     }
                 }
-                if let Some(listed) = locked(&self.relisting).get_mut(kind) {
-                    listed.insert(key.clone());
-                }
-                let mut workloads = locked(&self.workloads);
-                match entry {
-                    Some(entry) => {
-                        let changed = workloads.get(&key).is_none_or(|old| {
-                            old.annotations != entry.annotations
-                                || old.references != entry.references
-                        });
-                        workloads.insert(key.clone(), entry);
-                        drop(workloads);
-                        if changed {
-                            self.queue.wake(key, self.settings.debounce);
-                        }
-                    }
-                    None => {
-                        workloads.remove(&key);
-                    }
-                }
+                let entry = self.workload_entry(&object);
+                WorkloadEvent::Seen { key, entry }
             }
             watcher::Event::Delete(object) => {
-                if let Some(namespace) = object.namespace() {
-                    let key = WorkloadKey {
-                        kind,
-                        namespace,
-                        name: object.name_any(),
-                    };
-                    locked(&self.reloaders).remove(&key);
-                    locked(&self.workloads).remove(&key);
-                }
+                let Some(key) = workload_key(kind, &object) else {
+                    return;
+                };
+                locked(&self.reloaders).remove(&key);
+                WorkloadEvent::Gone(key)
             }
-            watcher::Event::Init => {
-                locked(&self.relisting).insert(kind, HashSet::new());
-            }
-            watcher::Event::InitDone => {
-                if let Some(listed) = locked(&self.relisting).remove(kind) {
-                    locked(&self.workloads)
-                        .retain(|key, _| key.kind != kind || listed.contains(key));
-                }
-            }
+            watcher::Event::Init => WorkloadEvent::Relisting(kind),
+            watcher::Event::InitDone => WorkloadEvent::Relisted(kind),
+        };
+        let wake = self.index().apply_workload(event);
+        if let Some(key) = wake {
+            self.queue.wake(key, self.settings.debounce);
         }
     }
 
-    /// Takes one event of a ConfigMap or Secret metadata watch: a moved resourceVersion wakes
-    /// the workloads of the namespace that use the object.
-    fn config_event(&self, kind: ConfigKind, event: ConfigEvent) {
-        let (namespace, name, version) = match event {
-            ConfigEvent::Seen {
-                namespace,
-                name,
-                version,
-            } => (namespace, name, Some(version)),
-            ConfigEvent::Gone { namespace, name } => (namespace, name, None),
-            ConfigEvent::Relisted => {
-                // After a re-list, changes may have been missed: look at everything again.
-                self.wake_all(self.settings.debounce);
-                return;
-            }
-        };
-        let key = (kind, namespace.clone(), name.clone());
-        let moved = {
-            let mut versions = locked(&self.versions);
-            match version {
-                None => versions.remove(&key).is_some(),
-                Some(version) => {
-                    let same = versions.get(&key) == Some(&version);
-                    let known = versions.insert(key, version).is_some();
-                    known && !same
-                }
-            }
-        };
-        if !moved {
-            return;
+    /// What the index keeps of `object`: `None` when it has no trigger annotation.
+    fn workload_entry(&self, object: &DynamicObject) -> Option<WorkloadEntry> {
+        let annotations = object.annotations();
+        if !annotations::has_trigger_annotations(annotations, self.settings.reloader_annotations) {
+            return None;
         }
-        let object = ConfigRef { kind, name };
-        let users: Vec<WorkloadKey> = locked(&self.workloads)
-            .iter()
-            .filter(|(key, entry)| {
-                key.namespace == namespace && entry.references.contains_key(&object)
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        for user in users {
-            debug!(workload = ?user, %object, "a used object changed");
-            self.queue.wake(user, self.settings.debounce);
-        }
+        let workload = crr_runtime::workload::from_object(object);
+        let spec: PodSpec = workload
+            .template
+            .and_then(|template| template.spec)
+            .unwrap_or_default();
+        Some(WorkloadEntry {
+            uid: workload.uid,
+            annotations: annotations
+                .iter()
+                .filter(|(key, _)| kept_annotation(key))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+            containers: spec.containers.iter().map(|c| c.name.clone()).collect(),
+            references: refs::references(&spec),
+        })
     }
+
+    /// Takes one event of a ConfigMap or Secret metadata watch: a moved resourceVersion wakes
+    /// the workloads of the namespace that use the object; after a re-list, changes may have
+    /// been missed and every workload is looked at again.
+    fn config_event(&self, event: &ConfigEvent) {
+        let users = self.index().apply_config(event);
+        if let ConfigEvent::Seen { object, .. } | ConfigEvent::Gone(object) = event {
+            for user in &users {
+                debug!(workload = ?user, object = %object.object, "a used object changed");
+            }
+        }
+        self.wake(users, self.settings.debounce);
+    }
+}
+
+/// The key of a workload object of `kind`; `None` without a namespace.
+fn workload_key(kind: &'static str, object: &DynamicObject) -> Option<WorkloadKey> {
+    Some(WorkloadKey {
+        kind,
+        namespace: object.namespace()?,
+        name: object.name_any(),
+    })
 }
 
 /// Whether a workload runs Reloader: a container image of `stakater/reloader` (Docker Hub's or
@@ -185,23 +129,11 @@ pub fn runs_reloader(object: &DynamicObject) -> bool {
         })
 }
 
-/// What a metadata watch of ConfigMaps or Secrets says.
-enum ConfigEvent {
-    /// The object exists at this resourceVersion.
-    Seen {
-        namespace: String,
-        name: String,
-        version: String,
-    },
-    /// The object is gone.
-    Gone { namespace: String, name: String },
-    /// The watch listed everything again.
-    Relisted,
-}
-
-/// The metadata watch of the `K`s (ConfigMaps or Secrets) in `namespace` (all when `None`).
+/// The metadata watch of the `K`s (ConfigMaps or Secrets, as `kind` says) in `namespace` (all
+/// when `None`).
 fn config_watch<K>(
     client: Client,
+    kind: ConfigKind,
     namespace: Option<&str>,
 ) -> impl Stream<Item = Result<ConfigEvent, watcher::Error>> + Send + 'static
 where
@@ -216,22 +148,23 @@ where
     let api: Api<PartialObjectMeta<K>> = crr_runtime::client::namespaced_or_all(client, namespace);
     watcher(api, watcher::Config::default())
         .default_backoff()
-        .filter_map(|event| {
-            let identity = |object: &PartialObjectMeta<K>| {
-                (object.namespace().unwrap_or_default(), object.name_any())
+        .filter_map(move |event| {
+            let identity = |object: &PartialObjectMeta<K>| ObjectKey {
+                namespace: object.namespace().unwrap_or_default(),
+                object: ConfigRef {
+                    kind,
+                    name: object.name_any(),
+                },
             };
             futures::future::ready(match event {
                 Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
-                    let (namespace, name) = identity(&object);
                     Some(Ok(ConfigEvent::Seen {
-                        namespace,
-                        name,
+                        object: identity(&object),
                         version: object.resource_version().unwrap_or_default(),
                     }))
                 }
                 Ok(watcher::Event::Delete(object)) => {
-                    let (namespace, name) = identity(&object);
-                    Some(Ok(ConfigEvent::Gone { namespace, name }))
+                    Some(Ok(ConfigEvent::Gone(identity(&object))))
                 }
                 Ok(watcher::Event::InitDone) => Some(Ok(ConfigEvent::Relisted)),
                 Ok(watcher::Event::Init) => None,
@@ -271,7 +204,12 @@ pub async fn run(
     }
     let mut config_watches = vec![(
         ConfigKind::ConfigMap,
-        config_watch::<ConfigMap>(ctx.client.clone(), namespace.as_deref()).boxed(),
+        config_watch::<ConfigMap>(
+            ctx.client.clone(),
+            ConfigKind::ConfigMap,
+            namespace.as_deref(),
+        )
+        .boxed(),
     )];
     let secret_namespaces: Vec<Option<String>> = match &ctx.settings.secrets {
         SecretAccess::Denied => Vec::new(),
@@ -285,14 +223,19 @@ pub async fn run(
     for secrets_of in secret_namespaces {
         config_watches.push((
             ConfigKind::Secret,
-            config_watch::<Secret>(ctx.client.clone(), secrets_of.as_deref()).boxed(),
+            config_watch::<Secret>(
+                ctx.client.clone(),
+                ConfigKind::Secret,
+                secrets_of.as_deref(),
+            )
+            .boxed(),
         ));
     }
     for (kind, stream) in config_watches {
         let ctx = ctx.clone();
         watches.push(Box::pin(stream.for_each(move |event| {
             match event {
-                Ok(event) => ctx.config_event(kind, event),
+                Ok(event) => ctx.config_event(&event),
                 Err(error) => warn!(%error, kind = kind.kind(), "configuration watch"),
             }
             futures::future::ready(())
@@ -311,21 +254,7 @@ pub async fn run(
             if !ctx.is_leader() {
                 continue;
             }
-            let name = format!("{}/{}/{}", key.kind, key.namespace, key.name);
-            match evaluate::evaluate(&ctx, &key).await {
-                Ok(again) => {
-                    ctx.backoff.succeeded(&name);
-                    if let Some(after) = again {
-                        ctx.queue.wake(key, after);
-                    }
-                }
-                Err(error) => {
-                    ctx.errors.count(error.kind());
-                    let after = ctx.backoff.failed(&name);
-                    warn!(workload = %name, %error, retry_in = ?after, "trigger evaluation failed");
-                    ctx.queue.wake(key, after);
-                }
-            }
+            evaluate_due(&ctx, key).await;
         }
     };
     tokio::select! {
@@ -333,6 +262,26 @@ pub async fn run(
         _ = futures::future::join_all(watches) => {}
         () = leading => {}
         () = evaluating => {}
+    }
+}
+
+/// Evaluates a workload that came due: it is queued again when it asks to be looked at again;
+/// a failure is counted in `errors` by its kind and retried with backoff.
+pub(super) async fn evaluate_due(ctx: &TriggerContext, key: WorkloadKey) {
+    let name = format!("{}/{}/{}", key.kind, key.namespace, key.name);
+    match evaluate::evaluate(ctx, &key).await {
+        Ok(again) => {
+            ctx.backoff.succeeded(&name);
+            if let Some(after) = again {
+                ctx.queue.wake(key, after);
+            }
+        }
+        Err(error) => {
+            ctx.errors.count(error.kind());
+            let after = ctx.backoff.failed(&name);
+            warn!(workload = %name, %error, retry_in = ?after, "trigger evaluation failed");
+            ctx.queue.wake(key, after);
+        }
     }
 }
 

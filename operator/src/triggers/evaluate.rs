@@ -1,6 +1,6 @@
 //! Evaluating one workload: the config-change and schedule decisions carried out against the
-//! API server (reads of the used objects' data when their resourceVersion moved, the rollout's
-//! creation, the record on the workload, the Events).
+//! API server (reads of the used objects' data when the index says their resourceVersion moved,
+//! the rollout's creation, the record on the workload, the Events).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,10 +18,9 @@ use tracing::{debug, info};
 
 use super::annotations::{self, BadAnnotation, Triggers};
 use super::config_change;
-use super::context::{
-    ReadHash, TriggerContext, WAIT_FOR_RUNNING, WorkloadEntry, WorkloadKey, api_resource, locked,
-};
+use super::context::{TriggerContext, WAIT_FOR_RUNNING, api_resource, locked};
 use super::error::{TriggerError, api_error};
+use super::index::{ObjectKey, ReadHash, WorkloadEntry, WorkloadKey};
 use super::refs::{ConfigKind, ConfigRef};
 use super::rollout::{self as trigger_rollout, Cause, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
@@ -38,19 +37,19 @@ fn reference(key: &WorkloadKey, uid: &str) -> ObjectReference {
     }
 }
 
-/// The hash of `object`'s data in `namespace` now, read only when its resourceVersion moved
-/// since the last read; `None` when it does not exist.
+/// The hash of `object`'s data in `namespace` now, read only when the index says its
+/// resourceVersion moved since the last read; `None` when it does not exist.
 async fn current_hash(
     ctx: &TriggerContext,
     namespace: &str,
     object: &ConfigRef,
 ) -> Result<Option<String>, TriggerError> {
-    let key = (object.kind, namespace.to_owned(), object.name.clone());
-    let version = locked(&ctx.versions).get(&key).cloned();
-    if let (Some(version), Some(read)) = (&version, locked(&ctx.hashes).get(&key))
-        && *version == read.version
-    {
-        return Ok(Some(read.hash.clone()));
+    let key = ObjectKey {
+        namespace: namespace.to_owned(),
+        object: object.clone(),
+    };
+    if let Some(hash) = ctx.index().fresh_hash(&key) {
+        return Ok(Some(hash.to_owned()));
     }
     let read = match object.kind {
         ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace)
@@ -64,19 +63,14 @@ async fn current_hash(
                 found.map(|secret| (secret.resource_version(), super::hash::secret(&secret)))
             }),
     }
-    .map_err(api_error(format!("reading {object} in {namespace}")))?;
-    let Some((read_at, hash)) = read else {
-        locked(&ctx.hashes).remove(&key);
-        return Ok(None);
-    };
-    locked(&ctx.hashes).insert(
-        key,
-        ReadHash {
-            version: read_at.unwrap_or_default(),
-            hash: hash.clone(),
-        },
-    );
-    Ok(Some(hash))
+    .map_err(api_error(format!("reading {object} in {namespace}")))?
+    .map(|(read_at, hash)| ReadHash {
+        version: read_at.unwrap_or_default(),
+        hash,
+    });
+    let hash = read.as_ref().map(|read| read.hash.clone());
+    ctx.index().record_read(key, read);
+    Ok(hash)
 }
 
 /// Writes annotations on the workload (a merge patch of these keys only).
@@ -131,7 +125,7 @@ pub(super) async fn evaluate(
     ctx: &TriggerContext,
     key: &WorkloadKey,
 ) -> Result<Option<Duration>, TriggerError> {
-    let Some(entry) = locked(&ctx.workloads).get(key).cloned() else {
+    let Some(entry) = ctx.index().workload(key).cloned() else {
         return Ok(None);
     };
     let workload = reference(key, &entry.uid);
