@@ -21,9 +21,6 @@ pub use super::index::WorkloadKey;
 use super::queue::WakeQueue;
 use crate::reconcile_errors::ControllerErrors;
 
-/// A workload whose config-change rollout still runs is looked at again this often.
-pub const WAIT_FOR_RUNNING: Duration = Duration::from_secs(5);
-
 /// Which Secrets the triggers may read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum SecretAccess {

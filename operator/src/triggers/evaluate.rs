@@ -1,6 +1,9 @@
 //! Evaluating one workload: the config-change and schedule decisions carried out against the
 //! API server (reads of the used objects' data when the index says their resourceVersion moved,
 //! the rollout's creation, the record on the workload, the Events).
+//!
+//! What to do is decided by `config_change::decide` and `schedule::step` from values; this file
+//! gathers those values (the index, the rollout cache, the reads) and carries the decision out.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,8 +20,8 @@ use serde_json::json;
 use tracing::{debug, info};
 
 use super::annotations::{self, BadAnnotation, Triggers};
-use super::config_change;
-use super::context::{TriggerContext, WAIT_FOR_RUNNING, api_resource, locked};
+use super::config_change::{self, Decision};
+use super::context::{TriggerContext, api_resource, locked};
 use super::error::{TriggerError, api_error};
 use super::index::{ObjectKey, ReadHash, WorkloadEntry, WorkloadKey};
 use super::refs::{ConfigKind, ConfigRef};
@@ -223,43 +226,52 @@ async fn config_change(
         }
     }
     let recorded = config_change::recorded(&entry.annotations);
-    let decision = config_change::decide(&entry.references, counts, &current, recorded.as_ref());
-    if decision.containers.is_empty() {
-        if decision.record_differs(recorded.as_ref()) {
-            let record = serde_json::to_string(&decision.record).unwrap_or_default();
+    let running =
+        trigger_rollout::running(&ctx.rollouts.state(), &entry.uid, Trigger::ConfigChange);
+    let decision = config_change::decide(
+        &entry.references,
+        counts,
+        &current,
+        recorded.as_ref(),
+        running.is_some(),
+    );
+    let (changed, containers, record) = match decision {
+        Decision::Nothing => return Ok(None),
+        Decision::Record { record } => {
+            let record = serde_json::to_string(&record).unwrap_or_default();
             annotate(ctx, key, json!({ keys::ANNOTATION_CONFIG_HASHES: record })).await?;
+            return Ok(None);
         }
-        return Ok(None);
-    }
-    let rollouts = ctx.rollouts.state();
-    if let Some(running) = trigger_rollout::running(&rollouts, &entry.uid, Trigger::ConfigChange) {
-        debug!(workload = ?key, %running, "a config change waits for the running rollout");
-        return Ok(Some(WAIT_FOR_RUNNING));
-    }
+        Decision::Wait { again_after } => {
+            let running = running.unwrap_or_default();
+            debug!(workload = ?key, %running, "a config change waits for the running rollout");
+            return Ok(Some(again_after));
+        }
+        Decision::Rollout {
+            changed,
+            containers,
+            record,
+        } => (changed, containers, record),
+    };
     let cause = Cause::ConfigChange {
-        changed: decision.changed.clone(),
-        record: super::hash::record(&decision.record),
+        changed,
+        record: super::hash::record(&record),
     };
     let rollout = trigger_rollout::trigger_rollout(
         view,
-        decision.containers.iter().cloned().collect(),
+        containers.iter().cloned().collect(),
         triggers.max_unavailable(),
         &cause,
     );
     let created = create_rollout(ctx, &rollout).await?;
-    let record = serde_json::to_string(&decision.record).unwrap_or_default();
+    let record = serde_json::to_string(&record).unwrap_or_default();
     annotate(ctx, key, json!({ keys::ANNOTATION_CONFIG_HASHES: record })).await?;
     if created {
         let note = format!(
             "{}: rollout {} recreates {} in place",
             cause.describe(),
             rollout.name_any(),
-            decision
-                .containers
-                .iter()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
+            containers.into_iter().collect::<Vec<_>>().join(", ")
         );
         info!(workload = ?key, %note, "config change");
         ctx.events
