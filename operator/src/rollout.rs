@@ -1,12 +1,17 @@
-//! The ContainerRecreateRollout controller: restarts the named containers of a workload's pods
-//! in place, a few pods at a time, through one ContainerRecreateRequest per pod.
+//! The rollout wing: the ContainerRecreateRollout controller. It restarts the named containers
+//! of a workload's pods in place, a few pods at a time, through one ContainerRecreateRequest per
+//! pod, never breaking a PodDisruptionBudget.
 //!
-//! [`plan`] decides, [`request`] builds and reads the requests, [`status`] derives the status
-//! and Events (all pure); [`world`] reads the target's pods and budgets, and [`controller`]
-//! carries the plan out.
+//! Pure: [`decide`] returns a reconcile's steps, from [`plan`] (which pods start now),
+//! [`request`] (the requests it creates, and what a request's state means to it) and [`status`]
+//! (the status and Events). At the edges: [`world`] reads the target's pods and budgets,
+//! [`executor`] carries a decision out, [`controller`] wires the watches, the reconcile and the
+//! error policy; [`metrics`] and [`error`] are the wing's metrics and error type.
 
 pub mod controller;
+pub mod decide;
 pub mod error;
+pub mod executor;
 pub mod metrics;
 pub mod plan;
 pub mod request;

@@ -31,6 +31,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use futures::{FutureExt, Stream, StreamExt};
 use jiff::Timestamp;
@@ -42,7 +43,6 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::json;
 use tracing::{Instrument, debug, info_span, warn};
 
 use crate::FIELD_MANAGER;
@@ -162,22 +162,28 @@ pub fn error_policy(
 }
 
 /// Says on the request why the API server refused the operator: a Warning Event, and the
-/// reason in `status.message` (a merge patch that writes the same message again changes
-/// nothing, so it wakes no reconcile). Best effort: a refusal of that very write is logged.
+/// reason in `status.message`, a [`StatusPatch`] preconditioned on the request as it was
+/// reconciled (a merge patch that writes the same message again changes nothing, so it wakes
+/// no reconcile). Best effort: a refusal or a conflict of that very write is logged, and the
+/// next reconcile of the changed request meets the refusal again.
 async fn report_refusal(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>, reason: String) {
     let message = format!("the API server refused the operator: {reason}");
     let reference = crr.object_ref(&());
     ctx.events
         .publish(&reference, EventType::Warning, "Refused", &message)
         .await;
-    let Some(namespace) = crr.namespace() else {
-        return;
+    let patch = match StatusPatch::of(&crr) {
+        Ok(patch) => patch.message(message),
+        Err(error) => {
+            warn!(%error, "writing the refusal into the status message");
+            return;
+        }
     };
-    let crrs: Api<ContainerRecreateRequest> = Api::namespaced(ctx.client.clone(), &namespace);
-    let patch = json!({ "status": { "message": message } });
+    let crrs: Api<ContainerRecreateRequest> =
+        Api::namespaced(ctx.client.clone(), patch.namespace());
     if let Err(error) = crrs
         .patch_status(
-            &crr.name_any(),
+            patch.name(),
             &crr_runtime::client::patch_params(FIELD_MANAGER),
             &Patch::Merge(&patch),
         )
@@ -196,10 +202,8 @@ pub fn pod_triggers(
     on_synced: impl Fn() + Send + 'static,
 ) -> impl Stream<Item = Result<PartialObjectMeta<Pod>, watcher::Error>> + Send + 'static {
     // `Api<PartialObjectMeta<_>>` makes metadata-only list and watch requests.
-    let pods: Api<PartialObjectMeta<Pod>> = match namespace {
-        Some(namespace) => Api::namespaced(client, namespace),
-        None => Api::all(client),
-    };
+    let pods: Api<PartialObjectMeta<Pod>> =
+        crr_runtime::client::namespaced_or_all(client, namespace);
     watcher(pods, watcher::Config::default())
         .default_backoff()
         .inspect(move |event| {
@@ -251,10 +255,8 @@ pub fn new_controller(
     concurrency: u16,
     settled: Arc<SettledIndex>,
 ) -> RequestWatch {
-    let crrs: Api<ContainerRecreateRequest> = match namespace {
-        Some(namespace) => Api::namespaced(client, namespace),
-        None => Api::all(client),
-    };
+    let crrs: Api<ContainerRecreateRequest> =
+        crr_runtime::client::namespaced_or_all(client, namespace);
     let (requests, writer) = reflector::store();
     let (to_requests, for_requests) = futures::channel::mpsc::channel(SHARED_BUFFER);
     let (to_rollouts, changes) = futures::channel::mpsc::channel(SHARED_BUFFER);

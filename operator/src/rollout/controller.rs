@@ -1,11 +1,11 @@
-//! The rollout controller: its watches, the reconcile shell around [`plan`](super::plan::plan),
-//! and its error policy.
+//! The rollout controller: its watches, the reconcile shell (decide with
+//! [`decide`](super::decide), carry out with [`Executor`]), and its error policy.
 //!
 //! # Watches
 //! * ContainerRecreateRollouts (all namespaces, or the watched one): the controller's own
 //!   reflector. Rollouts are few and small.
-//! * The requests the rollouts created, from the request controller's shared cache
-//!   (`controller::new_controller`): no second watch or copy of requests. A change of a request
+//! * The requests the rollouts created, from the request wing's shared cache
+//!   (`request::start`): no second watch or copy of requests. A change of a request
 //!   labelled `crr.dev/rollout` re-queues its rollout, and the reconcile reads the rollout's
 //!   requests from that cache, settled ones included (`cache` keeps their outcome).
 //! * PodDisruptionBudgets (all namespaces): a PDB's change re-queues the unfinished rollouts of
@@ -25,41 +25,30 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crr_crds::keys;
-use crr_crds::rollout::{ContainerRecreateRollout, max_unavailable, target_name};
+use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_runtime::backoff::Backoff;
 use crr_runtime::events::EventPublisher;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{DeleteParams, Patch, PostParams, PropagationPolicy};
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::json;
 use tokio::sync::watch;
 use tracing::{Instrument, debug, info_span, warn};
 
+use super::decide::{self, Reading, Stage, World};
 use super::error::Error;
+use super::executor::{CONFLICT_RETRY, Executor};
 use super::metrics::RolloutMetrics;
-use super::plan::{self, RequestState, Settings, Waiting};
-use super::request::{new_request, pod_uid, request_state};
-use super::status::{events, next_status};
+use super::plan::RequestState;
+use super::request::{pod_uid, request_state};
 use super::world::{self, pod_view};
-use crate::FIELD_MANAGER;
 use crate::reconcile_errors::{ControllerErrors, RETRY_BASE, RETRY_CAP};
 
-/// How soon a rollout waiting for its pods to turn Ready looks again (pods are not watched).
-pub const READY_POLL: Duration = Duration::from_secs(1);
-/// How soon a rollout waiting on a budget looks again at the latest (the PDB watch wakes it
-/// sooner).
-pub const BUDGET_POLL: Duration = Duration::from_secs(5);
-/// How soon a rollout with requests in flight looks again at the latest (their changes wake it
-/// sooner).
-pub const IN_FLIGHT_POLL: Duration = Duration::from_secs(10);
 /// Triggers of one rollout within this are served by one reconcile.
 pub const TRIGGER_DEBOUNCE: Duration = Duration::from_millis(250);
 /// A budget wait is announced with an Event at most this often per rollout and PDB.
@@ -111,12 +100,12 @@ impl RolloutContext {
         }
     }
 
-    fn is_leader(&self) -> bool {
+    pub(super) fn is_leader(&self) -> bool {
         *self.leader.borrow()
     }
 
     /// Whether to announce a wait on `key` now (at most once per [`BUDGET_EVENT_INTERVAL`]).
-    fn budget_event_due(&self, key: String) -> bool {
+    pub(super) fn budget_event_due(&self, key: String) -> bool {
         let mut announced = self
             .budget_events
             .lock()
@@ -131,8 +120,9 @@ impl RolloutContext {
     }
 }
 
-/// Reconciles one rollout: reads its target, requests and budgets, plans, creates the requests
-/// of the pods to start, writes the status, and says when to look again.
+/// Reconciles one rollout: decides from the rollout alone, or reads its target's pods and
+/// budgets and its requests and decides from them ([`decide`]), then carries the decision out
+/// ([`Executor`]).
 pub async fn reconcile(
     rollout: Arc<ContainerRecreateRollout>,
     ctx: Arc<RolloutContext>,
@@ -144,188 +134,58 @@ pub async fn reconcile(
     let namespace = rollout
         .namespace()
         .ok_or_else(|| Error::MissingNamespace { name: name.clone() })?;
-    if rollout.metadata.deletion_timestamp.is_some() {
-        // Its requests go with it (owner references): the garbage collector deletes them, and a
-        // deleted request in flight is cancelled as any is.
-        return Ok(controller::Action::await_change());
-    }
     let span = info_span!("rollout", rollout = %format!("{namespace}/{name}"));
     async move {
         let now = Timestamp::now();
-        let rollouts: Api<ContainerRecreateRollout> =
-            Api::namespaced(ctx.client.clone(), &namespace);
-        if rollout.phase().is_some_and(|phase| phase.is_finished()) {
-            return expire(&rollouts, &rollout, now).await;
-        }
-        let limit = match max_unavailable(rollout.spec.max_unavailable.as_ref()) {
-            Ok(limit) => limit,
-            Err(error) => {
-                // Admission refuses it; a rollout stored while the webhook was away waits for a
-                // fix instead of guessing.
-                warn!(%error, "not starting: invalid maxUnavailable");
+        let decision = match decide::before_reading(&rollout, now) {
+            Stage::Decided(decision) => *decision,
+            Stage::Refused(why) => {
+                warn!("{why}");
                 return Ok(controller::Action::await_change());
             }
-        };
-        let target = world::read_target(&ctx.client, &namespace, &rollout.spec.target).await?;
-        let respect_budgets = rollout.spec.respect_disruption_budgets.unwrap_or(true);
-        let budgets = if respect_budgets {
-            let in_namespace: Vec<_> = ctx
-                .budgets
-                .state()
-                .into_iter()
-                .filter(|budget| budget.namespace().as_deref() == Some(namespace.as_str()))
-                .collect();
-            world::read_budgets(&ctx.client, &namespace, &target, &in_namespace).await?
-        } else {
-            Vec::new()
-        };
-        let pods: Vec<_> = target.pods.iter().map(pod_view).collect();
-        let requests = rollout_requests(&ctx.requests, &namespace, &name);
-        let settings = Settings {
-            created: rollout
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map_or(now, |time| time.0),
-            max_unavailable: limit,
-            respect_budgets,
-            paused: rollout.spec.paused,
-            max_failed_pods: usize::try_from(rollout.spec.max_failed_pods.unwrap_or(0))
-                .unwrap_or(0),
-            target_exists: target.exists,
-        };
-        let plan = plan::plan(&settings, &pods, &requests, &budgets);
-        debug!(start = plan.start.len(), phase = ?plan.phase, waiting = ?plan.waiting, "planned");
-
-        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(ctx.client.clone(), &namespace);
-        for pod in &plan.start {
-            let Some(request) = new_request(&rollout, pod) else {
-                break;
-            };
-            if !ctx.is_leader() {
-                return Err(Error::NotLeader);
+            Stage::ReadWorld(reading) => {
+                let world = read_world(&ctx, &namespace, &rollout, &reading).await?;
+                let requests = rollout_requests(&ctx.requests, &namespace, &name);
+                decide::decide(&rollout, &reading, &world, &requests, now)?
             }
-            match crrs.create(&PostParams::default(), &request).await {
-                Ok(_) => debug!(pod = %pod.name, "started"),
-                // Created before (by us, before a restart): the cache has not shown it yet.
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
-                Err(source) => {
-                    return Err(Error::Write {
-                        action: "creating the request of a pod",
-                        object: format!("pod {namespace}/{}", pod.name),
-                        source,
-                    });
-                }
-            }
-        }
-
-        let previous = rollout.status.as_ref();
-        let status = next_status(
-            previous,
-            &plan,
-            rollout.metadata.generation,
-            target_name(&rollout.spec.target),
-            now,
+        };
+        debug!(
+            start = decision.create.len(),
+            status = decision.status.is_some(),
+            next = ?decision.next,
+            "decided"
         );
-        let reference = rollout.object_ref(&());
-        if previous != Some(&status) {
-            if !ctx.is_leader() {
-                return Err(Error::NotLeader);
-            }
-            rollouts
-                .patch_status(
-                    &name,
-                    &crr_runtime::client::patch_params(FIELD_MANAGER),
-                    &Patch::Merge(&json!({ "status": status })),
-                )
-                .await
-                .map_err(|source| Error::Write {
-                    action: "writing the status",
-                    object: format!("rollout {namespace}/{name}"),
-                    source,
-                })?;
-            ctx.metrics
-                .observe(&format!("{namespace}/{name}"), previous, &status);
-            for event in events(previous, &status) {
-                let type_ = if event.warning {
-                    EventType::Warning
-                } else {
-                    EventType::Normal
-                };
-                ctx.events
-                    .publish(&reference, type_, event.reason, &event.note)
-                    .await;
-            }
-        }
-        if let Waiting::ForBudget { budget, pod } = &plan.waiting
-            && ctx.budget_event_due(format!("{namespace}/{name}/{budget}"))
-        {
-            ctx.events
-                .normal(
-                    &reference,
-                    "WaitingForBudget",
-                    &format!(
-                        "pod {pod} waits: PodDisruptionBudget {budget} allows no more disruptions"
-                    ),
-                )
-                .await;
-        }
-        ctx.backoff.succeeded(&format!("{namespace}/{name}"));
-        if plan.phase.is_finished() {
-            return expire(&rollouts, &rollout, now).await;
-        }
-        Ok(match &plan.waiting {
-            Waiting::Paused => controller::Action::await_change(),
-            Waiting::ForUnavailable { .. } => controller::Action::requeue(READY_POLL),
-            Waiting::ForBudget { .. } => controller::Action::requeue(BUDGET_POLL),
-            Waiting::FailureLimit | Waiting::Nothing => controller::Action::requeue(IN_FLIGHT_POLL),
-        })
+        Executor::new(&ctx, &rollout).carry_out(decision).await
     }
     .instrument(span)
     .await
 }
 
-/// A finished rollout: deleted (with its requests) once `ttlSecondsAfterFinished` has passed
-/// since it ended; else looked at again then.
-async fn expire(
-    rollouts: &Api<ContainerRecreateRollout>,
+/// Reads what [`decide::decide`] needs of the cluster: the target's pods and, when the rollout
+/// respects them, the budgets of its namespace (from the PDB cache) that select them.
+async fn read_world(
+    ctx: &RolloutContext,
+    namespace: &str,
     rollout: &ContainerRecreateRollout,
-    now: Timestamp,
-) -> Result<controller::Action, Error> {
-    let (Some(ttl), Some(ended)) = (
-        rollout.spec.ttl_seconds_after_finished,
-        rollout
-            .status
-            .as_ref()
-            .and_then(|status| status.completion_time.as_ref()),
-    ) else {
-        return Ok(controller::Action::await_change());
+    reading: &Reading,
+) -> Result<World, Error> {
+    let target = world::read_target(&ctx.client, namespace, &rollout.spec.target).await?;
+    let budgets = if reading.respect_budgets {
+        let in_namespace: Vec<_> = ctx
+            .budgets
+            .state()
+            .into_iter()
+            .filter(|budget| budget.namespace().as_deref() == Some(namespace))
+            .collect();
+        world::read_budgets(&ctx.client, namespace, &target, &in_namespace).await?
+    } else {
+        Vec::new()
     };
-    let left = ended.0.as_second() + i64::from(ttl) - now.as_second();
-    if left > 0 {
-        return Ok(controller::Action::requeue(Duration::from_secs(
-            left.unsigned_abs(),
-        )));
-    }
-    let params = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
-    };
-    match rollouts.delete(&rollout.name_any(), &params).await {
-        Ok(_) => Ok(controller::Action::await_change()),
-        Err(kube::Error::Api(status)) if status.code == 404 => {
-            Ok(controller::Action::await_change())
-        }
-        Err(source) => Err(Error::Write {
-            action: "deleting after its TTL",
-            object: format!(
-                "rollout {}/{}",
-                rollout.namespace().unwrap_or_default(),
-                rollout.name_any()
-            ),
-            source,
-        }),
-    }
+    Ok(World {
+        pods: target.pods.iter().map(pod_view).collect(),
+        budgets,
+        target_exists: target.exists,
+    })
 }
 
 /// The states of the requests of rollout `name` in `namespace`, by pod UID, from the request
@@ -378,6 +238,11 @@ pub fn error_policy(
     }
     match error {
         Error::NotLeader => controller::Action::await_change(),
+        // The rollout changed since it was read: decide again on the new copy, no backoff.
+        Error::Conflict { .. } => {
+            debug!(rollout = %key, %error, "status write conflicted");
+            controller::Action::requeue(CONFLICT_RETRY)
+        }
         _ => {
             let after = ctx.backoff.failed(&key);
             warn!(rollout = %key, %error, retry_in = ?after, "rollout reconcile failed");
@@ -394,10 +259,7 @@ pub fn budget_watch(
     Store<PodDisruptionBudget>,
     impl Stream<Item = Result<PodDisruptionBudget, watcher::Error>> + Send + 'static,
 ) {
-    let api: Api<PodDisruptionBudget> = match namespace {
-        Some(namespace) => Api::namespaced(client, namespace),
-        None => Api::all(client),
-    };
+    let api: Api<PodDisruptionBudget> = crr_runtime::client::namespaced_or_all(client, namespace);
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
@@ -417,10 +279,8 @@ pub fn rollout_watch(
     Store<ContainerRecreateRollout>,
     impl Stream<Item = Result<ContainerRecreateRollout, watcher::Error>> + Send + 'static,
 ) {
-    let api: Api<ContainerRecreateRollout> = match namespace {
-        Some(namespace) => Api::namespaced(client, namespace),
-        None => Api::all(client),
-    };
+    let api: Api<ContainerRecreateRollout> =
+        crr_runtime::client::namespaced_or_all(client, namespace);
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()

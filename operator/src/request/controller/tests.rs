@@ -469,6 +469,7 @@ async fn a_forbidden_pod_read_is_not_retried_and_says_why_on_the_request() {
     );
     expect_event(&mut handle, "Refused", keys::KIND).await;
     let (body, send) = expect(&mut handle, Method::PATCH, &format!("{CRR_PATH}/status")).await;
+    assert_eq!(body["metadata"]["resourceVersion"], "7", "{body}");
     let message = body["status"]["message"].as_str().unwrap_or_default();
     assert!(
         message.starts_with("the API server refused the operator: Forbidden (403)"),

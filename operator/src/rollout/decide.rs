@@ -1,0 +1,238 @@
+//! What one reconcile of a ContainerRecreateRollout does, decided purely: the steps of a
+//! [`Decision`] (requests to create, the status to write, the Events that follow it, a budget
+//! wait to announce, the deletion after the TTL, and when to look again). The executor
+//! (`executor`) carries them out; nothing here calls the API server or reads a clock.
+//!
+//! A reconcile decides in two stages:
+//! 1. [`before_reading`] looks at the rollout alone. A rollout being deleted, a finished one
+//!    (only its TTL is left) and one whose `maxUnavailable` cannot be read are decided without
+//!    reading anything.
+//! 2. Otherwise the shell reads the target's pods and budgets (`world`) and the rollout's
+//!    requests (the request cache), and [`decide`] plans (`plan`), builds the requests of the
+//!    pods to start (`request`) and the status and Events (`status`).
+//!
+//! The status write is a [`RolloutStatusPatch`] preconditioned on the resourceVersion of the
+//! rollout decided from: a rollout changed meanwhile fails it with a conflict, and the reconcile
+//! reads again and decides again. The Events of a status change follow its successful write
+//! only, so a decision made on a stale copy never announces a change twice.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crr_crds::rollout::{ContainerRecreateRollout, Limit, max_unavailable, target_name};
+use crr_crds::status::{NoResourceVersion, RolloutStatusPatch};
+use crr_crds::v1beta1::ContainerRecreateRequest;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::plan::{self, BudgetView, PodView, RequestState, Settings, Waiting};
+use super::request::new_request;
+use super::status::{RolloutEvent, events, next_status};
+
+/// How soon a rollout waiting for its pods to turn Ready looks again (pods are not watched).
+pub const READY_POLL: Duration = Duration::from_secs(1);
+/// How soon a rollout waiting on a budget looks again at the latest (the PDB watch wakes it
+/// sooner).
+pub const BUDGET_POLL: Duration = Duration::from_secs(5);
+/// How soon a rollout with requests in flight looks again at the latest (their changes wake it
+/// sooner).
+pub const IN_FLIGHT_POLL: Duration = Duration::from_secs(10);
+
+/// When to reconcile the rollout again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// When it, or what it watches, changes.
+    AwaitChange,
+    /// After this long at the latest.
+    After(Duration),
+}
+
+/// A PodDisruptionBudget a pod waits on, to announce (at most once a minute per rollout and
+/// PDB: the executor keeps that memory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetWait {
+    /// The PDB's name.
+    pub budget: String,
+    /// The pod that waits.
+    pub pod: String,
+}
+
+/// The steps of one reconcile, in the order the executor takes them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// 1. The requests to create, one per pod to start, in the plan's order. A request that
+    ///    exists already (its name is the rollout's and the pod's UID) counts as created.
+    pub create: Vec<ContainerRecreateRequest>,
+    /// 2. The status to write; `None` when it would not change.
+    pub status: Option<RolloutStatusPatch>,
+    /// 3. The Events the status change calls for, published once `status` is written.
+    pub events: Vec<RolloutEvent>,
+    /// 4. The budget a pod waits on, to announce.
+    pub budget_wait: Option<BudgetWait>,
+    /// 5. Delete the rollout (with its requests): it finished `ttlSecondsAfterFinished` ago.
+    pub delete: bool,
+    /// 6. When to look again.
+    pub next: Next,
+}
+
+impl Decision {
+    /// Nothing to do until something changes.
+    pub fn idle() -> Self {
+        Self {
+            create: Vec::new(),
+            status: None,
+            events: Vec::new(),
+            budget_wait: None,
+            delete: false,
+            next: Next::AwaitChange,
+        }
+    }
+}
+
+/// What [`decide`] needs read, besides the rollout: its target's pods and budgets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct World {
+    /// The target's pods.
+    pub pods: Vec<PodView>,
+    /// The PDBs of the namespace that select a target pod (none when budgets are not respected).
+    pub budgets: Vec<BudgetView>,
+    /// Whether the target workload exists.
+    pub target_exists: bool,
+}
+
+/// What the rollout alone decides.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stage {
+    /// Nothing to read: the decision is made.
+    Decided(Box<Decision>),
+    /// The spec cannot be carried out as it stands (admission refuses it; one stored while the
+    /// webhook was away waits for a fix instead of a guess): log why, await a change.
+    Refused(String),
+    /// Read the world, then [`decide`].
+    ReadWorld(Reading),
+}
+
+/// What the rollout's spec says of how to read and plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reading {
+    /// `maxUnavailable`, parsed.
+    pub limit: Limit,
+    /// `respectDisruptionBudgets` (default true): read the budgets.
+    pub respect_budgets: bool,
+}
+
+/// Stage 1: what the rollout alone decides at `now`.
+pub fn before_reading(rollout: &ContainerRecreateRollout, now: Timestamp) -> Stage {
+    if rollout.metadata.deletion_timestamp.is_some() {
+        // Its requests go with it (owner references): the garbage collector deletes them, and a
+        // deleted request in flight is cancelled as any is.
+        return Stage::Decided(Box::new(Decision::idle()));
+    }
+    if rollout.phase().is_some_and(|phase| phase.is_finished()) {
+        let completed = rollout
+            .status
+            .as_ref()
+            .and_then(|status| status.completion_time.as_ref());
+        let (delete, next) = expiry(rollout.spec.ttl_seconds_after_finished, completed, now);
+        return Stage::Decided(Box::new(Decision {
+            delete,
+            next,
+            ..Decision::idle()
+        }));
+    }
+    match max_unavailable(rollout.spec.max_unavailable.as_ref()) {
+        Ok(limit) => Stage::ReadWorld(Reading {
+            limit,
+            respect_budgets: rollout.spec.respect_disruption_budgets.unwrap_or(true),
+        }),
+        Err(error) => Stage::Refused(format!("not starting: invalid maxUnavailable: {error}")),
+    }
+}
+
+/// Stage 2: the decision from the world as read and the rollout's requests (by pod UID).
+pub fn decide(
+    rollout: &ContainerRecreateRollout,
+    reading: &Reading,
+    world: &World,
+    requests: &BTreeMap<String, RequestState>,
+    now: Timestamp,
+) -> Result<Decision, NoResourceVersion> {
+    let settings = Settings {
+        created: rollout
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, |time| time.0),
+        max_unavailable: reading.limit,
+        respect_budgets: reading.respect_budgets,
+        paused: rollout.spec.paused,
+        max_failed_pods: usize::try_from(rollout.spec.max_failed_pods.unwrap_or(0)).unwrap_or(0),
+        target_exists: world.target_exists,
+    };
+    let plan = plan::plan(&settings, &world.pods, requests, &world.budgets);
+    let create = plan
+        .start
+        .iter()
+        .map_while(|pod| new_request(rollout, pod))
+        .collect();
+    let previous = rollout.status.as_ref();
+    let status = next_status(
+        previous,
+        &plan,
+        rollout.metadata.generation,
+        target_name(&rollout.spec.target),
+        now,
+    );
+    let (delete, next) = if plan.phase.is_finished() {
+        expiry(
+            rollout.spec.ttl_seconds_after_finished,
+            status.completion_time.as_ref(),
+            now,
+        )
+    } else {
+        (
+            false,
+            match &plan.waiting {
+                Waiting::Paused => Next::AwaitChange,
+                Waiting::ForUnavailable { .. } => Next::After(READY_POLL),
+                Waiting::ForBudget { .. } => Next::After(BUDGET_POLL),
+                Waiting::FailureLimit | Waiting::Nothing => Next::After(IN_FLIGHT_POLL),
+            },
+        )
+    };
+    let (status, events) = if previous == Some(&status) {
+        (None, Vec::new())
+    } else {
+        let events = events(previous, &status);
+        (Some(RolloutStatusPatch::of(rollout, status)?), events)
+    };
+    let budget_wait = match plan.waiting {
+        Waiting::ForBudget { budget, pod } => Some(BudgetWait { budget, pod }),
+        _ => None,
+    };
+    Ok(Decision {
+        create,
+        status,
+        events,
+        budget_wait,
+        delete,
+        next,
+    })
+}
+
+/// A finished rollout: delete it once `ttl` seconds have passed since `completed`, else look
+/// again then; without a TTL (or a completion time) it stays.
+fn expiry(ttl: Option<i32>, completed: Option<&Time>, now: Timestamp) -> (bool, Next) {
+    let (Some(ttl), Some(completed)) = (ttl, completed) else {
+        return (false, Next::AwaitChange);
+    };
+    let left = completed.0.as_second() + i64::from(ttl) - now.as_second();
+    if left > 0 {
+        (false, Next::After(Duration::from_secs(left.unsigned_abs())))
+    } else {
+        (true, Next::AwaitChange)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,260 @@
+//! Each step kind of a [`Decision`]: requests to create, the status write and its Events, the
+//! budget wait, the deletion after the TTL, and when to look again.
+
+use crr_crds::rollout::RolloutPhase;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::json;
+
+use super::*;
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + seconds).expect("a valid time")
+}
+
+fn rollout(spec: serde_json::Value) -> ContainerRecreateRollout {
+    let mut spec_json = json!({
+        "target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+        "containers": ["app"],
+    });
+    spec_json
+        .as_object_mut()
+        .expect("an object")
+        .extend(spec.as_object().expect("an object").clone());
+    serde_json::from_value(json!({
+        "apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
+        "metadata": {"name": "restart", "namespace": "ns", "uid": "rollout-uid",
+                     "resourceVersion": "41", "generation": 1,
+                     "creationTimestamp": at(100).to_string()},
+        "spec": spec_json,
+    }))
+    .expect("a rollout")
+}
+
+fn pod(name: &str, ready: bool) -> PodView {
+    PodView {
+        name: name.to_owned(),
+        uid: format!("uid-{name}"),
+        created: at(0),
+        ready,
+        terminating: false,
+        ordinal: None,
+    }
+}
+
+fn world(pods: Vec<PodView>) -> World {
+    World {
+        pods,
+        budgets: Vec::new(),
+        target_exists: true,
+    }
+}
+
+fn reading(rollout: &ContainerRecreateRollout) -> Reading {
+    match before_reading(rollout, at(110)) {
+        Stage::ReadWorld(reading) => reading,
+        other => panic!("expected to read the world, got {other:?}"),
+    }
+}
+
+fn reasons(decision: &Decision) -> Vec<&str> {
+    decision.events.iter().map(|event| event.reason).collect()
+}
+
+#[test]
+fn the_first_decision_creates_the_first_requests_and_writes_a_preconditioned_status() {
+    let rollout = rollout(json!({}));
+    let decision = decide(
+        &rollout,
+        &reading(&rollout),
+        &world(vec![pod("a", true), pod("b", true)]),
+        &BTreeMap::new(),
+        at(110),
+    )
+    .expect("decided");
+    let names: Vec<_> = decision
+        .create
+        .iter()
+        .map(|crr| crr.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        names,
+        ["restart-uid-a"],
+        "maxUnavailable 1: one pod at a time"
+    );
+    assert_eq!(decision.create[0].spec.pod_name, "a");
+    let status = decision.status.as_ref().expect("a status to write");
+    assert_eq!(status.resource_version(), "41");
+    assert_eq!(status.status().phase.as_deref(), Some("Progressing"));
+    assert_eq!(status.status().in_flight, 1);
+    assert_eq!(reasons(&decision), ["Started"]);
+    assert_eq!(decision.budget_wait, None);
+    assert!(!decision.delete);
+    assert_eq!(decision.next, Next::After(READY_POLL));
+}
+
+#[test]
+fn an_unchanged_status_is_not_written_and_announces_nothing() {
+    let mut rollout = rollout(json!({}));
+    let requests = BTreeMap::from([("uid-a".to_owned(), RequestState::InFlight)]);
+    let pods = world(vec![pod("a", false), pod("b", true)]);
+    let first = decide(&rollout, &reading(&rollout), &pods, &requests, at(110)).expect("decided");
+    rollout.status = Some(first.status.expect("written once").status().clone());
+    let again = decide(&rollout, &reading(&rollout), &pods, &requests, at(120)).expect("decided");
+    assert_eq!(again.status, None);
+    assert!(again.events.is_empty(), "{:?}", again.events);
+    assert!(again.create.is_empty());
+    assert_eq!(again.next, Next::After(READY_POLL));
+}
+
+#[test]
+fn a_budget_that_allows_nothing_is_a_wait_to_announce() {
+    let rollout = rollout(json!({}));
+    let mut pods = world(vec![pod("a", true)]);
+    pods.budgets = vec![BudgetView {
+        name: "web-pdb".to_owned(),
+        disruptions_allowed: 0,
+        desired_healthy: 1,
+        status_current: true,
+        pods: BTreeMap::from([("uid-a".to_owned(), true)]),
+    }];
+    let decision = decide(
+        &rollout,
+        &reading(&rollout),
+        &pods,
+        &BTreeMap::new(),
+        at(110),
+    )
+    .expect("decided");
+    assert!(decision.create.is_empty());
+    assert_eq!(
+        decision.budget_wait,
+        Some(BudgetWait {
+            budget: "web-pdb".to_owned(),
+            pod: "a".to_owned()
+        })
+    );
+    assert_eq!(decision.next, Next::After(BUDGET_POLL));
+}
+
+#[test]
+fn the_ending_status_is_written_with_its_events_and_a_ttl_of_zero_deletes_at_once() {
+    let rollout = rollout(json!({"ttlSecondsAfterFinished": 0}));
+    let requests = BTreeMap::from([("uid-a".to_owned(), RequestState::Succeeded)]);
+    let decision = decide(
+        &rollout,
+        &reading(&rollout),
+        &world(vec![pod("a", true)]),
+        &requests,
+        at(110),
+    )
+    .expect("decided");
+    let status = decision.status.as_ref().expect("the ending status");
+    assert_eq!(status.status().phase.as_deref(), Some("Completed"));
+    assert_eq!(reasons(&decision), ["Started", "Completed"]);
+    assert!(
+        decision.delete,
+        "ttlSecondsAfterFinished 0: deleted once written"
+    );
+}
+
+#[test]
+fn the_ending_status_looks_again_when_its_ttl_runs_out() {
+    let rollout = rollout(json!({"ttlSecondsAfterFinished": 30}));
+    let requests = BTreeMap::from([("uid-a".to_owned(), RequestState::Succeeded)]);
+    let decision = decide(
+        &rollout,
+        &reading(&rollout),
+        &world(vec![pod("a", true)]),
+        &requests,
+        at(110),
+    )
+    .expect("decided");
+    assert!(!decision.delete);
+    assert_eq!(decision.next, Next::After(Duration::from_secs(30)));
+}
+
+#[test]
+fn a_finished_rollout_is_deleted_after_its_ttl_and_waits_before() {
+    let mut rollout = rollout(json!({"ttlSecondsAfterFinished": 60}));
+    rollout.status = Some(crr_crds::rollout::ContainerRecreateRolloutStatus {
+        phase: Some(RolloutPhase::Completed.as_str().to_owned()),
+        completion_time: Some(Time(at(200))),
+        ..Default::default()
+    });
+    let Stage::Decided(waiting) = before_reading(&rollout, at(230)) else {
+        panic!("a finished rollout reads nothing");
+    };
+    assert_eq!(
+        *waiting,
+        Decision {
+            next: Next::After(Duration::from_secs(30)),
+            ..Decision::idle()
+        }
+    );
+    let Stage::Decided(expired) = before_reading(&rollout, at(260)) else {
+        panic!("a finished rollout reads nothing");
+    };
+    assert_eq!(
+        *expired,
+        Decision {
+            delete: true,
+            ..Decision::idle()
+        }
+    );
+    rollout.spec.ttl_seconds_after_finished = None;
+    assert_eq!(
+        before_reading(&rollout, at(100_000)),
+        Stage::Decided(Box::new(Decision::idle())),
+        "without a TTL it stays"
+    );
+}
+
+#[test]
+fn a_rollout_being_deleted_is_left_to_the_garbage_collector() {
+    let mut rollout = rollout(json!({}));
+    rollout.metadata.deletion_timestamp = Some(Time(at(105)));
+    assert_eq!(
+        before_reading(&rollout, at(110)),
+        Stage::Decided(Box::new(Decision::idle()))
+    );
+}
+
+#[test]
+fn an_unreadable_max_unavailable_is_refused_and_reads_nothing() {
+    let mut rollout = rollout(json!({}));
+    rollout.spec.max_unavailable = Some(IntOrString::String("lots".to_owned()));
+    let Stage::Refused(why) = before_reading(&rollout, at(110)) else {
+        panic!("refused");
+    };
+    assert!(why.contains("maxUnavailable"), "{why}");
+}
+
+#[test]
+fn a_paused_rollout_awaits_a_change() {
+    let rollout = rollout(json!({"paused": true}));
+    let decision = decide(
+        &rollout,
+        &reading(&rollout),
+        &world(vec![pod("a", true)]),
+        &BTreeMap::new(),
+        at(110),
+    )
+    .expect("decided");
+    assert!(decision.create.is_empty());
+    assert_eq!(decision.next, Next::AwaitChange);
+}
+
+#[test]
+fn a_rollout_never_stored_cannot_write_its_status() {
+    let mut rollout = rollout(json!({}));
+    rollout.metadata.resource_version = None;
+    let error = decide(
+        &rollout,
+        &reading(&rollout),
+        &world(vec![pod("a", true)]),
+        &BTreeMap::new(),
+        at(110),
+    )
+    .expect_err("nothing to precondition on");
+    assert_eq!(error.kind, "ContainerRecreateRollout");
+}

@@ -1,0 +1,168 @@
+//! Carries out a rollout's [`Decision`] against the API server, step by step in its order:
+//! create the requests, write the status (preconditioned), publish the Events that follow the
+//! write, announce a budget wait (at most once a minute per rollout and PDB), delete the
+//! rollout after its TTL. Leadership is checked before every write.
+//!
+//! A conflict on the status write ends the reconcile with [`Error::Conflict`] before any Event:
+//! the rollout changed since it was read, and the next reconcile decides again from the new
+//! copy. Metrics of a status change (`RolloutMetrics::observe`) also follow a written status
+//! only, so one change is counted once.
+
+use std::time::Duration;
+
+use crr_crds::rollout::ContainerRecreateRollout;
+use crr_crds::v1beta1::ContainerRecreateRequest;
+use kube::api::{DeleteParams, Patch, PostParams, PropagationPolicy};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
+use tracing::debug;
+
+use super::controller::RolloutContext;
+use super::decide::{Decision, Next};
+use super::error::Error;
+use crate::FIELD_MANAGER;
+
+/// How soon a reconcile whose status write conflicted decides again (the cache is about to
+/// catch up).
+pub const CONFLICT_RETRY: Duration = Duration::from_millis(500);
+
+/// Carries out decisions about one rollout.
+pub struct Executor<'a> {
+    ctx: &'a RolloutContext,
+    rollout: &'a ContainerRecreateRollout,
+    namespace: String,
+    name: String,
+}
+
+impl<'a> Executor<'a> {
+    /// An executor of decisions about `rollout` (read from the cache).
+    pub fn new(ctx: &'a RolloutContext, rollout: &'a ContainerRecreateRollout) -> Self {
+        Self {
+            ctx,
+            rollout,
+            namespace: rollout.namespace().unwrap_or_default(),
+            name: rollout.name_any(),
+        }
+    }
+
+    fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn leading(&self) -> Result<(), Error> {
+        if *self.ctx.leader.borrow() {
+            Ok(())
+        } else {
+            Err(Error::NotLeader)
+        }
+    }
+
+    /// Takes the steps of `decision`; returns when to look again.
+    pub async fn carry_out(&self, decision: Decision) -> Result<Action, Error> {
+        let Decision {
+            create,
+            status,
+            events,
+            budget_wait,
+            delete,
+            next,
+        } = decision;
+        let requests: Api<ContainerRecreateRequest> =
+            Api::namespaced(self.ctx.client.clone(), &self.namespace);
+        for request in &create {
+            self.leading()?;
+            let pod = &request.spec.pod_name;
+            match requests.create(&PostParams::default(), request).await {
+                Ok(_) => debug!(%pod, "started"),
+                // Created before (by us, before a restart or on a stale copy): the cache has not
+                // shown it yet.
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(source) => {
+                    return Err(Error::Write {
+                        action: "creating the request of a pod",
+                        object: format!("pod {}/{pod}", self.namespace),
+                        source,
+                    });
+                }
+            }
+        }
+        let rollouts: Api<ContainerRecreateRollout> =
+            Api::namespaced(self.ctx.client.clone(), &self.namespace);
+        let reference = self.rollout.object_ref(&());
+        if let Some(patch) = &status {
+            self.leading()?;
+            rollouts
+                .patch_status(
+                    patch.name(),
+                    &crr_runtime::client::patch_params(FIELD_MANAGER),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .map_err(|source| {
+                    Error::of_write(
+                        "writing the status",
+                        format!("rollout {}", self.key()),
+                        source,
+                    )
+                })?;
+            self.ctx
+                .metrics
+                .observe(&self.key(), self.rollout.status.as_ref(), patch.status());
+            for event in &events {
+                let type_ = if event.warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                };
+                self.ctx
+                    .events
+                    .publish(&reference, type_, event.reason, &event.note)
+                    .await;
+            }
+        }
+        if let Some(wait) = &budget_wait
+            && self
+                .ctx
+                .budget_event_due(format!("{}/{}", self.key(), wait.budget))
+        {
+            self.ctx
+                .events
+                .normal(
+                    &reference,
+                    "WaitingForBudget",
+                    &format!(
+                        "pod {} waits: PodDisruptionBudget {} allows no more disruptions",
+                        wait.pod, wait.budget
+                    ),
+                )
+                .await;
+        }
+        if delete {
+            self.leading()?;
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..DeleteParams::default()
+            };
+            match rollouts.delete(&self.name, &params).await {
+                Ok(_) => debug!("deleted after its TTL"),
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(source) => {
+                    return Err(Error::Write {
+                        action: "deleting after its TTL",
+                        object: format!("rollout {}", self.key()),
+                        source,
+                    });
+                }
+            }
+        }
+        self.ctx.backoff.succeeded(&self.key());
+        Ok(match next {
+            Next::AwaitChange => Action::await_change(),
+            Next::After(after) => Action::requeue(after),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

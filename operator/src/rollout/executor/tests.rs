@@ -1,0 +1,287 @@
+//! The exact API calls a rollout decision makes, against a scripted API server (tower-test
+//! mock): each step checks method, path and body, and answers like the API server would.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crr_crds::rollout::ContainerRecreateRollout;
+use crr_runtime::events::EventPublisher;
+use http::{Method, StatusCode};
+use jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::*;
+use crate::api_mock::{self, Handle, api_status, expect, respond};
+use crate::reconcile_errors::ControllerErrors;
+use crate::rollout::decide::{self, BudgetWait, Stage, World};
+use crate::rollout::metrics::RolloutMetrics;
+use crate::rollout::plan::{PodView, RequestState};
+
+const REQUESTS_PATH: &str = "/apis/apps.kruise.io/v1beta1/namespaces/ns/containerrecreaterequests";
+const ROLLOUT_PATH: &str = "/apis/crr.dev/v1alpha1/namespaces/ns/containerrecreaterollouts/restart";
+const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
+
+fn context(leader: bool) -> (Arc<RolloutContext>, Handle, watch::Sender<bool>) {
+    let (client, handle) = api_mock::client();
+    let (leader_tx, leader_rx) = watch::channel(leader);
+    let ctx = RolloutContext::new(
+        client.clone(),
+        EventPublisher::new(client, FIELD_MANAGER, "test"),
+        leader_rx,
+        reflector::store().0,
+        reflector::store().0,
+        RolloutMetrics::register(&mut Registry::default()),
+        ControllerErrors::unregistered("rollout", &Error::KINDS),
+    );
+    (Arc::new(ctx), handle, leader_tx)
+}
+
+fn rollout(spec: Value) -> ContainerRecreateRollout {
+    let mut full = json!({
+        "target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+        "containers": ["app"],
+        "maxUnavailable": 2,
+    });
+    full.as_object_mut()
+        .expect("an object")
+        .extend(spec.as_object().expect("an object").clone());
+    serde_json::from_value(json!({
+        "apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
+        "metadata": {"name": "restart", "namespace": "ns", "uid": "rollout-uid",
+                     "resourceVersion": "41", "generation": 1,
+                     "creationTimestamp": "2030-01-01T00:00:00Z"},
+        "spec": full,
+    }))
+    .expect("a rollout")
+}
+
+fn pod(name: &str, ready: bool) -> PodView {
+    PodView {
+        name: name.to_owned(),
+        uid: format!("uid-{name}"),
+        created: "2029-12-31T00:00:00Z".parse().expect("a time"),
+        ready,
+        terminating: false,
+        ordinal: None,
+    }
+}
+
+/// The decision for `rollout` over `pods` and `requests`, as the reconcile makes it.
+fn decision(
+    rollout: &ContainerRecreateRollout,
+    pods: Vec<PodView>,
+    requests: &[(&str, RequestState)],
+) -> Decision {
+    let now: Timestamp = "2030-01-01T00:00:10Z".parse().expect("a time");
+    let Stage::ReadWorld(reading) = decide::before_reading(rollout, now) else {
+        panic!("an unfinished rollout reads the world");
+    };
+    let requests: BTreeMap<_, _> = requests
+        .iter()
+        .map(|(pod, state)| (format!("uid-{pod}"), state.clone()))
+        .collect();
+    let world = World {
+        pods,
+        budgets: Vec::new(),
+        target_exists: true,
+    };
+    decide::decide(rollout, &reading, &world, &requests, now).expect("decided")
+}
+
+async fn expect_event(handle: &mut Handle, reason: &str) {
+    let (body, send) = expect(handle, Method::POST, EVENTS_PATH).await;
+    assert_eq!(body["reason"], reason);
+    assert_eq!(body["regarding"]["kind"], "ContainerRecreateRollout");
+    assert_eq!(body["regarding"]["name"], "restart");
+    send.send_response(respond(StatusCode::CREATED, &body));
+}
+
+async fn expect_nothing_more(handle: &mut Handle) {
+    let next = tokio::time::timeout(Duration::from_millis(50), handle.next_request()).await;
+    assert!(
+        !matches!(next, Ok(Some(_))),
+        "no further API call was expected"
+    );
+}
+
+#[tokio::test]
+async fn starts_requests_writes_the_preconditioned_status_then_publishes_its_events() {
+    let (ctx, mut handle, _leader) = context(true);
+    let rollout = rollout(json!({}));
+    let decision = decision(&rollout, vec![pod("a", true), pod("b", true)], &[]);
+    assert_eq!(decision.create.len(), 2);
+    let stored = rollout.clone();
+    let server = tokio::spawn(async move {
+        let (body, send) = expect(&mut handle, Method::POST, REQUESTS_PATH).await;
+        assert_eq!(body["metadata"]["name"], "restart-uid-a");
+        assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "rollout-uid");
+        send.send_response(respond(StatusCode::CREATED, &body));
+        // Created before, by a reconcile on a stale copy or before a restart: fine.
+        let (body, send) = expect(&mut handle, Method::POST, REQUESTS_PATH).await;
+        assert_eq!(body["metadata"]["name"], "restart-uid-b");
+        send.send_response(respond(
+            StatusCode::CONFLICT,
+            &api_status(409, "AlreadyExists"),
+        ));
+
+        let (body, send) = expect(
+            &mut handle,
+            Method::PATCH,
+            &format!("{ROLLOUT_PATH}/status"),
+        )
+        .await;
+        assert_eq!(body["metadata"], json!({"resourceVersion": "41"}));
+        assert_eq!(body["status"]["phase"], "Progressing");
+        assert_eq!(body["status"]["inFlight"], 2);
+        send.send_response(respond(StatusCode::OK, &stored));
+
+        expect_event(&mut handle, "Started").await;
+        expect_nothing_more(&mut handle).await;
+    });
+    let action = Executor::new(&ctx, &rollout)
+        .carry_out(decision)
+        .await
+        .expect("carried out");
+    assert_eq!(action, Action::requeue(decide::IN_FLIGHT_POLL));
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn a_conflicting_status_write_publishes_nothing_and_decides_again_soon() {
+    let (ctx, mut handle, _leader) = context(true);
+    let rollout = rollout(json!({}));
+    let decision = decision(
+        &rollout,
+        vec![pod("a", false)],
+        &[("a", RequestState::InFlight)],
+    );
+    assert!(decision.create.is_empty());
+    assert!(
+        !decision.events.is_empty(),
+        "a first status announces the start"
+    );
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(
+            &mut handle,
+            Method::PATCH,
+            &format!("{ROLLOUT_PATH}/status"),
+        )
+        .await;
+        send.send_response(respond(StatusCode::CONFLICT, &api_status(409, "Conflict")));
+        expect_nothing_more(&mut handle).await;
+    });
+    let error = Executor::new(&ctx, &rollout)
+        .carry_out(decision)
+        .await
+        .expect_err("a conflict");
+    assert_eq!(error.kind(), "conflict");
+    server.await.expect("scripted API server");
+    let rollout = Arc::new(rollout);
+    assert_eq!(
+        crate::rollout::controller::error_policy(rollout, &error, ctx.clone()),
+        Action::requeue(CONFLICT_RETRY)
+    );
+    assert_eq!(ctx.errors.get("conflict"), 1);
+}
+
+#[tokio::test]
+async fn a_refused_request_creation_is_a_write_error_with_its_reason() {
+    let (ctx, mut handle, _leader) = context(true);
+    let rollout = rollout(json!({}));
+    let decision = decision(&rollout, vec![pod("a", true)], &[]);
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::POST, REQUESTS_PATH).await;
+        send.send_response(respond(
+            StatusCode::FORBIDDEN,
+            &api_status(403, "Forbidden"),
+        ));
+        expect_nothing_more(&mut handle).await;
+    });
+    let error = Executor::new(&ctx, &rollout)
+        .carry_out(decision)
+        .await
+        .expect_err("refused");
+    assert_eq!(error.kind(), "write");
+    assert_eq!(
+        error.refusal().as_deref(),
+        Some("Forbidden (403): Forbidden")
+    );
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn a_follower_writes_nothing() {
+    let (ctx, mut handle, _leader) = context(false);
+    let rollout = rollout(json!({}));
+    let decision = decision(&rollout, vec![pod("a", true)], &[]);
+    let error = Executor::new(&ctx, &rollout)
+        .carry_out(decision)
+        .await
+        .expect_err("not the leader");
+    assert_eq!(error.kind(), "not_leader");
+    expect_nothing_more(&mut handle).await;
+}
+
+#[tokio::test]
+async fn a_budget_wait_is_announced_once_a_minute() {
+    let (ctx, mut handle, _leader) = context(true);
+    let rollout = rollout(json!({}));
+    let wait = Decision {
+        budget_wait: Some(BudgetWait {
+            budget: "web-pdb".to_owned(),
+            pod: "a".to_owned(),
+        }),
+        next: Next::After(decide::BUDGET_POLL),
+        ..Decision::idle()
+    };
+    let server = tokio::spawn(async move {
+        let (body, send) = expect(&mut handle, Method::POST, EVENTS_PATH).await;
+        assert_eq!(body["reason"], "WaitingForBudget");
+        assert_eq!(
+            body["note"],
+            "pod a waits: PodDisruptionBudget web-pdb allows no more disruptions"
+        );
+        send.send_response(respond(StatusCode::CREATED, &body));
+        expect_nothing_more(&mut handle).await;
+    });
+    let executor = Executor::new(&ctx, &rollout);
+    for _ in 0..2 {
+        let action = executor.carry_out(wait.clone()).await.expect("carried out");
+        assert_eq!(action, Action::requeue(decide::BUDGET_POLL));
+    }
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn a_rollout_past_its_ttl_is_deleted_with_its_requests_and_a_gone_one_is_fine() {
+    let (ctx, mut handle, _leader) = context(true);
+    let rollout = rollout(json!({}));
+    let delete = Decision {
+        delete: true,
+        ..Decision::idle()
+    };
+    let server = tokio::spawn(async move {
+        let (body, send) = expect(&mut handle, Method::DELETE, ROLLOUT_PATH).await;
+        assert_eq!(body["propagationPolicy"], "Background");
+        send.send_response(respond(
+            StatusCode::OK,
+            &json!({"kind": "Status", "status": "Success"}),
+        ));
+        let (_, send) = expect(&mut handle, Method::DELETE, ROLLOUT_PATH).await;
+        send.send_response(respond(StatusCode::NOT_FOUND, &api_status(404, "NotFound")));
+    });
+    let executor = Executor::new(&ctx, &rollout);
+    for _ in 0..2 {
+        let action = executor
+            .carry_out(delete.clone())
+            .await
+            .expect("carried out");
+        assert_eq!(action, Action::await_change());
+    }
+    server.await.expect("scripted API server");
+}
