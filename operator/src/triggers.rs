@@ -4,7 +4,10 @@
 //!
 //! Pure decisions: `annotations` and `refs` (from `crr_crds::triggers`: what a workload asks
 //! for, which containers use which object), `hash` (an object's data, hashed),
-//! `config_change` (what changed since the record on the workload), `schedule` (which tick runs).
+//! `config_change` (what changed since the record on the workload, and whether to wait for the
+//! running rollout), `schedule` (which tick runs). `index` keeps what the watches saw (which
+//! workload uses which object, the versions seen, the hashes read), fed plain events. The I/O:
+//! `controller` (watches, queue), `evaluate` (reads, the rollout, the record, Events).
 
 pub use crr_crds::triggers::{annotations, refs};
 pub mod config_change;

@@ -16,8 +16,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
-use super::index::TriggerIndex;
-pub use super::index::WorkloadKey;
+use super::index::{TriggerIndex, WorkloadKey};
 use super::queue::WakeQueue;
 use crate::reconcile_errors::ControllerErrors;
 

@@ -1,4 +1,6 @@
-//! The trigger controller: its watches, its wake-up queue and the evaluation of one workload.
+//! The trigger controller: its watches, its wake-up queue and the evaluation of a workload that
+//! comes due. What the watches saw is kept in the index (`index`); this file turns watch events
+//! into the index's plain events and wakes what the index says to wake.
 //!
 //! # Watches (every replica; only the Lease holder acts)
 //! * Deployments, StatefulSets and DaemonSets through the dynamic API. Only workloads with a
@@ -9,13 +11,14 @@
 //!   workload that uses the object is evaluated and its `resourceVersion` moved since the last
 //!   read; only the hash of the data is kept.
 //!
-//! # Evaluation
+//! # Evaluation (`evaluate`)
 //! A woken workload is evaluated after the debounce (`TriggerSettings::debounce`, a second by
 //! default), so changes within it make one rollout. The config-change trigger compares the
 //! hashes with the record on the workload and creates a rollout of the containers that use what
 //! changed (`config_change`); while an earlier one of the workload still runs, it looks again
-//! later and the change makes a rollout of its own after it. The schedule trigger acts on its tick and sleeps until the next (`schedule`). Every
-//! outcome is an Event on the workload.
+//! later and the change makes a rollout of its own after it. The schedule trigger acts on its
+//! tick and sleeps until the next (`schedule`). Every outcome is an Event on the workload. A
+//! failed evaluation is counted by kind and retried with backoff.
 
 use std::sync::Arc;
 

@@ -4,6 +4,7 @@
 //!
 //! What to do is decided by `config_change::decide` and `schedule::step` from values; this file
 //! gathers those values (the index, the rollout cache, the reads) and carries the decision out.
+//! The calls it makes are tested against a scripted API server in `evaluate/tests.rs`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -369,3 +370,6 @@ async fn scheduled(
             .min(Duration::from_secs(60)),
     ))
 }
+
+#[cfg(test)]
+mod tests;

@@ -214,8 +214,6 @@ impl TriggerIndex {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use super::*;
 
     fn key(kind: &'static str, namespace: &str, name: &str) -> WorkloadKey {
@@ -235,7 +233,7 @@ mod tests {
         for (object, container) in uses {
             references
                 .entry(object.clone())
-                .or_insert_with(BTreeSet::new)
+                .or_default()
                 .insert((*container).to_owned());
         }
         WorkloadEntry {

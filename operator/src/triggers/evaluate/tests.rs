@@ -1,0 +1,477 @@
+//! The exact API calls evaluating a workload makes, against a scripted API server (tower-test
+//! mock): each step checks method, path and body, and answers like the API server would. The
+//! index is fed plain watch events, the rollout cache a plain store.
+
+use std::time::Duration;
+
+use crr_crds::keys;
+use crr_crds::rollout::{ContainerRecreateRollout, Limit};
+use crr_runtime::events::EventPublisher;
+use http::{Method, StatusCode};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::evaluate;
+use crate::api_mock::{self, Handle, api_status, expect, respond};
+use crate::reconcile_errors::ControllerErrors;
+use crate::triggers::config_change::{Hashes, WAIT_FOR_RUNNING};
+use crate::triggers::context::{SecretAccess, TriggerContext, TriggerSettings};
+use crate::triggers::controller::evaluate_due;
+use crate::triggers::error::TriggerError;
+use crate::triggers::hash;
+use crate::triggers::index::{
+    ConfigEvent, ObjectKey, ReadHash, WorkloadEntry, WorkloadEvent, WorkloadKey,
+};
+use crate::triggers::refs::ConfigRef;
+use crate::triggers::rollout::{Cause, WorkloadView, trigger_rollout};
+
+const DEPLOYMENT_PATH: &str = "/apis/apps/v1/namespaces/shop/deployments/web";
+const ROLLOUTS_PATH: &str = "/apis/crr.dev/v1alpha1/namespaces/shop/containerrecreaterollouts";
+const APP_CONFIG_PATH: &str = "/api/v1/namespaces/shop/configmaps/app-config";
+const PROXY_CONFIG_PATH: &str = "/api/v1/namespaces/shop/configmaps/proxy-config";
+const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/shop/events";
+
+/// A trigger context over the scripted API server, leading, with `rollouts` in its cache.
+fn context(rollouts: Vec<ContainerRecreateRollout>) -> (TriggerContext, Handle) {
+    let (client, handle) = api_mock::client();
+    let (_, leader) = watch::channel(true);
+    let mut writer: Writer<ContainerRecreateRollout> = Writer::default();
+    let store = writer.as_reader();
+    for rollout in rollouts {
+        writer.apply_watcher_event(&watcher::Event::Apply(rollout));
+    }
+    let ctx = TriggerContext::new(
+        client.clone(),
+        EventPublisher::new(client, "crr-operator", "test"),
+        leader,
+        store,
+        TriggerSettings {
+            secrets: SecretAccess::Denied,
+            reloader_annotations: false,
+            starting_deadline: Duration::from_secs(900),
+            debounce: Duration::from_secs(1),
+        },
+        ControllerErrors::unregistered("triggers", &TriggerError::KINDS),
+    );
+    (ctx, handle)
+}
+
+fn web() -> WorkloadKey {
+    WorkloadKey {
+        kind: "Deployment",
+        namespace: "shop".to_owned(),
+        name: "web".to_owned(),
+    }
+}
+
+fn web_view() -> WorkloadView {
+    WorkloadView {
+        kind: "Deployment",
+        namespace: "shop".to_owned(),
+        name: "web".to_owned(),
+        uid: "uid-web".to_owned(),
+    }
+}
+
+fn app_config() -> ConfigRef {
+    ConfigRef::config_map("app-config")
+}
+
+fn proxy_config() -> ConfigRef {
+    ConfigRef::config_map("proxy-config")
+}
+
+fn in_shop(object: ConfigRef) -> ObjectKey {
+    ObjectKey {
+        namespace: "shop".to_owned(),
+        object,
+    }
+}
+
+/// `web` as the workload watch would index it: `app` uses `app-config`, `proxy` uses
+/// `proxy-config`.
+fn index_web(ctx: &TriggerContext, annotations: &[(&str, &str)]) {
+    let entry = WorkloadEntry {
+        uid: "uid-web".to_owned(),
+        annotations: annotations
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect(),
+        containers: vec!["app".to_owned(), "proxy".to_owned()],
+        references: [
+            (app_config(), ["app".to_owned()].into()),
+            (proxy_config(), ["proxy".to_owned()].into()),
+        ]
+        .into(),
+    };
+    let wake = ctx.index().apply_workload(WorkloadEvent::Seen {
+        key: web(),
+        entry: Some(entry),
+    });
+    assert_eq!(wake, Some(web()));
+}
+
+/// The ConfigMap watch saw `object` at `version`.
+fn seen(ctx: &TriggerContext, object: ConfigRef, version: &str) {
+    ctx.index().apply_config(&ConfigEvent::Seen {
+        object: in_shop(object),
+        version: version.to_owned(),
+    });
+}
+
+fn config_map(name: &str, version: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("shop".to_owned()),
+            resource_version: Some(version.to_owned()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("setting".to_owned(), value.to_owned())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+fn record_of(pairs: &[(&str, &str)]) -> Hashes {
+    pairs
+        .iter()
+        .map(|(key, hash)| ((*key).to_owned(), (*hash).to_owned()))
+        .collect()
+}
+
+fn deployment() -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": "shop", "uid": "uid-web"}})
+}
+
+/// Expects the merge patch of the workload's annotations; returns them.
+async fn expect_annotations(handle: &mut Handle) -> serde_json::Map<String, Value> {
+    let (body, send) = expect(handle, Method::PATCH, DEPLOYMENT_PATH).await;
+    send.send_response(respond(StatusCode::OK, &deployment()));
+    let annotations = body["metadata"]["annotations"]
+        .as_object()
+        .unwrap_or_else(|| panic!("a patch of annotations only: {body}"))
+        .clone();
+    assert_eq!(
+        body.as_object().map(|body| body.len()),
+        Some(1),
+        "only metadata: {body}"
+    );
+    annotations
+}
+
+/// Expects the patch of the config-change record; returns the record written.
+async fn expect_record(handle: &mut Handle) -> Hashes {
+    let annotations = expect_annotations(handle).await;
+    assert_eq!(annotations.len(), 1, "{annotations:?}");
+    let record = annotations[keys::ANNOTATION_CONFIG_HASHES]
+        .as_str()
+        .expect("the record is a string");
+    serde_json::from_str(record).expect("the record is JSON")
+}
+
+/// Expects the patch of the last tick acted on; returns the tick.
+async fn expect_last_scheduled(handle: &mut Handle) -> Timestamp {
+    let annotations = expect_annotations(handle).await;
+    assert_eq!(annotations.len(), 1, "{annotations:?}");
+    annotations[keys::ANNOTATION_LAST_SCHEDULED]
+        .as_str()
+        .expect("a string")
+        .parse()
+        .expect("a timestamp")
+}
+
+/// Expects an Event on the workload; returns its note.
+async fn expect_event(handle: &mut Handle, type_: &str, reason: &str) -> String {
+    let (body, send) = expect(handle, Method::POST, EVENTS_PATH).await;
+    assert_eq!(body["type"], type_);
+    assert_eq!(body["reason"], reason);
+    assert_eq!(body["regarding"]["kind"], "Deployment");
+    assert_eq!(body["regarding"]["name"], "web");
+    assert_eq!(body["regarding"]["uid"], "uid-web");
+    send.send_response(respond(StatusCode::CREATED, &body));
+    body["note"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Expects the creation of a rollout; returns its body.
+async fn expect_rollout(handle: &mut Handle) -> Value {
+    let (body, send) = expect(handle, Method::POST, ROLLOUTS_PATH).await;
+    send.send_response(respond(StatusCode::CREATED, &body));
+    body
+}
+
+/// Answers a GET with `config_map`.
+async fn serve(handle: &mut Handle, path: &str, config_map: &ConfigMap) {
+    let (_, send) = expect(handle, Method::GET, path).await;
+    send.send_response(respond(StatusCode::OK, config_map));
+}
+
+/// An unfinished rollout of `web` that `cause` started.
+fn running(cause: &Cause) -> ContainerRecreateRollout {
+    trigger_rollout(&web_view(), vec!["app".to_owned()], Limit::Count(1), cause)
+}
+
+const CONFIG_CHANGE: (&str, &str) = (keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE, "true");
+
+#[tokio::test]
+async fn first_sight_reads_the_used_objects_and_records_them_only() {
+    let (ctx, mut handle) = context(Vec::new());
+    index_web(&ctx, &[CONFIG_CHANGE]);
+    seen(&ctx, app_config(), "1");
+    seen(&ctx, proxy_config(), "1");
+    let app = config_map("app-config", "1", "a");
+    let proxy = config_map("proxy-config", "1", "p");
+    let expected = record_of(&[
+        ("configmap/app-config", &hash::config_map(&app)),
+        ("configmap/proxy-config", &hash::config_map(&proxy)),
+    ]);
+    let server = tokio::spawn(async move {
+        serve(&mut handle, APP_CONFIG_PATH, &app).await;
+        serve(&mut handle, PROXY_CONFIG_PATH, &proxy).await;
+        assert_eq!(expect_record(&mut handle).await, expected);
+        // The script ends here: a rollout's POST would fail the evaluation.
+    });
+    let again = evaluate(&ctx, &web()).await.expect("evaluates");
+    assert_eq!(again, None);
+    server.await.expect("scripted API server");
+    let index = ctx.index();
+    assert!(!index.needs_read(&in_shop(app_config())));
+    assert!(!index.needs_read(&in_shop(proxy_config())));
+}
+
+#[tokio::test]
+async fn a_changed_config_map_rolls_out_the_containers_that_use_it_and_records_the_new_hashes() {
+    let before = config_map("app-config", "1", "old");
+    let proxy = config_map("proxy-config", "4", "p");
+    let recorded = record_of(&[
+        ("configmap/app-config", &hash::config_map(&before)),
+        ("configmap/proxy-config", &hash::config_map(&proxy)),
+    ]);
+    let recorded_text = serde_json::to_string(&recorded).expect("JSON");
+    let (ctx, mut handle) = context(Vec::new());
+    index_web(
+        &ctx,
+        &[
+            CONFIG_CHANGE,
+            (keys::ANNOTATION_CONFIG_HASHES, &recorded_text),
+        ],
+    );
+    // proxy-config was read at the version the watch last saw: no read. app-config moved.
+    seen(&ctx, proxy_config(), "4");
+    ctx.index().record_read(
+        in_shop(proxy_config()),
+        Some(ReadHash {
+            version: "4".to_owned(),
+            hash: hash::config_map(&proxy),
+        }),
+    );
+    seen(&ctx, app_config(), "1");
+    ctx.index().record_read(
+        in_shop(app_config()),
+        Some(ReadHash {
+            version: "1".to_owned(),
+            hash: hash::config_map(&before),
+        }),
+    );
+    seen(&ctx, app_config(), "2");
+    let after = config_map("app-config", "2", "new");
+    let new_hash = hash::config_map(&after);
+    let expected = record_of(&[
+        ("configmap/app-config", &new_hash),
+        ("configmap/proxy-config", &hash::config_map(&proxy)),
+    ]);
+    let server = tokio::spawn(async move {
+        serve(&mut handle, APP_CONFIG_PATH, &after).await;
+
+        let rollout = expect_rollout(&mut handle).await;
+        let name = format!("web-config-{}", &hash::record(&expected)[..10]);
+        assert_eq!(rollout["metadata"]["name"], name.as_str());
+        assert_eq!(rollout["spec"]["containers"], json!(["app"]));
+        assert_eq!(
+            rollout["spec"]["target"]["workloadRef"],
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"})
+        );
+        assert_eq!(rollout["spec"]["maxUnavailable"], 1);
+        let labels = &rollout["metadata"]["labels"];
+        assert_eq!(labels[keys::LABEL_ROLLOUT_TRIGGER], "config-change");
+        assert_eq!(labels[keys::LABEL_WORKLOAD_UID], "uid-web");
+        assert_eq!(
+            rollout["metadata"]["annotations"][keys::ANNOTATION_CAUSE],
+            "changed: configmap/app-config"
+        );
+
+        assert_eq!(expect_record(&mut handle).await, expected);
+        let note = expect_event(&mut handle, "Normal", "ConfigChanged").await;
+        assert_eq!(
+            note,
+            format!("changed: configmap/app-config: rollout {name} recreates app in place")
+        );
+    });
+    let again = evaluate(&ctx, &web()).await.expect("evaluates");
+    assert_eq!(again, None);
+    server.await.expect("scripted API server");
+    assert_eq!(
+        ctx.index().fresh_hash(&in_shop(app_config())),
+        Some(new_hash.as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_change_waits_for_the_running_config_change_rollout_and_looks_again() {
+    let before = config_map("app-config", "1", "old");
+    let proxy = config_map("proxy-config", "1", "p");
+    let recorded = serde_json::to_string(&record_of(&[
+        ("configmap/app-config", &hash::config_map(&before)),
+        ("configmap/proxy-config", &hash::config_map(&proxy)),
+    ]))
+    .expect("JSON");
+    let earlier = running(&Cause::ConfigChange {
+        changed: vec![app_config()],
+        record: "0123456789abcdef".to_owned(),
+    });
+    let (ctx, mut handle) = context(vec![earlier]);
+    index_web(
+        &ctx,
+        &[CONFIG_CHANGE, (keys::ANNOTATION_CONFIG_HASHES, &recorded)],
+    );
+    seen(&ctx, app_config(), "2");
+    seen(&ctx, proxy_config(), "1");
+    let after = config_map("app-config", "2", "new");
+    let server = tokio::spawn(async move {
+        serve(&mut handle, APP_CONFIG_PATH, &after).await;
+        serve(&mut handle, PROXY_CONFIG_PATH, &proxy).await;
+        // No rollout, no record: the script ends, and any further call would fail.
+    });
+    let again = evaluate(&ctx, &web()).await.expect("evaluates");
+    assert_eq!(again, Some(WAIT_FOR_RUNNING));
+    server.await.expect("scripted API server");
+    assert!(
+        !ctx.index().needs_read(&in_shop(app_config())),
+        "the next look reads nothing again"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_read_is_an_api_error_counted_and_retried() {
+    let (ctx, mut handle) = context(Vec::new());
+    index_web(&ctx, &[CONFIG_CHANGE]);
+    seen(&ctx, app_config(), "1");
+    seen(&ctx, proxy_config(), "1");
+    let server = tokio::spawn(async move {
+        for _ in 0..2 {
+            let (_, send) = expect(&mut handle, Method::GET, APP_CONFIG_PATH).await;
+            send.send_response(respond(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &api_status(500, "InternalError"),
+            ));
+        }
+    });
+    let error = evaluate(&ctx, &web()).await.expect_err("the read failed");
+    assert_eq!(error.kind(), "api");
+    assert!(
+        error
+            .to_string()
+            .contains("reading configmap/app-config in shop"),
+        "{error}"
+    );
+    assert_eq!(ctx.errors.get("api"), 0, "evaluate itself counts nothing");
+
+    evaluate_due(&ctx, web()).await;
+    server.await.expect("scripted API server");
+    assert_eq!(ctx.errors.get("api"), 1);
+    assert_eq!(ctx.queue.len(), 1, "retried with backoff");
+    assert!(
+        ctx.index().needs_read(&in_shop(app_config())),
+        "nothing was recorded"
+    );
+}
+
+#[tokio::test]
+async fn a_schedule_seen_for_the_first_time_records_the_time_and_waits() {
+    let (ctx, mut handle) = context(Vec::new());
+    index_web(&ctx, &[(keys::ANNOTATION_RECREATE_SCHEDULE, "0 3 * * *")]);
+    let asked = Timestamp::now();
+    let server = tokio::spawn(async move { expect_last_scheduled(&mut handle).await });
+    let again = evaluate(&ctx, &web()).await.expect("evaluates");
+    let recorded = server.await.expect("scripted API server");
+    assert!(
+        recorded >= asked && recorded <= Timestamp::now(),
+        "{recorded}"
+    );
+    let again = again.expect("looks again");
+    assert!(again <= Duration::from_secs(60), "{again:?}");
+}
+
+#[tokio::test]
+async fn a_due_tick_creates_a_scheduled_rollout_of_every_container_and_records_the_tick() {
+    let (ctx, mut handle) = context(Vec::new());
+    let last = (Timestamp::now() - SignedDuration::from_mins(2)).to_string();
+    index_web(
+        &ctx,
+        &[
+            (keys::ANNOTATION_RECREATE_SCHEDULE, "* * * * *"),
+            (keys::ANNOTATION_LAST_SCHEDULED, &last),
+        ],
+    );
+    let server = tokio::spawn(async move {
+        let rollout = expect_rollout(&mut handle).await;
+        assert_eq!(rollout["spec"]["containers"], json!(["app", "proxy"]));
+        assert_eq!(
+            rollout["metadata"]["labels"][keys::LABEL_ROLLOUT_TRIGGER],
+            "schedule"
+        );
+        let tick = expect_last_scheduled(&mut handle).await;
+        assert_eq!(tick.as_second() % 60, 0, "a whole minute: {tick}");
+        assert_eq!(
+            rollout["metadata"]["name"],
+            format!("web-schedule-{}", tick.as_second()).as_str()
+        );
+        let note = expect_event(&mut handle, "Normal", "ScheduledRollout").await;
+        assert!(note.contains(&format!("the tick at {tick}")), "{note}");
+    });
+    let again = evaluate(&ctx, &web()).await.expect("evaluates");
+    server.await.expect("scripted API server");
+    let again = again.expect("sleeps until the next tick");
+    assert!(again <= Duration::from_secs(60), "{again:?}");
+}
+
+#[tokio::test]
+async fn a_tick_while_the_scheduled_rollout_runs_is_skipped_with_a_warning() {
+    let earlier = running(&Cause::Schedule {
+        tick: Timestamp::UNIX_EPOCH,
+    });
+    let earlier_name = kube::ResourceExt::name_any(&earlier);
+    let (ctx, mut handle) = context(vec![earlier]);
+    let last = (Timestamp::now() - SignedDuration::from_mins(2)).to_string();
+    index_web(
+        &ctx,
+        &[
+            (keys::ANNOTATION_RECREATE_SCHEDULE, "* * * * *"),
+            (keys::ANNOTATION_LAST_SCHEDULED, &last),
+        ],
+    );
+    let server = tokio::spawn(async move {
+        // No rollout: the tick is recorded as done, and a Warning says why.
+        let tick = expect_last_scheduled(&mut handle).await;
+        let note = expect_event(&mut handle, "Warning", "ScheduledRolloutSkipped").await;
+        assert!(
+            note.contains(&format!(
+                "the tick at {tick} is skipped: rollout {earlier_name} still runs"
+            )),
+            "{note}"
+        );
+    });
+    evaluate(&ctx, &web()).await.expect("evaluates");
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn a_workload_the_index_does_not_hold_is_not_evaluated() {
+    let (ctx, _handle) = context(Vec::new());
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+}
