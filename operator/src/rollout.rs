@@ -8,6 +8,7 @@
 //! [`executor`] carries a decision out, [`controller`] wires the watches, the reconcile and the
 //! error policy; [`metrics`] and [`error`] are the wing's metrics and error type.
 
+pub mod context;
 pub mod controller;
 pub mod decide;
 pub mod error;
@@ -31,7 +32,7 @@ use prometheus_client::registry::Registry;
 
 use crate::reconcile_errors::ReconcileErrors;
 use crate::wing::WingContext;
-use controller::RolloutContext;
+use context::RolloutContext;
 use error::Error;
 use metrics::{RolloutCollector, RolloutMetrics};
 

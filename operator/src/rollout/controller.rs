@@ -20,15 +20,13 @@
 //! the plan is derived from the pods and the requests each time, so a new leader goes on where
 //! the old one stopped and never starts a pod twice (a pod's request has a fixed name).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crr_crds::keys;
 use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::v1beta1::ContainerRecreateRequest;
-use crr_runtime::backoff::Backoff;
-use crr_runtime::events::EventPublisher;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -37,89 +35,18 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use tokio::sync::watch;
 use tracing::{Instrument, debug, info_span, warn};
 
+use super::context::RolloutContext;
 use super::decide::{self, Reading, Stage, World};
 use super::error::Error;
 use super::executor::{CONFLICT_RETRY, Executor};
-use super::metrics::RolloutMetrics;
 use super::plan::RequestState;
 use super::request::{pod_uid, request_state};
 use super::world::{self, pod_view};
-use crate::reconcile_errors::{ControllerErrors, RETRY_BASE, RETRY_CAP};
 
 /// Triggers of one rollout within this are served by one reconcile.
 pub const TRIGGER_DEBOUNCE: Duration = Duration::from_millis(250);
-/// A budget wait is announced with an Event at most this often per rollout and PDB.
-pub const BUDGET_EVENT_INTERVAL: Duration = Duration::from_secs(60);
-
-/// What every rollout reconcile shares.
-pub struct RolloutContext {
-    /// API client.
-    pub client: Client,
-    /// Publishes Events.
-    pub events: EventPublisher,
-    /// `true` while this replica holds the Lease.
-    pub leader: watch::Receiver<bool>,
-    /// The request controller's cache.
-    pub requests: Store<ContainerRecreateRequest>,
-    /// The PodDisruptionBudgets of the cluster (or of the watched namespace).
-    pub budgets: Store<PodDisruptionBudget>,
-    /// Failed reconciles in a row, per rollout.
-    pub backoff: Backoff,
-    /// The rollout metrics the leader updates.
-    pub metrics: RolloutMetrics,
-    /// Failed reconciles, by kind.
-    pub errors: ControllerErrors,
-    /// When a budget wait was last announced, per `namespace/rollout/pdb`.
-    budget_events: Mutex<HashMap<String, Instant>>,
-}
-
-impl RolloutContext {
-    /// A context with no history.
-    pub fn new(
-        client: Client,
-        events: EventPublisher,
-        leader: watch::Receiver<bool>,
-        requests: Store<ContainerRecreateRequest>,
-        budgets: Store<PodDisruptionBudget>,
-        metrics: RolloutMetrics,
-        errors: ControllerErrors,
-    ) -> Self {
-        Self {
-            client,
-            events,
-            leader,
-            requests,
-            budgets,
-            metrics,
-            errors,
-            backoff: Backoff::new(RETRY_BASE, RETRY_CAP),
-            budget_events: Mutex::new(HashMap::new()),
-        }
-    }
-
-    pub(super) fn is_leader(&self) -> bool {
-        *self.leader.borrow()
-    }
-
-    /// Whether to announce a wait on `key` now (at most once per [`BUDGET_EVENT_INTERVAL`]).
-    pub(super) fn budget_event_due(&self, key: String) -> bool {
-        let mut announced = self
-            .budget_events
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = Instant::now();
-        announced.retain(|_, at| now.duration_since(*at) < BUDGET_EVENT_INTERVAL);
-        if announced.contains_key(&key) {
-            return false;
-        }
-        announced.insert(key, now);
-        true
-    }
-}
-
 /// Reconciles one rollout: decides from the rollout alone, or reads its target's pods and
 /// budgets and its requests and decides from them ([`decide`]), then carries the decision out
 /// ([`Executor`]).

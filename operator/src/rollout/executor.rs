@@ -18,7 +18,7 @@ use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use tracing::debug;
 
-use super::controller::RolloutContext;
+use super::context::RolloutContext;
 use super::decide::{Decision, Next};
 use super::error::Error;
 use crate::FIELD_MANAGER;

@@ -7,6 +7,10 @@
 //!   do not count; test files (`tests.rs`, `tests/`) are left out.
 //! - **No production file over [`MAX_PRODUCTION_LINES`] lines**, counted up to its inline test
 //!   module, and no inline test module over [`MAX_INLINE_TEST_LINES`] (the shipped crates).
+//! - **Wings meet only through their composer.** The operator's controllers live in wings
+//!   (`request/`, `rollout/`, `triggers/`) over a shared ground floor: no file of a wing, its
+//!   tests included, uses another wing's files, and no ground file's production code uses a wing
+//!   (only `run` and `args`, which start them, do).
 //! - **No comment cites what the repository does not have**: an issue number of our own tracker
 //!   or a behaviour document outside the repository. Public upstream issues ("kruise issue 895")
 //!   are fine; the behaviour is in `docs/behaviour.md` and `docs/decisions.md`.
@@ -252,6 +256,36 @@ pub fn file_edges(modules: &Modules) -> std::io::Result<BTreeMap<String, BTreeSe
         edges.insert(module.clone(), targets);
     }
     Ok(edges)
+}
+
+/// The wing a module path belongs to: its first segment, when that is one of `wings`.
+pub fn wing_of<'a>(path: &str, wings: &[&'a str]) -> Option<&'a str> {
+    let first = path.split("::").next()?;
+    wings.iter().copied().find(|wing| *wing == first)
+}
+
+/// The paths among `referenced` (from the file of `module`) that break the wing layout: a
+/// wing's file reaching into another wing, or a file of the shared ground reaching up into any
+/// wing. `composers` (the modules that start the wings) may use them all.
+pub fn wing_breaches(
+    module: &str,
+    referenced: &BTreeSet<String>,
+    wings: &[&str],
+    composers: &[&str],
+) -> Vec<String> {
+    if composers.contains(&module) {
+        return Vec::new();
+    }
+    let own = wing_of(module, wings);
+    referenced
+        .iter()
+        .filter(|path| match (own, wing_of(path, wings)) {
+            (_, None) => false,
+            (Some(own), Some(target)) => own != target,
+            (None, Some(_)) => true,
+        })
+        .cloned()
+        .collect()
 }
 
 /// The groups of two or more files that use each other in a circle (strongly connected

@@ -123,3 +123,56 @@ fn our_issue_numbers_and_the_outside_spec_are_caught_and_upstream_issues_are_not
     assert!(!cites_the_missing("/// a known issue with the API server"));
     assert!(!cites_the_missing("/// see docs/behaviour.md §3"));
 }
+
+#[test]
+fn a_wing_reaching_into_another_or_the_ground_reaching_up_is_a_breach() {
+    let wings = ["request", "rollout", "triggers"];
+    let paths = |list: &[&str]| list.iter().map(|path| (*path).to_owned()).collect();
+    assert_eq!(
+        wing_of("rollout::decide::Decision", &wings),
+        Some("rollout")
+    );
+    assert_eq!(wing_of("readiness::acquire", &wings), None);
+    assert_eq!(
+        wing_breaches(
+            "rollout::controller",
+            &paths(&[
+                "rollout::decide",
+                "reconcile_errors::RETRY_BASE",
+                "request::cache"
+            ]),
+            &wings,
+            &["run"],
+        ),
+        ["request::cache"]
+    );
+    assert_eq!(
+        wing_breaches(
+            "request::controller::tests",
+            &paths(&["request::controller", "triggers::index"]),
+            &wings,
+            &["run"],
+        ),
+        ["triggers::index"],
+        "a wing's tests count"
+    );
+    assert_eq!(
+        wing_breaches(
+            "cache",
+            &paths(&["rollout::request_state", "deadline"]),
+            &wings,
+            &["run"],
+        ),
+        ["rollout::request_state"],
+        "the ground does not reach up"
+    );
+    assert!(
+        wing_breaches(
+            "run",
+            &paths(&["request::start", "rollout::start", "triggers::start"]),
+            &wings,
+            &["run", "args"],
+        )
+        .is_empty()
+    );
+}

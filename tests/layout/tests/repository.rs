@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use crr_layout::{
-    MAX_INLINE_TEST_LINES, MAX_PRODUCTION_LINES, circles, cites_the_missing, file_edges, modules,
-    production_part,
+    MAX_INLINE_TEST_LINES, MAX_PRODUCTION_LINES, circles, cites_the_missing, file_edges,
+    module_path, modules, production_part, referenced_paths, wing_breaches, wing_of,
 };
 
 /// The repository's root.
@@ -155,6 +155,52 @@ fn no_code_or_script_cites_an_issue_number_or_a_document_outside_the_repository(
     assert!(
         found.is_empty(),
         "citations of what the repository lacks (use docs/behaviour.md, docs/decisions.md):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The operator's wings, and the modules that start them.
+const OPERATOR_WINGS: [&str; 3] = ["request", "rollout", "triggers"];
+const OPERATOR_COMPOSERS: [&str; 2] = ["run", "args"];
+
+#[test]
+fn no_operator_wing_uses_another_and_the_ground_uses_none() {
+    let src = root().join("operator/src");
+    let mut sources = Vec::new();
+    files(&src, &[".rs"], &mut sources);
+    let mut found = Vec::new();
+    let mut wings_seen = std::collections::BTreeSet::new();
+    for file in sources {
+        let relative = file.strip_prefix(&src).expect("under src");
+        // `a/b/tests.rs` is the test module of `a::b`; `a/b.rs` is `a::b`.
+        let module = module_path(&src, &file)
+            .unwrap_or_else(|| panic!("{} is not a module of the operator", relative.display()));
+        let text = std::fs::read_to_string(&file).expect("reading a source file");
+        // A wing's files are checked whole, tests included; the ground's production part.
+        let checked = match wing_of(&module, &OPERATOR_WINGS) {
+            Some(wing) => {
+                wings_seen.insert(wing);
+                text.as_str()
+            }
+            None => production_part(&text),
+        };
+        for breach in wing_breaches(
+            &module,
+            &referenced_paths(&module, checked),
+            &OPERATOR_WINGS,
+            &OPERATOR_COMPOSERS,
+        ) {
+            found.push(format!("{}: uses {breach}", relative.display()));
+        }
+    }
+    assert_eq!(
+        wings_seen.into_iter().collect::<Vec<_>>(),
+        OPERATOR_WINGS,
+        "every wing has files"
+    );
+    assert!(
+        found.is_empty(),
+        "the operator's wings meet only in run.rs (docs/decisions.md, the operator's wings):\n{}",
         found.join("\n")
     );
 }
