@@ -1,4 +1,4 @@
-//! A scripted API server for the operator's unit tests (tower-test mock): each step checks
+//! A scripted API server for the unit tests of every wing (tower-test mock): each step checks
 //! method and path and answers as the API server would.
 
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! What the request cache keeps of each request.
+//! What the request cache keeps of each request: the request wing fills it, and the rollout wing
+//! reads its rollouts' requests from it.
 //!
 //! The operator caches every request of the cluster, finished ones too: it deletes them when
 //! their `ttlSecondsAfterFinished` runs out. A finished request nobody deletes stays in the cache

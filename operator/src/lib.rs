@@ -1,12 +1,18 @@
-//! The ContainerRecreateRequest cluster operator.
+//! The ContainerRecreateRequest cluster operator: three wings under one Lease.
 //!
-//! Pure decisions (`reconcile`, `readiness`, `snapshot`, `deadline`, `lease`, `metrics` counting)
-//! are functions of values and an injected clock, tested beside the code. The thin shells
-//! (`controller` wires the watches and the reconcile, `executor` carries out a plan against the
-//! API server, `elector` holds the Lease,
-//! `gate` starts readiness gates) wire them to Kubernetes; `run` wires the shells with the
-//! shared runtime (`crr-runtime`: admin server, signals, drain, Events), and `main.rs` only
-//! parses flags (`args`).
+//! - [`request`]: the ContainerRecreateRequest controller (the pod out of endpoints through the
+//!   `KruisePodReady` gate before anything is killed, status snapshots, deadlines, TTL).
+//! - [`rollout`]: the ContainerRecreateRollout controller (a workload's pods a few at a time,
+//!   within its PodDisruptionBudgets).
+//! - [`triggers`]: rollouts started when a ConfigMap or Secret a workload uses changes, or on a
+//!   schedule.
+//!
+//! Each wing has one `start`, which [`run`] calls; the wings meet only through API objects and
+//! the caches `run` hands on. The ground they share: [`wing`] (what `run` hands each wing),
+//! [`reconcile_errors`], [`readiness`], [`deadline`], [`cache`], [`lease`] and [`elector`] (the
+//! Lease), [`gate`] (starts readiness gates). In every wing a pure decision is tested beside the
+//! code and a thin executor carries it out against the API server; `main.rs` only parses flags
+//! ([`args`]).
 
 #![forbid(unsafe_code)]
 

@@ -1,4 +1,4 @@
-//! What every reconcile shares: the API client, Events, metrics, leadership, the pod memo and
+//! What every request reconcile shares (the request wing's context): the API client, Events, metrics, leadership, the pod memo and
 //! the retry backoff.
 
 use std::sync::Arc;

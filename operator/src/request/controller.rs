@@ -1,4 +1,4 @@
-//! The kube-runtime controller: watches, the reconcile shell that executes a [`reconcile::plan`],
+//! The request wing's kube-runtime controller: watches, the reconcile shell that executes a [`reconcile::plan`],
 //! and the error policy.
 //!
 //! # Watches

@@ -1,4 +1,4 @@
-//! Prometheus metrics of the operator (prometheus-client, OpenMetrics text on `/metrics`,
+//! Prometheus metrics of the request wing (prometheus-client, OpenMetrics text on `/metrics`,
 //! prefix `crr_operator`; the catalog with label values is docs/metrics.md).
 //!
 //! Counters and the recreate-duration histogram are updated by the reconciler; the number of

@@ -1,4 +1,4 @@
-//! Which requests a pod event concerns.
+//! Which requests a pod event concerns (the request wing's pod metadata watch).
 //!
 //! The operator watches pods metadata-only (see `controller`), so a pod event carries only the
 //! pod's namespace, name and UID. It re-queues the unfinished requests in that namespace that

@@ -1,4 +1,4 @@
-//! What the operator does with one ContainerRecreateRequest, as a pure function of the request,
+//! What the request wing does with one ContainerRecreateRequest, as a pure function of the request,
 //! its pod (as just read; `None` when it does not exist) and the current time.
 //!
 //! [`plan`] returns an ordered list of [`Action`]s and when to look again. It does not talk to the

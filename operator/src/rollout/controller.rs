@@ -1,5 +1,5 @@
 //! The rollout controller: its watches, the reconcile shell (decide with
-//! [`decide`](super::decide), carry out with [`Executor`]), and its error policy.
+//! [`decide`], carry out with [`Executor`]), and its error policy.
 //!
 //! # Watches
 //! * ContainerRecreateRollouts (all namespaces, or the watched one): the controller's own

@@ -1,4 +1,4 @@
-//! The rollout controller's metrics (prefix `crr_operator`; docs/metrics.md):
+//! The rollout wing's metrics (prefix `crr_operator`; docs/metrics.md):
 //!
 //! * `rollouts{phase}` and `rollouts_waiting_for_budget`: read from the rollout cache at scrape
 //!   time ([`RolloutCollector`]), by every replica (aggregate with `max`);
