@@ -222,10 +222,7 @@ pub async fn run(
     became_leader: impl Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let pods: Api<Pod> = match namespace {
-        Some(namespace) => Api::namespaced(ctx.client.clone(), namespace),
-        None => Api::all(ctx.client.clone()),
-    };
+    let pods: Api<Pod> = crr_runtime::client::namespaced_or_all(ctx.client.clone(), namespace);
     Controller::new(pods, watcher::Config::default().labels(selector))
         .reconcile_all_on(became_leader)
         .graceful_shutdown_on(shutdown)

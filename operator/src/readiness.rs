@@ -11,7 +11,7 @@
 //! a holder list that is not valid JSON is never overwritten on acquire (another component owns
 //! it), and on release it is treated as "our entry is not there" so a deleted CRR is never stuck.
 
-use crr_crds::keys;
+use crr_crds::{keys, readiness_gate};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -111,16 +111,9 @@ impl PodConditionsPatch {
 }
 
 /// Whether the pod declares the `KruisePodReady` readiness gate, without which the condition
-/// does not affect the pod's readiness.
+/// does not affect the pod's readiness ([`readiness_gate::declares_kruise_pod_ready`]).
 pub fn has_readiness_gate(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|spec| spec.readiness_gates.as_ref())
-        .is_some_and(|gates| {
-            gates
-                .iter()
-                .any(|gate| gate.condition_type == keys::POD_CONDITION_KRUISE_POD_READY)
-        })
+    readiness_gate::declares_kruise_pod_ready(pod.spec.as_ref())
 }
 
 fn pod_condition<'a>(pod: &'a Pod, condition_type: &str) -> Option<&'a PodCondition> {
