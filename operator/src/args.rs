@@ -1,12 +1,11 @@
 //! The operator's command line: every flag with an environment fallback, turned into
 //! [`Settings`].
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::bail;
 use clap::Parser;
-use crr_runtime::logging::LogFormat;
+use crr_runtime::args::{AdminArgs, AdminFlagNames};
 
 use crate::elector;
 use crate::run::Settings;
@@ -53,13 +52,9 @@ pub struct Args {
     #[arg(long, env = "CRR_OPERATOR_RETRY_PERIOD_SECONDS", default_value_t = 2)]
     pub retry_period_seconds: u64,
 
-    /// Address of the admin server (/healthz, /readyz, /metrics).
-    #[arg(long, env = "CRR_OPERATOR_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
-    pub admin_addr: SocketAddr,
-
-    /// Log format.
-    #[arg(long, env = "CRR_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// `--admin-addr` and `--log-format`.
+    #[command(flatten)]
+    pub admin: AdminArgs<OperatorFlagNames>,
 
     /// Only handle requests (and watch pods) in this namespace; all namespaces when unset.
     #[arg(long, env = "CRR_OPERATOR_WATCH_NAMESPACE")]
@@ -126,6 +121,16 @@ pub struct Args {
     pub trigger_debounce_ms: u64,
 }
 
+/// The operator's spelling of the shared flags: its address flag is `--admin-addr`.
+#[derive(Debug)]
+pub enum OperatorFlagNames {}
+
+impl AdminFlagNames for OperatorFlagNames {
+    const ADDRESS_FLAG: &'static str = "admin-addr";
+    const ADDRESS_ENV: &'static str = "CRR_OPERATOR_ADMIN_ADDR";
+    const LOG_FORMAT_ENV: &'static str = "CRR_OPERATOR_LOG_FORMAT";
+}
+
 impl Args {
     /// The settings these flags describe; `identity` defaults to `$HOSTNAME`.
     pub fn settings(self) -> anyhow::Result<Settings> {
@@ -145,7 +150,7 @@ impl Args {
                 renew_deadline: Duration::from_secs(self.renew_deadline_seconds),
                 retry_period: Duration::from_secs(self.retry_period_seconds),
             },
-            admin_addr: self.admin_addr,
+            admin_addr: self.admin.address,
             watch_namespace: self.watch_namespace,
             readiness_gate_selector: self.readiness_gate_selector,
             readiness_gate_sweep: Duration::from_secs(self.readiness_gate_sweep_seconds.max(1)),

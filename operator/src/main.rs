@@ -8,6 +8,6 @@ use crr_operator::args::Args;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    crr_runtime::logging::init(args.log_format);
+    crr_runtime::logging::init(args.admin.log_format);
     crr_operator::run::run(args.settings()?).await
 }
