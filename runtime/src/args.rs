@@ -115,7 +115,7 @@ mod tests {
     }
 
     #[test]
-    fn flags_parse_beside_the_binary_s_own() {
+    fn the_shared_flags_parse_beside_the_binarys_own() {
         Binary::<OwnNames>::command().debug_assert();
         let parsed = Binary::<OwnNames>::parse_from([
             "binary",
