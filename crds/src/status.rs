@@ -137,8 +137,13 @@ pub struct NoResourceVersion {
 }
 
 /// The resourceVersion of `object` to precondition a write on.
-fn precondition<K: Resource<DynamicType = ()>>(object: &K) -> Result<Precondition, NoResourceVersion> {
-    match object.resource_version().filter(|version| !version.is_empty()) {
+fn precondition<K: Resource<DynamicType = ()>>(
+    object: &K,
+) -> Result<Precondition, NoResourceVersion> {
+    match object
+        .resource_version()
+        .filter(|version| !version.is_empty())
+    {
         Some(resource_version) => Ok(Precondition { resource_version }),
         None => Err(NoResourceVersion {
             kind: K::kind(&()).into_owned().leak(),

@@ -59,6 +59,11 @@ struct Operator {
 
 impl Operator {
     fn start(namespace: &str, identity: &str) -> Self {
+        Self::start_with_log(namespace, identity, Stdio::inherit())
+    }
+
+    /// [`Operator::start`], its log (stdout) going to `log`.
+    fn start_with_log(namespace: &str, identity: &str, log: Stdio) -> Self {
         let child = Command::new(env!("CARGO_BIN_EXE_crr-operator"))
             .args([
                 "--watch-namespace",
@@ -82,6 +87,7 @@ impl Operator {
             ])
             .env("RUST_LOG", "info,crr_operator=debug")
             .stdin(Stdio::null())
+            .stdout(log)
             .kill_on_drop(true)
             .spawn()
             .expect("starting crr-operator");
@@ -649,6 +655,51 @@ async fn sigterm_releases_the_lease() {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
         let lease = leases.get("crr-operator").await.expect("reading the Lease");
         assert_eq!(lease.spec.and_then(|spec| spec.holder_identity), None);
+    })
+    .await;
+}
+
+/// Whether the API server serves ContainerRecreateRollouts (their CRD is installed).
+async fn rollouts_served(client: &Client) -> bool {
+    client
+        .list_api_group_resources("crr.dev/v1alpha1")
+        .await
+        .is_ok_and(|list| {
+            list.resources
+                .iter()
+                .any(|resource| resource.name == "containerrecreaterollouts")
+        })
+}
+
+#[tokio::test]
+#[ignore = "needs the local test bed (hack/README.md); hack/cluster-test.sh runs it"]
+async fn a_wing_without_its_crd_waits_and_says_so_once() {
+    with_namespace("no-crd", |client, namespace| async move {
+        let served = rollouts_served(&client).await;
+        let operator = Operator::start_with_log(&namespace, "waiting", Stdio::piped());
+        assert_eq!(leader(&client, &namespace).await, "waiting");
+        // The first looks again come after 1, 2 and 4 s: three of them fit in 8 s.
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let mut child = operator.child;
+        child.start_kill().expect("stopping crr-operator");
+        let output = child.wait_with_output().await.expect("the operator's log");
+        let log = String::from_utf8_lossy(&output.stdout);
+        let said = |wing: &str| {
+            log.lines()
+                .filter(|line| {
+                    line.contains("the CRD is not installed")
+                        && line.contains(&format!("wing=\"{wing}\""))
+                })
+                .count()
+        };
+        // Served (another suite installed it): nothing to say; missing: said once per wing.
+        let expected = usize::from(!served);
+        assert_eq!(said("rollout"), expected, "served: {served}\n{log}");
+        assert_eq!(said("triggers"), expected, "served: {served}\n{log}");
+        assert!(
+            !log.contains("failed to perform initial object list"),
+            "no watch of a kind that is not served:\n{log}"
+        );
     })
     .await;
 }

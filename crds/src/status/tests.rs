@@ -516,5 +516,10 @@ fn a_rollout_status_patch_carries_the_whole_status_and_the_rollouts_resource_ver
     rollout.metadata.resource_version = None;
     let error = RolloutStatusPatch::of(&rollout, status).unwrap_err();
     assert_eq!(error.kind, "ContainerRecreateRollout");
-    assert!(error.to_string().contains("ContainerRecreateRollout ns/web"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("ContainerRecreateRollout ns/web"),
+        "{error}"
+    );
 }

@@ -17,6 +17,7 @@
 
 use crr_crds::keys;
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use crr_runtime::metrics::ScrapeSource;
 use jiff::Timestamp;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -260,9 +261,10 @@ fn as_gauge(count: usize) -> i64 {
 /// Reports, at scrape time from a snapshot of the request cache, `crr_operator_requests{phase}`,
 /// `crr_operator_requests_past_deadline` and `crr_operator_finished_requests_without_ttl`. Every replica reports its own cache (followers
 /// included): aggregate over replicas with `max`, not `sum`.
+#[derive(Debug)]
 pub struct CacheCollector {
-    source: Arc<dyn Fn() -> Vec<Arc<ContainerRecreateRequest>> + Send + Sync>,
-    settled: Arc<dyn Fn() -> SettledCounts + Send + Sync>,
+    source: ScrapeSource<Vec<Arc<ContainerRecreateRequest>>>,
+    settled: ScrapeSource<SettledCounts>,
 }
 
 /// The settled requests kept out of the cache (`settled::SettledIndex`): all finished.
@@ -282,24 +284,16 @@ impl CacheCollector {
         settled: impl Fn() -> SettledCounts + Send + Sync + 'static,
     ) -> Self {
         Self {
-            source: Arc::new(source),
-            settled: Arc::new(settled),
+            source: ScrapeSource::new(source),
+            settled: ScrapeSource::new(settled),
         }
-    }
-}
-
-impl fmt::Debug for CacheCollector {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter
-            .debug_struct("CacheCollector")
-            .finish_non_exhaustive()
     }
 }
 
 impl Collector for CacheCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let requests = (self.source)();
-        let settled = (self.settled)();
+        let requests = self.source.read();
+        let settled = self.settled.read();
         let mut counts = count_by_phase(requests.iter().map(Arc::as_ref));
         *counts.entry(Phase::Completed.as_str()).or_default() += as_gauge(settled.settled);
         let mut metric = encoder.encode_descriptor(

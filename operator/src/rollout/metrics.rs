@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use crr_crds::keys;
 use crr_crds::rollout::{ContainerRecreateRollout, ContainerRecreateRolloutStatus, RolloutPhase};
+use crr_runtime::metrics::ScrapeSource;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -174,8 +175,9 @@ pub fn count_by_phase<'a>(
 
 /// Reports `crr_operator_rollouts{phase}` and `crr_operator_rollouts_waiting_for_budget` from
 /// the rollout cache at scrape time.
+#[derive(Debug)]
 pub struct RolloutCollector {
-    source: Arc<dyn Fn() -> Vec<Arc<ContainerRecreateRollout>> + Send + Sync>,
+    source: ScrapeSource<Vec<Arc<ContainerRecreateRollout>>>,
 }
 
 impl RolloutCollector {
@@ -184,22 +186,14 @@ impl RolloutCollector {
         source: impl Fn() -> Vec<Arc<ContainerRecreateRollout>> + Send + Sync + 'static,
     ) -> Self {
         Self {
-            source: Arc::new(source),
+            source: ScrapeSource::new(source),
         }
-    }
-}
-
-impl fmt::Debug for RolloutCollector {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter
-            .debug_struct("RolloutCollector")
-            .finish_non_exhaustive()
     }
 }
 
 impl Collector for RolloutCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let rollouts = (self.source)();
+        let rollouts = self.source.read();
         let mut metric = encoder.encode_descriptor(
             "rollouts",
             "ContainerRecreateRollouts in this replica's cache by phase (Pending: no status yet)",

@@ -170,16 +170,7 @@ pub fn events(
             events.push(RolloutEvent {
                 warning: true,
                 reason: "PodFailed",
-                note: format!(
-                    "pod {}{}: {}",
-                    failure.pod,
-                    failure
-                        .container
-                        .as_deref()
-                        .map(|container| format!(" container {container}"))
-                        .unwrap_or_default(),
-                    failure.message
-                ),
+                note: failure.to_string(),
             });
         }
     }
