@@ -3,8 +3,9 @@
 //! Decisions, as functions of values: `schedule` (which request of a pod goes next), `recreate`
 //! (each container's state, the next step, grace arithmetic), `kill_marker` (the status text
 //! that announces a kill), `live_pod` (what a recreate takes from the live pod), `timeline`
-//! (which phase durations of a request the metrics observe). Time: `timers` (one delayed
-//! wake-up per key) under `queue` (the work queue of pods). I/O: `cri` talks to the runtime,
+//! (which phase durations of a request the metrics observe). Time: crr-runtime's `timers` (one
+//! delayed wake-up per key) under `queue` (the work queue of pods), and `grace_clock` (when an
+//! unready grace began, on this daemon's own clock). I/O: `cri` talks to the runtime,
 //! `pre_stop` runs hooks (`http_hook`: httpGet through hyper), `api_server` watches and writes
 //! requests. `round` carries out one request's next step; `worker` wires the watch, the queue
 //! and rounds together; `run` wires the process with the shared runtime (`crr-runtime`), and
@@ -17,6 +18,7 @@ pub mod args;
 pub mod cri;
 #[cfg(test)]
 mod fake_runtime;
+pub mod grace_clock;
 pub mod hook_error;
 pub mod http_hook;
 pub mod kill_marker;
@@ -31,7 +33,6 @@ pub mod run;
 pub mod schedule;
 pub mod socket_watch;
 pub mod timeline;
-pub mod timers;
 pub mod worker;
 
 /// Code generated from proto/cri/runtime/v1/api.proto.

@@ -1,6 +1,7 @@
 //! The work queue of pod keys (`namespace/podName`): each key waits at most once, never runs
 //! twice at once, and runs once more if it was added while it ran (the change it was added for
-//! may have come after the round read the request). Delayed adds go through [`Timers`].
+//! may have come after the round read the request). Delayed adds go through crr-runtime's
+//! [`Timers`].
 //!
 //! It decides when a key is handed out, not what a round does with it nor how many run at once
 //! (`worker` holds the limit).
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::timers::Timers;
+use crr_runtime::timers::Timers;
 
 #[derive(Default)]
 pub struct WorkQueue {

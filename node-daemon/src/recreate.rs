@@ -100,7 +100,7 @@ pub fn saturating_after(start: jiff::Timestamp, seconds: i64) -> jiff::Timestamp
 /// time, so a grace marked anew is a new one), `length` is `unreadyGracePeriodSeconds`.
 ///
 /// The grace is measured from when this daemon first saw the marking, on its own monotonic
-/// clock (`timers::GraceClock`), never by comparing the operator's `lastTransitionTime` with
+/// clock (`grace_clock::GraceClock`), never by comparing the operator's `lastTransitionTime` with
 /// this node's wall clock: a daemon whose clock runs ahead would shorten the grace by the skew.
 /// A daemon that restarts mid-grace waits the whole grace again (longer, never shorter).
 #[derive(Debug, Clone, PartialEq, Eq)]

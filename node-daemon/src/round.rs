@@ -244,7 +244,7 @@ pub struct Round<'a, R> {
     pub max_grace_seconds: u64,
     pub preemption: Preemption,
     /// When this daemon first saw each unready grace (the grace is measured from there).
-    pub grace_clock: &'a crate::timers::GraceClock,
+    pub grace_clock: &'a crate::grace_clock::GraceClock,
     /// Whether each request's pod may leave a killed container stopped, as its kill read it.
     pub restart_policies: &'a crate::live_pod::RestartPolicies,
 }

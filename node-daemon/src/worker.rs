@@ -61,7 +61,7 @@ pub struct Daemon {
     /// The cap on a recreate's grace period (`--max-grace-period-seconds`).
     max_grace_seconds: u64,
     /// When each unready grace was first seen here.
-    grace_clock: crate::timers::GraceClock,
+    grace_clock: crate::grace_clock::GraceClock,
     restart_policies: crate::live_pod::RestartPolicies,
     /// Failed rounds in a row, per request: their retries back off.
     backoff: Backoff,

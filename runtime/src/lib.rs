@@ -21,5 +21,6 @@ pub mod metrics;
 pub mod server;
 pub mod shutdown;
 pub mod store;
+pub mod timers;
 pub mod tls;
 pub mod workload;

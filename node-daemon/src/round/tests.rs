@@ -325,7 +325,7 @@ async fn drive_reporting(
         metrics,
         max_grace_seconds: 300,
         preemption: Preemption::never(),
-        grace_clock: &crate::timers::GraceClock::default(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
         restart_policies: &Default::default(),
     };
     let mut outcomes = vec![];
@@ -373,7 +373,7 @@ async fn a_recreate_observes_each_of_its_phases_once() {
         metrics: &metrics,
         max_grace_seconds: 300,
         preemption: Preemption::never(),
-        grace_clock: &crate::timers::GraceClock::default(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
         restart_policies: &Default::default(),
     };
     let _ = round.run(stale).await;
@@ -591,7 +591,7 @@ async fn a_runtime_away_during_the_kill_is_retried_not_a_failure() {
         metrics: &metrics,
         max_grace_seconds: 300,
         preemption: Preemption::never(),
-        grace_clock: &crate::timers::GraceClock::default(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
         restart_policies: &Default::default(),
     };
     let mut transient = 0;
@@ -963,7 +963,7 @@ async fn a_refused_read_fails_the_request_with_the_reason_and_kills_nothing() {
         metrics: &metrics,
         max_grace_seconds: 300,
         preemption: Preemption::never(),
-        grace_clock: &crate::timers::GraceClock::default(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
         restart_policies: &Default::default(),
     };
     let crr = memory.get();
@@ -1134,7 +1134,7 @@ async fn a_stale_request_is_never_acted_on() {
         metrics: &metrics,
         max_grace_seconds: 300,
         preemption: Preemption::never(),
-        grace_clock: &crate::timers::GraceClock::default(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
         restart_policies: &Default::default(),
     };
     let error = round.run(stale).await.expect_err("a conflict");
@@ -1178,7 +1178,7 @@ async fn a_daemon_restarted_mid_recreate_never_stops_a_container_twice() {
         metrics: &metrics,
         max_grace_seconds: 300,
         preemption: Preemption::never(),
-        grace_clock: &crate::timers::GraceClock::default(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
         restart_policies: &Default::default(),
     };
     round.run(memory.get()).await.expect("a round");
@@ -1282,7 +1282,7 @@ async fn the_pre_stop_budget_is_the_pods_grace_period_capped_by_the_daemon() {
         metrics: &metrics,
         max_grace_seconds: 20,
         preemption: Preemption::never(),
-        grace_clock: &crate::timers::GraceClock::default(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
         restart_policies: &Default::default(),
     };
     for _ in 0..3 {
@@ -1351,7 +1351,7 @@ fn rounds_in_background(
             metrics: &metrics,
             max_grace_seconds: 300,
             preemption,
-            grace_clock: &crate::timers::GraceClock::default(),
+            grace_clock: &crate::grace_clock::GraceClock::default(),
             restart_policies: &Default::default(),
         };
         loop {

@@ -1,59 +1,46 @@
-//! A wake-up queue: each key is due at one time, the earliest asked for; [`WakeQueue::next`]
-//! returns keys as they come due.
+//! The workloads due for evaluation: [`WakeQueue::wake`] arms crr-runtime's keyed [`Timers`]
+//! (one wake-up per key, the earliest asked for standing), and a key that fires waits in a
+//! channel until the evaluation loop takes it with [`WakeQueue::next`].
 
-use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
-use tokio::time::Instant;
+use crr_runtime::timers::Timers;
+use tokio::sync::{Mutex, mpsc};
 
-/// Keys, each due at one time.
+/// Keys, each due at one time, taken in the order they come due.
 pub struct WakeQueue<K> {
-    due: Mutex<HashMap<K, Instant>>,
-    changed: Notify,
+    timers: Arc<Timers<K>>,
+    due: mpsc::UnboundedSender<K>,
+    taken: Mutex<mpsc::UnboundedReceiver<K>>,
 }
 
 impl<K> Default for WakeQueue<K> {
     fn default() -> Self {
+        let (due, taken) = mpsc::unbounded_channel();
         Self {
-            due: Mutex::default(),
-            changed: Notify::new(),
+            timers: Arc::default(),
+            due,
+            taken: Mutex::new(taken),
         }
     }
 }
 
-impl<K: Clone + Eq + Hash> WakeQueue<K> {
+impl<K: Clone + Eq + Hash + Send + 'static> WakeQueue<K> {
     /// Makes `key` due `after` from now, or keeps it due sooner if it already is: wakes within
     /// a window fold into the first one's.
     pub fn wake(&self, key: K, after: Duration) {
-        let at = Instant::now() + after;
-        let sooner = {
-            let mut due = self.due.lock().unwrap_or_else(PoisonError::into_inner);
-            match due.get_mut(&key) {
-                Some(existing) if *existing <= at => false,
-                Some(existing) => {
-                    *existing = at;
-                    true
-                }
-                None => {
-                    due.insert(key, at);
-                    true
-                }
-            }
-        };
-        if sooner {
-            self.changed.notify_one();
-        }
+        let due = self.due.clone();
+        self.timers.arm(key, after, move |key| {
+            // The receiver lives as long as the queue: a send fails only once it is gone.
+            let _ = due.send(key);
+        });
     }
 
-    /// How many keys wait.
+    /// How many keys wait to come due.
     pub fn len(&self) -> usize {
-        self.due
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.timers.armed()
     }
 
     /// Whether none waits.
@@ -63,36 +50,19 @@ impl<K: Clone + Eq + Hash> WakeQueue<K> {
 
     /// The next key to come due, once it is.
     pub async fn next(&self) -> K {
-        loop {
-            let earliest = {
-                let mut due = self.due.lock().unwrap_or_else(PoisonError::into_inner);
-                let earliest = due
-                    .iter()
-                    .min_by_key(|(_, at)| **at)
-                    .map(|(key, at)| (key.clone(), *at));
-                if let Some((key, at)) = &earliest
-                    && *at <= Instant::now()
-                {
-                    due.remove(key);
-                    return key.clone();
-                }
-                earliest.map(|(_, at)| at)
-            };
-            match earliest {
-                Some(at) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at) => {}
-                        () = self.changed.notified() => {}
-                    }
-                }
-                None => self.changed.notified().await,
-            }
-        }
+        self.taken
+            .lock()
+            .await
+            .recv()
+            .await
+            .expect("the queue holds a sender as long as it lives")
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use tokio::time::Instant;
+
     use super::*;
 
     #[tokio::test(start_paused = true)]

@@ -1,6 +1,7 @@
 //! Delayed wake-ups, at most one per key: when a key is armed again, the earlier of the two
-//! times stands and the later is dropped. The work queue uses it to look at a pod again after a
-//! poll interval or a grace period.
+//! times stands and the later is dropped. The node daemon's work queue uses it to look at a pod
+//! again after a poll interval or a grace period; the operator's trigger wing to evaluate a
+//! workload after its debounce, its next schedule tick or a backoff.
 //!
 //! It decides only when a key fires, not what firing does (the caller's callback) and not
 //! whether the key is still worth looking at: there is no cancel, so a key the queue took
@@ -59,6 +60,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> Timers<K> {
                 fire(key);
             }
         });
+    }
+
+    /// How many keys are armed and not fired yet.
+    pub fn armed(&self) -> usize {
+        self.due().len()
     }
 
     fn due(&self) -> MutexGuard<'_, HashMap<K, Instant>> {
@@ -213,48 +219,15 @@ mod tests {
         fired.sort_unstable();
         assert_eq!(fired, ["a", "b"]);
     }
-}
 
-/// When this daemon first saw each unready grace begin (`recreate::UnreadyGrace::key`), on its
-/// own monotonic clock: the grace is measured from there, whatever the other clocks say.
-#[derive(Debug, Default)]
-pub struct GraceClock {
-    first_seen: Mutex<HashMap<String, std::time::Instant>>,
-}
-
-impl GraceClock {
-    /// When `key` was first seen; `now` if this is the first time.
-    pub fn first_seen(&self, key: &str, now: std::time::Instant) -> std::time::Instant {
-        *self.seen().entry(key.to_owned()).or_insert(now)
-    }
-
-    /// Forgets the graces of the request with this UID (it is gone).
-    pub fn forget(&self, uid: &str) {
-        let prefix = format!("{uid}/");
-        self.seen().retain(|key, _| !key.starts_with(&prefix));
-    }
-
-    fn seen(&self) -> MutexGuard<'_, HashMap<String, std::time::Instant>> {
-        self.first_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-#[cfg(test)]
-mod grace_clock_tests {
-    use super::*;
-
-    #[test]
-    fn the_first_sighting_stands_until_forgotten() {
-        let clock = GraceClock::default();
-        let start = std::time::Instant::now();
-        let later = start + Duration::from_secs(5);
-        assert_eq!(clock.first_seen("uid-1/t1", start), start);
-        assert_eq!(clock.first_seen("uid-1/t1", later), start);
-        assert_eq!(clock.first_seen("uid-2/t1", later), later);
-        clock.forget("uid-1");
-        assert_eq!(clock.first_seen("uid-1/t1", later), later);
-        assert_eq!(clock.first_seen("uid-2/t1", start), later);
+    #[tokio::test(start_paused = true)]
+    async fn armed_counts_the_keys_not_fired_yet() {
+        let clock = Clock::new();
+        clock.arm("a", 1);
+        clock.arm("b", 2);
+        clock.arm("b", 5);
+        assert_eq!(clock.timers.armed(), 2);
+        assert_eq!(clock.advance_secs(1).await, ["a"]);
+        assert_eq!(clock.timers.armed(), 1);
     }
 }
