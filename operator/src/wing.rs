@@ -80,6 +80,9 @@ impl WingContext {
                     return true;
                 }
                 Ok(_) => format!("{api_version} does not serve {plural}"),
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    format!("{api_version} is not served")
+                }
                 Err(error) => error.to_string(),
             };
             if !said {

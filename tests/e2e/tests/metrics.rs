@@ -95,6 +95,26 @@ async fn settles_at(expression: &str, want: f64, within: Duration) -> anyhow::Re
     }
 }
 
+/// The value of `expression` once it holds still over `quiet` (two scrapes and more), for at
+/// most `within`: what the suites before left behind (a request the last one completed is
+/// observed by the operator and scraped a few seconds after that suite ends).
+async fn settled(expression: &str, quiet: Duration, within: Duration) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    let mut last = value(expression).await?;
+    loop {
+        tokio::time::sleep(quiet).await;
+        let now = value(expression).await?;
+        if now == last {
+            return Ok(now);
+        }
+        ensure!(
+            start.elapsed() < within,
+            "{expression} kept moving for {within:?} while nothing was recreated ({last} then {now})"
+        );
+        last = now;
+    }
+}
+
 async fn families(_ctx: Ctx) -> anyhow::Result<()> {
     // Every family of the catalog (the script reads docs/metrics.md).
     query(&["missing"])
@@ -124,14 +144,10 @@ async fn families(_ctx: Ctx) -> anyhow::Result<()> {
 }
 
 async fn recreate_count(ctx: Ctx) -> anyhow::Result<()> {
-    // Whatever the earlier suites left must have settled: the count is stable over two scrapes.
-    let before = value(RECREATES).await?;
+    // Whatever the earlier suites left must settle first: the count holds still over two scrapes
+    // (the last request of the suite before is observed and scraped a few seconds after it).
+    let before = settled(RECREATES, Duration::from_secs(11), Duration::from_secs(60)).await?;
     let recreated_before = value(RECREATED).await?;
-    tokio::time::sleep(Duration::from_secs(11)).await;
-    ensure!(
-        value(RECREATES).await? == before,
-        "the recreate count moved while nothing was recreated"
-    );
     for index in 0..REQUESTS {
         ctx.two_container_pod(&format!("counted-{index}"), |_| {})
             .await?;
