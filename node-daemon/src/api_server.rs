@@ -1,7 +1,8 @@
 //! The daemon's I/O against the API server: the label-selected watch of this node's active
-//! requests, and [`Requests`] for rounds (sending the rounds' [`StatusPatch`]es, merge patches
-//! of the status subresource preconditioned on the resourceVersion they were built from; fresh
-//! reads, the pod's address, Events).
+//! requests, the field-selected watch of this node's pods (slim: `live_pod::slim_pod`), and
+//! [`Requests`] for rounds (sending the rounds' [`StatusPatch`]es, merge patches of the status
+//! subresource preconditioned on the resourceVersion they were built from; fresh reads, the
+//! pod from the node's pod store, Events).
 //!
 //! The watch cache lags the daemon's own writes. Rather than re-reading every round, the daemon
 //! remembers what it wrote and which versions that write superseded: while the cache still
@@ -76,6 +77,24 @@ pub fn watch_requests(
     reflector::reflector(writer, events).default_backoff()
 }
 
+/// The watch of the pods of `watch`'s node (field selector `spec.nodeName`), slimmed to what a
+/// recreate reads (`live_pod::slim_pod`), feeding `writer`'s store, retried with backoff. The
+/// daemon reads its pods there instead of a GET per kill.
+pub fn watch_pods(
+    client: Client,
+    watch: &Watch,
+    writer: Writer<Pod>,
+) -> impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>> + Send + use<> {
+    let only_namespace = match watch.namespaces.as_slice() {
+        [namespace] => Some(namespace.as_str()),
+        _ => None,
+    };
+    let api: Api<Pod> = namespaced_or_all(client, only_namespace);
+    let config = watcher::Config::default().fields(&format!("spec.nodeName={}", watch.node));
+    let events = watcher(api, config).modify(crate::live_pod::slim_pod);
+    reflector::reflector(writer, events).default_backoff()
+}
+
 /// `namespace/name` of a request.
 pub fn request_key(crr: &ContainerRecreateRequest) -> String {
     format!("{}/{}", crr.namespace().unwrap_or_default(), crr.name_any())
@@ -89,6 +108,8 @@ pub struct ApiRequests {
     /// The watch's store, and a signal for every event it delivered.
     store: Store<ContainerRecreateRequest>,
     watched: tokio::sync::Notify,
+    /// The node's pods, slim (`watch_pods`).
+    pods: Store<Pod>,
 }
 
 /// The daemon's latest write of one request and the versions it made stale.
@@ -102,6 +123,7 @@ impl ApiRequests {
         client: Client,
         events: EventPublisher,
         store: Store<ContainerRecreateRequest>,
+        pods: Store<Pod>,
     ) -> Self {
         Self {
             client,
@@ -109,6 +131,7 @@ impl ApiRequests {
             written: Mutex::default(),
             store,
             watched: tokio::sync::Notify::new(),
+            pods,
         }
     }
 
@@ -196,8 +219,16 @@ impl Requests for ApiRequests {
     }
 
     async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, WriteError> {
+        if let Some(pod) = self.pods.get(&ObjectRef::new(name).within(namespace)) {
+            return Ok(Some(Pod::clone(&pod)));
+        }
+        // Not in the node's pod watch (yet): not synced, just bound, or gone. Ask the API server.
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        pods.get_opt(name).await.map_err(write_error)
+        let mut pod = pods.get_opt(name).await.map_err(write_error)?;
+        if let Some(pod) = pod.as_mut() {
+            crate::live_pod::slim_pod(pod);
+        }
+        Ok(pod)
     }
 
     async fn finished(&self, crr: &ContainerRecreateRequest) {

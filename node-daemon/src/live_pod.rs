@@ -36,6 +36,36 @@ pub struct LiveContainer {
     pub ports: Vec<ContainerPort>,
 }
 
+/// Keeps of a pod only what a recreate reads (`LivePod::of`, the restart rules, the
+/// not-restarted check, the Events' object reference): identity, labels, the containers' names,
+/// images, ports, lifecycle and restart policies, the grace period, host network, the addresses
+/// and the container statuses. What a tenant can make large and the daemon never reads goes:
+/// annotations, `managedFields`, volumes, and each container's env, command, args, mounts,
+/// resources and probes. The node's pod watch stores pods this way (`api_server::watch_pods`).
+pub fn slim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.volumes = None;
+        spec.ephemeral_containers = None;
+        let slim = |container: &mut Container| {
+            container.env = None;
+            container.env_from = None;
+            container.command = None;
+            container.args = None;
+            container.volume_mounts = None;
+            container.volume_devices = None;
+            container.resources = None;
+            container.liveness_probe = None;
+            container.readiness_probe = None;
+            container.startup_probe = None;
+            container.working_dir = None;
+        };
+        spec.containers.iter_mut().for_each(slim);
+        spec.init_containers.iter_mut().flatten().for_each(slim);
+    }
+}
+
 impl LivePod {
     pub fn of(pod: &Pod) -> Self {
         let spec = pod.spec.clone().unwrap_or_default();
@@ -301,5 +331,66 @@ mod tests {
             ]}})),
         );
         assert_eq!(policies.may_stay_stopped("crr-2", "app", 0), Some(false));
+    }
+
+    #[test]
+    fn a_slim_pod_answers_every_question_a_recreate_asks_as_the_whole_one() {
+        let whole = pod(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "9",
+                         "labels": {"app": "web"},
+                         "annotations": {"team.example/notes": "n".repeat(100_000)},
+                         "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "spec": {
+                "restartPolicy": "OnFailure",
+                "terminationGracePeriodSeconds": 45,
+                "volumes": [{"name": "data", "emptyDir": {}}],
+                "initContainers": [{
+                    "name": "proxy", "image": "proxy:1", "restartPolicy": "Always",
+                    "env": [{"name": "BIG", "value": "x".repeat(100_000)}],
+                    "lifecycle": {"preStop": {"exec": {"command": ["drain"]}}},
+                }],
+                "containers": [{
+                    "name": "app", "image": "web:1",
+                    "command": ["serve"], "args": ["--big", &"y".repeat(10_000)],
+                    "env": [{"name": "MODE", "value": "production"}],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}},
+                    "ports": [{"name": "http", "containerPort": 8080}],
+                    "lifecycle": {"preStop": {"httpGet": {"path": "/drain", "port": "http"}}},
+                }],
+            },
+            "status": {
+                "podIP": "10.0.0.7",
+                "containerStatuses": [{
+                    "name": "app", "ready": false, "restartCount": 1, "image": "web:1",
+                    "imageID": "", "containerID": "containerd://abc",
+                    "state": {"terminated": {"exitCode": 0, "finishedAt": "2030-01-01T00:00:00Z",
+                                             "containerID": "containerd://abc"}},
+                }],
+            },
+        }));
+        let mut slim = whole.clone();
+        slim_pod(&mut slim);
+        assert_eq!(LivePod::of(&slim), LivePod::of(&whole));
+        assert_eq!(
+            crr_crds::rules::not_restarted(&slim, "app", "containerd://abc"),
+            crr_crds::rules::not_restarted(&whole, "app", "containerd://abc")
+        );
+        let names = |pod: &Pod| -> Vec<(String, Option<Caveat>)> {
+            recreatable_containers(pod)
+                .iter()
+                .map(|container| (container.spec.name.clone(), container.caveat.clone()))
+                .collect()
+        };
+        assert_eq!(names(&slim), names(&whole));
+        assert_eq!(slim.metadata.uid, whole.metadata.uid);
+        assert_eq!(slim.metadata.labels, whole.metadata.labels);
+        let bytes = |pod: &Pod| serde_json::to_vec(pod).expect("serializable").len();
+        assert!(
+            bytes(&slim) < 2_000,
+            "{} bytes kept of {}",
+            bytes(&slim),
+            bytes(&whole)
+        );
     }
 }

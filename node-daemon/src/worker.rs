@@ -27,7 +27,7 @@ use prometheus_client::metrics::counter::Counter;
 use tracing::Instrument as _;
 
 pub use crate::api_server::Watch;
-use crate::api_server::{ApiRequests, request_key, watch_requests};
+use crate::api_server::{ApiRequests, request_key, watch_pods, watch_requests};
 use crate::cri::Runtime;
 use crate::metrics::Metrics;
 use crate::queue::WorkQueue;
@@ -84,8 +84,10 @@ impl Daemon {
         on_synced: impl Fn() + Send + 'static,
     ) -> (Arc<Self>, impl std::future::Future<Output = ()>) {
         let (store, writer) = reflector::store();
+        let (pods, pod_writer) = reflector::store();
+        let pod_events = watch_pods(client.clone(), &watch, pod_writer);
         let daemon = Arc::new(Self {
-            requests: ApiRequests::new(client.clone(), events, store.clone()),
+            requests: ApiRequests::new(client.clone(), events, store.clone(), pods),
             runtime,
             metrics,
             store,
@@ -96,10 +98,17 @@ impl Daemon {
             restart_policies: Default::default(),
         });
         let events = watch_requests(client, &watch, writer);
+        // The node's pods only fill their store: a round reads its pod there.
+        let pod_watch = pod_events.for_each(|event| {
+            if let Err(error) = event {
+                tracing::warn!(%error, "watch of this node's pods");
+            }
+            std::future::ready(())
+        });
         let feeder = {
             let daemon = daemon.clone();
             let mut on_synced = Some(on_synced);
-            async move {
+            let requests = async move {
                 futures::pin_mut!(events);
                 while let Some(event) = events.next().await {
                     match event {
@@ -132,6 +141,9 @@ impl Daemon {
                     }
                     daemon.requests.watched();
                 }
+            };
+            async move {
+                futures::future::join(requests, pod_watch).await;
             }
         };
         (daemon, feeder)
