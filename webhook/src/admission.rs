@@ -440,16 +440,38 @@ fn carries_nothing(status: &ContainerRecreateRequestStatus) -> bool {
         && status.conditions.is_empty()
 }
 
-/// Validating a CREATE: the creation rules again, on the object as it will be stored (after
-/// every mutating webhook). The fields this webhook injects must be there (the mutating call
-/// ran), the identity labels must name the pod the request is for, and no status may be set.
-/// The injected container fields themselves are not compared: a container may restart between
-/// the two calls, and the node daemon re-derives them from the live pod.
-pub fn validate_create(
-    crr: &ContainerRecreateRequest,
-    pod: Lookup<&Pod>,
-    node: Lookup<&ObjectMeta>,
-) -> Result<(), Rejection> {
+/// Validating a CREATE, on the object as it will be stored (after every mutating webhook), with
+/// no lookup: the creation rules that need no live data again (spec limits, names given twice),
+/// no status, and the marks of crr's mutating hook present and well formed: a `statusContext`
+/// with a container ID on every container, the `pod-uid` label, a non-empty `node-name` label.
+///
+/// The pod is not read again (issue 36: one pod read per request, the mutating hook's). What
+/// the mutating hook derived from the pod (pod active and scheduled, its node, which containers
+/// can be recreated, their container IDs) was decided a moment earlier on a consistent read; a
+/// second read would only see the same pod, or a pod that changed since, which the operator and
+/// the node daemon handle for every request anyway (a pod gone or replaced completes it).
+///
+/// Why marks that a client could write itself are enough:
+/// - Our mutating hook cannot be skipped for a CREATE: the chart registers it with the same
+///   rules as this hook (CREATE of both versions, no namespace or object selector), a
+///   `matchConditions` that every CREATE matches, and `failurePolicy: Fail`; the API server runs
+///   every mutating webhook before any validating one; and `crr-webhook-ca-bundle-only` (a
+///   ValidatingAdmissionPolicy) stops the webhook's own identity from changing either
+///   configuration. Whatever a client sends in these fields, the mutating hook overwrote the
+///   labels and refused a `statusContext` other than the pod's.
+/// - Were it skipped anyway (an administrator removing only the mutating configuration), forged
+///   marks still cannot reach another pod: the node daemon lists containers by the `pod-uid`
+///   label, refuses any whose runtime (CRI) labels are not the request's own namespace, `podName`,
+///   `pod-uid` and container name (`node-daemon/src/recreate.rs`, `owner_mismatch`), and before a
+///   kill re-reads the live pod and stops unless its UID is the label's. It trusts the live pod,
+///   never the request: the preStop hook and ports it runs are the live pod's, and a forged
+///   `statusContext` can at most make it count a container as replaced already. A `node-name`
+///   label naming another node sends the request to a daemon that does not find the pod's
+///   containers. The operator completes a request whose `pod-uid` is not its pod's. What such a
+///   request would still get past, and only in its own pod, are the refusals that need the pod
+///   (a container the kubelet would not start again, say): the daemon does not check those
+///   again before the kill, only reports the container not restarted after it.
+pub fn validate_create(crr: &ContainerRecreateRequest) -> Result<(), Rejection> {
     let mut bare = crr.clone();
     if strip_status(&mut bare).is_some() {
         return Err(Rejection::forbidden(
@@ -457,12 +479,12 @@ pub fn validate_create(
             "a new ContainerRecreateRequest may not carry status: it is written by crr",
         ));
     }
-    if let Some(container) = crr
-        .spec
-        .containers
-        .iter()
-        .find(|container| container.status_context.is_none())
-    {
+    if let Some(container) = crr.spec.containers.iter().find(|container| {
+        container
+            .status_context
+            .as_ref()
+            .is_none_or(|context| context.container_id.is_empty())
+    }) {
         return Err(Rejection::bad_request(
             "NotMutated",
             format!(
@@ -471,22 +493,22 @@ pub fn validate_create(
             ),
         ));
     }
-    for container in &mut bare.spec.containers {
-        container.pre_stop = None;
-        container.ports = None;
-        container.status_context = None;
+    rules::check_spec(&crr.spec)?;
+    let mut names = ContainerNames::default();
+    for container in &crr.spec.containers {
+        names.add(&container.name)?;
     }
-    let admitted = admit_create(bare, pod, node)?.crr;
-    for key in [LABEL_POD_UID, LABEL_NODE_NAME] {
-        let stored = crr.metadata.labels.as_ref().and_then(|l| l.get(key));
-        let derived = admitted.metadata.labels.as_ref().and_then(|l| l.get(key));
-        if stored != derived {
+    // The mutating hook writes both labels on every request it admits; a node name is never
+    // empty (an unscheduled pod is refused). A pod's UID is never empty either, in a real API
+    // server, but the label is written as the pod has it, so only its presence is a mark.
+    let label = |key: &str| crr.metadata.labels.as_ref().and_then(|l| l.get(key));
+    for (key, must_have_a_value) in [(LABEL_POD_UID, false), (LABEL_NODE_NAME, true)] {
+        if label(key).is_none_or(|value| must_have_a_value && value.is_empty()) {
             return Err(Rejection::forbidden(
                 "ImmutableLabel",
                 format!(
-                    "label {key} must name the request's pod: {} (the pod's: {})",
-                    stored.map_or("<none>", String::as_str),
-                    derived.map_or("<none>", String::as_str)
+                    "label {key} must name the request's pod, as crr's mutating webhook sets it: {}",
+                    label(key).map_or("<none>", String::as_str)
                 ),
             ));
         }

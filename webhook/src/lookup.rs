@@ -1,8 +1,10 @@
 //! Pod and node lookups for admission.
 //!
 //! Memory must not grow with the number of pods in the cluster, so pods are not cached: a CRR
-//! CREATE reads its one pod with a GET (a consistent read, so the container IDs injected into
-//! `statusContext` are the current ones). Only nodes are cached, and only the one thing
+//! CREATE reads its one pod with a GET, in the mutating hook (a consistent read, so the container
+//! IDs injected into `statusContext` are the current ones). The validating hook reads no pod: it
+//! checks what the mutating hook wrote (`admission::validate_create` says why that is safe), so a
+//! CREATE costs one pod GET in all. Only nodes are cached, and only the one thing
 //! admission reads from them, their labels: a metadata-only watch with `managedFields` and
 //! annotations dropped before the objects reach the store. A node missing from the cache (one
 //! that joined a moment ago) is read with a metadata GET.

@@ -17,7 +17,8 @@ use crate::admission::{self, Lookup, Rejection};
 use crate::readiness_gate::GatedPod;
 
 /// Where the review layer gets pods and nodes from (the API server in production, plain values
-/// in tests).
+/// in tests). Only the mutating hook's CREATE asks, once for the pod and once for its node's
+/// labels; the validating hook and UPDATEs ask nothing.
 pub trait ClusterLookup: Send + Sync {
     /// The pod `namespace/name`.
     fn pod(&self, namespace: &str, name: &str) -> impl Future<Output = Lookup<Arc<Pod>>> + Send;
@@ -193,21 +194,24 @@ async fn decide_crr(
             let mut crr = decode(raw, "object")?;
             let namespace =
                 admission::review_namespace(request.namespace.as_deref(), &crr.metadata)?;
-            let pod = if crr.spec.pod_name.is_empty() {
-                Lookup::NotFound
-            } else {
-                cluster.pod(&namespace, &crr.spec.pod_name).await
-            };
-            let node_name = match &pod {
-                Lookup::Found(pod) => pod.spec.as_ref().and_then(|spec| spec.node_name.clone()),
-                _ => None,
-            };
-            let node = match node_name.filter(|name| !name.is_empty()) {
-                Some(name) => cluster.node(&name).await,
-                None => Lookup::NotFound,
-            };
             match hook {
                 Hook::Mutate => {
+                    // The one pod read of a request: what this hook injects comes from it.
+                    let pod = if crr.spec.pod_name.is_empty() {
+                        Lookup::NotFound
+                    } else {
+                        cluster.pod(&namespace, &crr.spec.pod_name).await
+                    };
+                    let node_name = match &pod {
+                        Lookup::Found(pod) => {
+                            pod.spec.as_ref().and_then(|spec| spec.node_name.clone())
+                        }
+                        _ => None,
+                    };
+                    let node = match node_name.filter(|name| !name.is_empty()) {
+                        Some(name) => cluster.node(&name).await,
+                        None => Lookup::NotFound,
+                    };
                     let mut warnings: Vec<String> =
                         admission::strip_status(&mut crr).into_iter().collect();
                     let admitted = admission::admit_create(crr, as_ref(&pod), as_ref(&node))?;
@@ -229,7 +233,9 @@ async fn decide_crr(
                     })
                 }
                 Hook::Validate => {
-                    admission::validate_create(&crr, as_ref(&pod), as_ref(&node))?;
+                    // No lookup: the object carries what the mutating hook read from the pod
+                    // (`admission::validate_create` says why that is safe).
+                    admission::validate_create(&crr)?;
                     Ok(Decision::default())
                 }
             }
@@ -420,4 +426,162 @@ pub fn convert(body: &[u8]) -> (Vec<u8>, ConversionVerdict) {
     }
     answer_end(&mut out);
     (out, ConversionVerdict::Converted)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// One pod and its node, answered from memory, counting what the review layer asks for.
+    #[derive(Default)]
+    struct Counting {
+        pod_reads: AtomicUsize,
+        node_reads: AtomicUsize,
+    }
+
+    impl ClusterLookup for Counting {
+        async fn pod(&self, _namespace: &str, _name: &str) -> Lookup<Arc<Pod>> {
+            self.pod_reads.fetch_add(1, Ordering::SeqCst);
+            Lookup::Found(Arc::new(
+                serde_json::from_value(json!({
+                    "metadata": {"name": "web-0", "namespace": "default", "uid": "pod-uid-1"},
+                    "spec": {
+                        "nodeName": "node-a",
+                        "containers": [
+                            {"name": "app", "image": "busybox",
+                             "lifecycle": {"preStop": {"exec": {"command": ["drain"]}}}},
+                            {"name": "sidecar", "image": "busybox"}
+                        ]
+                    },
+                    "status": {"phase": "Running", "containerStatuses": [
+                        {"name": "app", "containerID": "containerd://app-1", "restartCount": 2,
+                         "ready": true, "image": "busybox", "imageID": ""},
+                        {"name": "sidecar", "containerID": "containerd://sidecar-1", "restartCount": 0,
+                         "ready": true, "image": "busybox", "imageID": ""}
+                    ]}
+                }))
+                .expect("a pod"),
+            ))
+        }
+
+        async fn node(&self, name: &str) -> Lookup<Arc<ObjectMeta>> {
+            self.node_reads.fetch_add(1, Ordering::SeqCst);
+            Lookup::Found(Arc::new(ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            }))
+        }
+    }
+
+    impl Counting {
+        fn reads(&self) -> (usize, usize) {
+            (
+                self.pod_reads.load(Ordering::SeqCst),
+                self.node_reads.load(Ordering::SeqCst),
+            )
+        }
+    }
+
+    fn create_body(version: &str, object: &Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1",
+                "kind": {"group": GROUP, "version": version, "kind": KIND},
+                "resource": {"group": GROUP, "version": version, "resource": "containerrecreaterequests"},
+                "name": "r", "namespace": "default", "operation": "CREATE",
+                "userInfo": {"username": "tester"},
+                "object": object,
+            }
+        }))
+        .expect("a review")
+    }
+
+    fn request(version: &str) -> Value {
+        json!({
+            "apiVersion": format!("{GROUP}/{version}"), "kind": KIND,
+            "metadata": {"name": "r", "namespace": "default"},
+            "spec": {"podName": "web-0", "containers": [{"name": "app"}, {"name": "sidecar"}]}
+        })
+    }
+
+    /// The object the API server hands the validating hook: the request with the mutating hook's
+    /// patch applied.
+    fn mutated(review: &AdmissionReview<DynamicObject>, mut object: Value) -> Value {
+        let bytes = review
+            .response
+            .as_ref()
+            .and_then(|response| response.patch.clone())
+            .expect("a patch");
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("a JSON patch");
+        json_patch::patch(&mut object, &patch).expect("the patch applies");
+        object
+    }
+
+    #[tokio::test]
+    async fn a_mutating_create_reads_the_pod_exactly_once() {
+        for version in ["v1alpha1", "v1beta1"] {
+            let cluster = Counting::default();
+            let (_, verdict) = review_crr(
+                &create_body(version, &request(version)),
+                &cluster,
+                true,
+                Hook::Mutate,
+            )
+            .await;
+            assert_eq!(verdict, Verdict::Patched, "{version}");
+            assert_eq!(cluster.reads(), (1, 1), "{version}: (pod, node) reads");
+        }
+    }
+
+    #[tokio::test]
+    async fn validating_a_create_the_mutating_hook_admitted_reads_no_pod() {
+        for version in ["v1alpha1", "v1beta1"] {
+            let mutating = Counting::default();
+            let (review, verdict) = review_crr(
+                &create_body(version, &request(version)),
+                &mutating,
+                true,
+                Hook::Mutate,
+            )
+            .await;
+            assert_eq!(verdict, Verdict::Patched, "{version}");
+            let stored = mutated(&review, request(version));
+            assert_eq!(
+                stored["metadata"]["labels"]["crr.apps.kruise.io/pod-uid"], "pod-uid-1",
+                "{version}: {stored}"
+            );
+
+            let validating = Counting::default();
+            let (review, verdict) = review_crr(
+                &create_body(version, &stored),
+                &validating,
+                true,
+                Hook::Validate,
+            )
+            .await;
+            assert_eq!(verdict, Verdict::Allowed, "{version}: {review:?}");
+            assert_eq!(validating.reads(), (0, 0), "{version}: (pod, node) reads");
+        }
+    }
+
+    #[tokio::test]
+    async fn validating_a_create_that_skipped_the_mutating_hook_refuses_it_without_a_read() {
+        for version in ["v1alpha1", "v1beta1"] {
+            let cluster = Counting::default();
+            let (_, verdict) = review_crr(
+                &create_body(version, &request(version)),
+                &cluster,
+                true,
+                Hook::Validate,
+            )
+            .await;
+            assert_eq!(verdict, Verdict::Denied("NotMutated"), "{version}");
+            assert_eq!(cluster.reads(), (0, 0), "{version}: (pod, node) reads");
+        }
+    }
 }

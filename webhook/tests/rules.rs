@@ -678,33 +678,85 @@ async fn v1alpha1_status_annotations_cannot_be_set_or_changed_through_the_main_r
     assert_eq!(verdict, Verdict::Allowed);
 }
 
+/// The validating hook checks the object as it will be stored without reading the pod again
+/// (issue 36: one pod read per request, the mutating hook's; `admission::validate_create` says
+/// why that is safe): the creation rules that need no live data, and the marks of the mutating
+/// hook.
 #[tokio::test]
-async fn validating_a_create_reruns_the_creation_rules_on_the_final_object() {
+async fn validating_a_create_checks_the_final_object_without_the_pod() {
     let cluster = cluster_with(pod());
+    let pod_gone = Cluster {
+        pod: None,
+        node: None,
+    };
     for version in ["v1alpha1", "v1beta1"] {
         let object = crr(
             version,
             json!({"podName": "web-0", "containers": [{"name": "app"}]}),
         );
-        // What the mutating hook made of it passes.
+        // What the mutating hook made of it passes, even once the pod is gone: the validating
+        // hook no longer reads it (the operator completes a request whose pod is gone).
         let (_, _, mutated) = run(&cluster, "CREATE", version, object.clone(), None).await;
         let mutated = mutated.unwrap();
-        let (verdict, response) = review_as(
-            Hook::Validate,
-            &cluster,
-            "CREATE",
-            version,
-            mutated.clone(),
-            None,
-        )
-        .await;
-        assert_eq!(verdict, Verdict::Allowed, "{version}: {response}");
+        for lookups in [&cluster, &pod_gone] {
+            let (verdict, response) = review_as(
+                Hook::Validate,
+                lookups,
+                "CREATE",
+                version,
+                mutated.clone(),
+                None,
+            )
+            .await;
+            assert_eq!(verdict, Verdict::Allowed, "{version}: {response}");
+        }
         // Something that skipped the mutating hook does not.
         let (verdict, _) =
             review_as(Hook::Validate, &cluster, "CREATE", version, object, None).await;
         assert_eq!(verdict, Verdict::Denied("NotMutated"), "{version}");
-        // A request relabelled for another pod (after our mutating hook) does not either: the
-        // node daemon would act on that pod.
+        // Nor does a request that lost a mark of the mutating hook after it: a statusContext
+        // without a container ID, the pod-uid or node-name label.
+        let mut no_container_id = mutated.clone();
+        no_container_id["spec"]["containers"][0]["statusContext"]["containerID"] = json!("");
+        let (verdict, _) = review_as(
+            Hook::Validate,
+            &cluster,
+            "CREATE",
+            version,
+            no_container_id,
+            None,
+        )
+        .await;
+        assert_eq!(verdict, Verdict::Denied("NotMutated"), "{version}");
+        for key in ["crr.apps.kruise.io/pod-uid", "crr.apps.kruise.io/node-name"] {
+            let mut unlabelled = mutated.clone();
+            unlabelled["metadata"]["labels"]
+                .as_object_mut()
+                .unwrap()
+                .remove(key);
+            let (verdict, response) = review_as(
+                Hook::Validate,
+                &cluster,
+                "CREATE",
+                version,
+                unlabelled,
+                None,
+            )
+            .await;
+            assert_eq!(
+                verdict,
+                Verdict::Denied("ImmutableLabel"),
+                "{version} {key}: {response}"
+            );
+        }
+        // A request relabelled for another pod after our mutating hook used to be refused here,
+        // by comparing the label with a second read of the pod. The premise changed: that read is
+        // gone, and the node daemon never acts on another pod for such a request (it refuses a
+        // container whose runtime labels are not the request's namespace, podName and pod-uid,
+        // `owner_mismatch`, and re-reads the live pod's UID before a kill: node-daemon's
+        // `a_container_labelled_for_another_pod_is_refused_never_stopped` and
+        // `a_replaced_pod_of_the_same_name_is_never_touched`). Our mutating hook, which cannot be
+        // skipped for a CREATE, overwrites the label with the pod's own UID anyway.
         let mut relabelled = mutated.clone();
         relabelled["metadata"]["labels"]["crr.apps.kruise.io/pod-uid"] = json!("someone-else");
         let (verdict, response) = review_as(
@@ -712,16 +764,19 @@ async fn validating_a_create_reruns_the_creation_rules_on_the_final_object() {
             &cluster,
             "CREATE",
             version,
-            relabelled,
+            relabelled.clone(),
             None,
         )
         .await;
+        assert_eq!(verdict, Verdict::Allowed, "{version}: {response}");
+        let (verdict, response, patched) = run(&cluster, "CREATE", version, relabelled, None).await;
+        assert_eq!(verdict, Verdict::Patched, "{version}: {response}");
         assert_eq!(
-            verdict,
-            Verdict::Denied("ImmutableLabel"),
-            "{version}: {response}"
+            patched.unwrap()["metadata"]["labels"]["crr.apps.kruise.io/pod-uid"],
+            "pod-uid-1",
+            "{version}: the mutating hook writes the pod's own UID"
         );
-        // And every creation rule applies again, e.g. a container named twice.
+        // And every creation rule that needs no pod applies again, e.g. a container named twice.
         let mut doubled = mutated;
         let app = doubled["spec"]["containers"][0].clone();
         doubled["spec"]["containers"]
@@ -782,7 +837,7 @@ async fn on_failure_pods_are_accepted_with_a_warning() {
     .await;
     assert!(response.get("warnings").is_none(), "{response}");
 
-    // The validating hook re-runs the rules on the final object and lets it through too.
+    // The validating hook lets the final object through too.
     let mut on_failure = pod();
     on_failure["spec"]["restartPolicy"] = "OnFailure".into();
     let cluster = cluster_with(on_failure);
