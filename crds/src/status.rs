@@ -24,6 +24,11 @@ use crate::v1beta1::{
     ContainerRecreateRequestStatus, ContainerRecreateRequestSyncContainerStatus, Phase,
 };
 
+/// How long, from its creation, a request may stay without a phase before the operator completes
+/// it with `DaemonNotResponding`: the operator waits this long, and the node daemon writes the
+/// phase before a kill that could end later.
+pub const DAEMON_RESPONSE_TIMEOUT_SECONDS: i64 = 60;
+
 /// Whether the request is finished: completing it sets both phase `Completed` and
 /// `completionTime`, and either one marks it. Nothing acts on a finished request again except
 /// to let go of its pod, drop its `active` label and expire it by TTL.

@@ -1,5 +1,5 @@
 //! The daemon's I/O against the API server: the label-selected watch of this node's active
-//! requests, the field-selected watch of this node's pods (slim: `live_pod::slim_pod`), and
+//! requests and the field-selected watch of this node's pods, both kept slim (`view`), and
 //! [`Requests`] for rounds (sending the rounds' [`StatusPatch`]es, merge patches of the status
 //! subresource preconditioned on the resourceVersion they were built from; fresh reads, the
 //! pod from the node's pod store, Events).
@@ -72,7 +72,7 @@ pub fn watch_requests(
         namespaces.is_empty() || namespace.is_some_and(|namespace| namespaces.contains(&namespace))
     };
     let events = watcher(api, config)
-        .modify(crr_runtime::store::drop_managed_fields)
+        .modify(crate::view::slim_request)
         .try_filter(move |event| std::future::ready(wanted(event)));
     reflector::reflector(writer, events).default_backoff()
 }
@@ -91,7 +91,7 @@ pub fn watch_pods(
     };
     let api: Api<Pod> = namespaced_or_all(client, only_namespace);
     let config = watcher::Config::default().fields(&format!("spec.nodeName={}", watch.node));
-    let events = watcher(api, config).modify(crate::live_pod::slim_pod);
+    let events = watcher(api, config).modify(crate::view::slim_pod);
     reflector::reflector(writer, events).default_backoff()
 }
 
@@ -198,6 +198,8 @@ impl Requests for ApiRequests {
             )
             .await
             .map_err(write_error)?;
+        let mut updated = updated;
+        crate::view::slim_request(&mut updated);
         let mut written = self.written();
         let key = format!("{}/{}", patch.namespace(), patch.name());
         let entry = written.entry(key).or_insert_with(|| Written {
@@ -226,9 +228,17 @@ impl Requests for ApiRequests {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let mut pod = pods.get_opt(name).await.map_err(write_error)?;
         if let Some(pod) = pod.as_mut() {
-            crate::live_pod::slim_pod(pod);
+            crate::view::slim_pod(pod);
         }
         Ok(pod)
+    }
+
+    fn watched_copy(&self, crr: &ContainerRecreateRequest) -> Option<ContainerRecreateRequest> {
+        let reference = ObjectRef::<ContainerRecreateRequest>::new(&crr.name_any())
+            .within(&crr.namespace().unwrap_or_default());
+        self.store
+            .get(&reference)
+            .map(|cached| self.current(&cached))
     }
 
     async fn finished(&self, crr: &ContainerRecreateRequest) {

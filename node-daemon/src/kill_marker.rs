@@ -1,10 +1,12 @@
-//! The kill marker: the status message a container's state carries from the moment the daemon
-//! announces a kill until it records `isKilled`. A daemon restarted in between reads it back to
-//! learn which container it was about to stop, and so never kills that container's replacement.
+//! The kill marker: the status message earlier daemons wrote in a container's state when they
+//! announced a kill, until they recorded `isKilled`. This daemon announces nothing (a state's
+//! message tells only outcomes, as upstream's), but a request in flight across an upgrade may
+//! still carry one: `recreate` reads it back to learn which container the earlier daemon was
+//! about to stop, so that `forceRecreate` never kills that container's replacement.
 //!
-//! This module owns the wire text (`killing container <id>`); `round` writes it and `recreate`
-//! reads it. It does not decide whether the kill happened (`recreate::container_states` does).
-//! Only the node daemon writes or reads it; the operator and kubectl-crr show it as any message.
+//! This module owns the wire text (`killing container <id>`); only `recreate` reads it (tests
+//! format it to play an earlier daemon). It does not decide whether the kill happened
+//! (`recreate::container_states` does).
 
 use std::fmt;
 

@@ -2,12 +2,12 @@
 //!
 //! Decisions, as functions of values: `schedule` (which request of a pod goes next), `recreate`
 //! (each container's state, the next step, grace arithmetic), `kill_marker` (the status text
-//! that announces a kill), `live_pod` (what a recreate takes from the live pod), `timeline`
+//! with which earlier daemons announced a kill, read for requests in flight across an upgrade), `live_pod` (what a recreate takes from the live pod), `timeline`
 //! (which phase durations of a request the metrics observe). Time: crr-runtime's `timers` (one
 //! delayed wake-up per key) under `queue` (the work queue of pods), and `grace_clock` (when an
 //! unready grace began, on this daemon's own clock). I/O: `cri` talks to the runtime,
 //! `pre_stop` runs hooks (`http_hook`: httpGet through hyper), `api_server` watches and writes
-//! requests. `round` carries out one request's next step; `worker` wires the watch, the queue
+//! requests through the slim views `view` declares. `round` carries out one request's next step; `worker` wires the watch, the queue
 //! and rounds together; `run` wires the process with the shared runtime (`crr-runtime`), and
 //! `main.rs` only parses flags (`args`).
 
@@ -33,6 +33,7 @@ pub mod run;
 pub mod schedule;
 pub mod socket_watch;
 pub mod timeline;
+pub mod view;
 pub mod worker;
 
 /// Code generated from proto/cri/runtime/v1/api.proto.

@@ -139,6 +139,31 @@ pub fn deadline(crr: &ContainerRecreateRequest) -> Option<jiff::Timestamp> {
     Some(saturating_after(created, seconds.max(0)))
 }
 
+/// Seconds kept in hand when the daemon judges whether a kill could outlast the operator's
+/// patience: the write itself, and the skew between this node's clock and the API server's.
+const PHASE_MARGIN_SECONDS: i64 = 15;
+
+/// Whether the phase `Recreating` must be written before a kill starting at `now` with a grace
+/// period of `grace_seconds` (preStop and stop together, the stop never under 2 s): when the kill
+/// could end after the operator completes a request without a phase as `DaemonNotResponding`
+/// (`crr_crds::status::DAEMON_RESPONSE_TIMEOUT_SECONDS` from creation), with a margin. Otherwise
+/// the phase goes with the record of the kill, one write instead of two. Without a creation
+/// time, always.
+pub fn phase_before_kill(
+    created: Option<jiff::Timestamp>,
+    now: jiff::Timestamp,
+    grace_seconds: u64,
+) -> bool {
+    let Some(created) = created else {
+        return true;
+    };
+    let kill = i64::try_from(grace_seconds)
+        .unwrap_or(i64::MAX)
+        .saturating_add(2 + PHASE_MARGIN_SECONDS);
+    let patience = crr_crds::status::DAEMON_RESPONSE_TIMEOUT_SECONDS;
+    saturating_after(now, kill) >= saturating_after(created, patience)
+}
+
 /// How long until `deadline`, from `now`: zero once it passed, `None` without one.
 pub fn time_left(deadline: Option<jiff::Timestamp>, now: jiff::Timestamp) -> Option<Duration> {
     let left = deadline?.duration_since(now);

@@ -7,7 +7,9 @@
 //! carries that request's resourceVersion as precondition: a request changed
 //! meanwhile (completed by the operator: deadline, pod gone) fails the write with a conflict
 //! and the next round decides again. Kills of one request run one after another in the
-//! listed order, each stop finished before the next begins (one kill per round).
+//! listed order, each stop finished before the next begins; the kills a round makes in a row
+//! (an unordered request's containers) are recorded in one write, and nothing is written before
+//! a kill: with the completion, two writes per request (`round::kill`).
 //!
 //! A round that kills reads the live pod once ([`LivePod`]) and takes from it, never from the
 //! request, the preStop handler, the ports, the address and the grace period; the runtime's
@@ -105,6 +107,10 @@ pub trait Requests: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<Pod>, WriteError>> + Send;
+
+    /// The request as this node's watch shows it now, the daemon's own later writes included;
+    /// `None` when the watch does not show it (completed, deleted, or not seen yet). No API call.
+    fn watched_copy(&self, crr: &ContainerRecreateRequest) -> Option<ContainerRecreateRequest>;
 
     /// Completes once the request is finished, being deleted, deleted, or no longer this node's
     /// active request, as the watch shows it. A round's preStop hook then reads the request
@@ -254,10 +260,11 @@ impl<R: Requests> Round<'_, R> {
     pub async fn run(&self, mut crr: ContainerRecreateRequest) -> Result<Outcome, RoundError> {
         let round_started = Instant::now();
         let key = timeline_key(&crr);
-        // Writes are folded, one API write fewer per request: the phase goes with the round's first
-        // status write.
-        // Only a request with an unready grace announces it at once, since the operator acquires
-        // the pod's readiness for a request the daemon has taken up.
+        // Writes are folded: the phase goes with the round's first status write, for a plain
+        // request the record of its kill. Only a request with an unready grace writes it at once,
+        // since the operator acquires the pod's readiness for a request the daemon has taken up
+        // (and a kill that could outlast the operator's patience writes it first:
+        // `recreate::phase_before_kill`).
         let mut phase_pending = crr.phase() != Some(Phase::Recreating);
         if phase_pending && self.metrics.timeline.pick_up(&key) {
             self.observe_pick_up(&crr);
@@ -267,7 +274,6 @@ impl<R: Requests> Round<'_, R> {
                 .requests
                 .write_status(&patch_of(&crr)?.phase(Phase::Recreating))
                 .await?;
-            self.recreating_event(&crr).await;
             phase_pending = false;
         }
         if recreate::needs_grace(&crr) {
@@ -333,10 +339,7 @@ impl<R: Requests> Round<'_, R> {
                 patch = patch.phase(Phase::Recreating);
             }
             crr = self.requests.write_status(&patch).await?;
-            if phase_pending {
-                self.recreating_event(&crr).await;
-                phase_pending = false;
-            }
+            phase_pending = false;
         }
         match next {
             Next::Wait => Ok(Outcome::After(IN_FLIGHT_POLL)),
@@ -349,11 +352,11 @@ impl<R: Requests> Round<'_, R> {
                 let Some(current) = lookup(&crr.spec.containers[index].name) else {
                     return Ok(Outcome::After(IN_FLIGHT_POLL));
                 };
-                self.kill(
+                self.kill_in_turn(
                     crr,
                     &mut states,
                     index,
-                    &current.id,
+                    current.id,
                     round_started,
                     phase_pending,
                 )
@@ -372,17 +375,6 @@ impl<R: Requests> Round<'_, R> {
                 Duration::try_from(took).unwrap_or_default(),
             );
         }
-    }
-
-    async fn recreating_event(&self, crr: &ContainerRecreateRequest) {
-        self.requests
-            .event(
-                crr,
-                EventType::Normal,
-                "Recreating",
-                "started recreating containers",
-            )
-            .await;
     }
 
     /// A container killed and found exited may never come back: under `restartPolicy:
@@ -460,17 +452,24 @@ impl<R: Requests> Round<'_, R> {
         Ok(())
     }
 
-    /// Records the states after a kill. The kill happened whatever the request became
-    /// meanwhile: a write that conflicts (the operator completed the request, or removed its
-    /// label) is made again on the request as it is now, unless it was deleted. The daemon is
-    /// the only writer of the states, so its own vector is the truth to write.
+    /// Records the states after the round's kills, with the phase `Recreating` when
+    /// `phase_pending` (never on a request finished meanwhile: the phase does not move back).
+    /// The kills happened whatever the request became meanwhile: a write that conflicts (the
+    /// operator completed the request, or removed its label) is made again on the request as it
+    /// is now, unless it was deleted. The daemon is the only writer of the states, so its own
+    /// vector is the truth to write.
     async fn write_states_after_the_kill(
         &self,
         mut crr: ContainerRecreateRequest,
         states: &[State],
+        phase_pending: bool,
     ) -> Result<(), WriteError> {
         for _ in 0..STATE_WRITE_ATTEMPTS {
-            let patch = patch_of(&crr)?.container_recreate_states(states.to_vec());
+            let mut patch = patch_of(&crr)?.container_recreate_states(states.to_vec());
+            if phase_pending && !status::is_finished(&crr) && crr.phase() != Some(Phase::Recreating)
+            {
+                patch = patch.phase(Phase::Recreating);
+            }
             match self.requests.write_status(&patch).await {
                 Err(WriteError::Conflict) => match self.requests.fresh(&crr).await? {
                     Some(fresh) => crr = fresh,

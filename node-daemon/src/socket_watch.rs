@@ -3,8 +3,9 @@
 //! binds a new one. The bind mount keeps the old inode, so every later connection is refused
 //! although the runtime is back. Only a new container gets the new socket: when the runtime has
 //! been unreachable for longer than a runtime restart takes, the daemon exits and the kubelet
-//! starts it again with the socket as it is now. Work in flight is safe across that exit: a kill
-//! is announced in the request's status before it is made (`kill_marker`), so it never repeats.
+//! starts it again with the socket as it is now. Work in flight is safe across that exit: the
+//! next daemon finds the container the request's `statusContext` names stopped or replaced
+//! (`recreate::container_states`), so it never kills the replacement.
 //!
 //! [`SocketHealth`] decides (pure, in `Instant`s); [`watch`] asks the runtime its version every
 //! `PROBE_INTERVAL` and returns when it gives up.

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-/// How long the node daemon may leave a new request without a phase before the operator gives up.
-pub const DAEMON_RESPONSE_TIMEOUT_SECONDS: i64 = 60;
+pub use crr_crds::status::DAEMON_RESPONSE_TIMEOUT_SECONDS;
 
 /// While containers are recreated, reconcile at least this often, in case a pod event is missed.
 pub const RECREATING_RESYNC: Duration = Duration::from_secs(3);

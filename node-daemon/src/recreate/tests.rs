@@ -166,7 +166,9 @@ fn restart_between_kill_and_status_write_does_not_kill_twice() {
             ..Default::default()
         },
     );
-    // The daemon announced the kill of app-2, killed it, and died before writing isKilled.
+    // An earlier daemon (they announced each kill in the status) announced the kill of app-2,
+    // killed it, and was replaced by this one before writing isKilled: a request in flight
+    // across an upgrade.
     request.status.as_mut().unwrap().container_recreate_states = vec![State {
         name: "app".into(),
         phase: Phase::Recreating,
@@ -541,4 +543,27 @@ fn a_container_the_runtime_failed_to_stop_fails_with_upstreams_message() {
             is_killed: false,
         }
     );
+}
+
+#[test]
+fn the_phase_goes_first_only_for_a_kill_that_could_outlast_the_operators_patience() {
+    let created = now();
+    let at = |seconds: i64| saturating_after(created, seconds);
+    // A plain request picked up at once, the default grace: the phase goes with the kill's record.
+    assert!(!phase_before_kill(Some(created), at(1), 30));
+    assert!(!phase_before_kill(Some(created), at(0), 0));
+    // 60 s of patience: 30 s of grace + 2 + 15 in hand end at 47 + the start.
+    assert!(!phase_before_kill(Some(created), at(12), 30));
+    assert!(phase_before_kill(Some(created), at(13), 30));
+    // A long grace, or a request found late, writes the phase first.
+    assert!(phase_before_kill(Some(created), at(0), 300));
+    assert!(phase_before_kill(Some(created), at(50), 0));
+    // No creation time to judge by, or absurd numbers: first, never a panic.
+    assert!(phase_before_kill(None, at(0), 0));
+    assert!(phase_before_kill(Some(created), at(0), u64::MAX));
+    assert!(phase_before_kill(
+        Some(jiff::Timestamp::MIN),
+        jiff::Timestamp::MAX,
+        0
+    ));
 }

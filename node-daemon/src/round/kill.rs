@@ -1,10 +1,16 @@
-//! The kill of one container, in named phases: [`Round::announce_kill`] reads the live pod and
-//! records the kill in the status before anything runs (so a daemon restarted after it knows it
-//! happened); [`Round::run_pre_stop_hook`] runs the live pod's preStop hook, watching for the
-//! request's deletion and for preemption; [`Round::still_to_kill`] reads the request again and
-//! decides whether the stop goes on; [`Round::stop_container`] asks the runtime;
+//! The kills of one round, in named phases: [`Round::prepare_kill`] reads the live pod and
+//! checks that the kill may start (the pod is still the request's, the deadline has not passed);
+//! [`Round::run_pre_stop_hook`] runs the live pod's preStop hook, watching for the request's
+//! deletion and for preemption; [`Round::still_to_kill`] decides, from the watch (or a fresh
+//! read when the watch no longer shows the request), whether the stop goes on;
+//! [`Round::stop_container`] says `Killing` on the pod, as the kubelet does, and asks the runtime;
 //! `recreate::state_after_stop` decides the container's state; [`Round::report_kill`] tells the
-//! metrics, the log and Events; `write_states_after_the_kill` records it.
+//! metrics and the log; `write_states_after_the_kill` records the outcomes.
+//!
+//! Nothing is written before a kill: a daemon restarted after one finds the container the request's
+//! `statusContext` names exited or replaced (`recreate::container_states`), as upstream's does. One
+//! write records the outcomes of the kills a round makes one after another (an unordered request's
+//! containers), with the phase when it is still to be written.
 
 use std::time::{Duration, Instant};
 
@@ -22,18 +28,17 @@ use super::{
     kill_under_way_goes_on, millis, must_leave_alone, patch_of, timeline_key,
 };
 use crate::cri::CriError;
-use crate::kill_marker::KillMarker;
 use crate::live_pod::LivePod;
-use crate::recreate::{self, IN_FLIGHT_POLL, StopResult};
+use crate::recreate::{self, IN_FLIGHT_POLL, Next, StopResult};
 
-/// A kill, once announced: what the later phases work with.
-struct Kill<'k> {
-    /// The request as the announcement left it.
+/// A kill, once prepared: what the later phases work with.
+struct Kill {
+    /// The request the kill was decided on.
     crr: ContainerRecreateRequest,
     /// The container's name.
     container: String,
     /// The runtime's container to stop.
-    container_id: &'k str,
+    container_id: String,
     /// The live pod's preStop handler for the container, and the ports it resolves against.
     pre_stop: Option<ProbeHandler>,
     ports: Vec<ContainerPort>,
@@ -52,32 +57,110 @@ enum Then<T> {
 }
 
 impl<R: Requests> Round<'_, R> {
-    /// preStop, then StopContainer with the grace period left; the kill is announced in the
-    /// status first, so that a daemon restarted after it knows it happened.
-    pub(super) async fn kill(
+    /// Kills the container at `index` (preStop, then StopContainer with the grace period left),
+    /// then, one stop finished before the next begins, each container `next_step` names next at
+    /// once (an unordered request's); then records all their outcomes in one write, with the
+    /// phase when `phase_pending`. A kill that does not happen (the pod gone, the deadline
+    /// passed, the request deleted, the slot taken back) ends the round with the kills before it
+    /// recorded.
+    pub(super) async fn kill_in_turn(
         &self,
-        crr: ContainerRecreateRequest,
+        mut crr: ContainerRecreateRequest,
+        states: &mut [State],
+        mut index: usize,
+        mut container_id: String,
+        round_started: Instant,
+        mut phase_pending: bool,
+    ) -> Result<Outcome, RoundError> {
+        let mut killed = false;
+        let outcome = loop {
+            let step = self
+                .kill_one(
+                    &crr,
+                    states,
+                    index,
+                    container_id,
+                    round_started,
+                    &mut phase_pending,
+                )
+                .await;
+            match step {
+                Ok(Then::Go(after)) => {
+                    crr = after;
+                    killed = true;
+                }
+                Ok(Then::Stop(outcome)) => break Ok(outcome),
+                Err(error) => break Err(error),
+            }
+            let Next::Kill(next) = recreate::next_step(&crr, states) else {
+                break Ok(Outcome::After(IN_FLIGHT_POLL));
+            };
+            // A finished request gets no new kill, only the record of the one under way.
+            if next == index || must_leave_alone(&crr) {
+                break Ok(Outcome::After(IN_FLIGHT_POLL));
+            }
+            // The runtime again: the next container may have been restarted meanwhile.
+            match self.current_container(&crr, next).await {
+                Ok(Some(id)) => (index, container_id) = (next, id),
+                Ok(None) => break Ok(Outcome::After(IN_FLIGHT_POLL)),
+                Err(error) => break Err(error),
+            }
+        };
+        if killed {
+            let written = self
+                .write_states_after_the_kill(crr, states, phase_pending)
+                .await;
+            if let (Err(error), Ok(_)) = (&written, &outcome) {
+                tracing::warn!(%error, "recording the kills");
+            }
+            written?;
+        }
+        outcome
+    }
+
+    /// The runtime's current container for the spec container at `index`.
+    async fn current_container(
+        &self,
+        crr: &ContainerRecreateRequest,
+        index: usize,
+    ) -> Result<Option<String>, RoundError> {
+        let pod_uid = crr.labels().get(LABEL_POD_UID).cloned().unwrap_or_default();
+        let name = &crr.spec.containers[index].name;
+        Ok(self
+            .runtime
+            .pod_containers(&pod_uid)
+            .await?
+            .into_iter()
+            .find(|(found, _)| found == name)
+            .map(|(_, container)| container.id))
+    }
+
+    /// One kill: preStop, then StopContainer with the grace period left. Its outcome goes into
+    /// `states[index]`; the request to record it on comes back.
+    async fn kill_one(
+        &self,
+        crr: &ContainerRecreateRequest,
         states: &mut [State],
         index: usize,
-        container_id: &str,
+        container_id: String,
         round_started: Instant,
-        phase_pending: bool,
-    ) -> Result<Outcome, RoundError> {
+        phase_pending: &mut bool,
+    ) -> Result<Then<ContainerRecreateRequest>, RoundError> {
         let kill = match self
-            .announce_kill(crr, states, index, container_id, phase_pending)
+            .prepare_kill(crr, index, container_id, phase_pending)
             .await?
         {
             Then::Go(kill) => kill,
-            Then::Stop(outcome) => return Ok(outcome),
+            Then::Stop(outcome) => return Ok(Then::Stop(outcome)),
         };
         let hook_started = Instant::now();
         if let Then::Stop(outcome) = self.run_pre_stop_hook(&kill).await? {
-            return Ok(outcome);
+            return Ok(Then::Stop(outcome));
         }
         let pre_stop_took = hook_started.elapsed();
         let crr = match self.still_to_kill(&kill).await? {
             Then::Go(crr) => crr,
-            Then::Stop(outcome) => return Ok(outcome),
+            Then::Stop(outcome) => return Ok(Then::Stop(outcome)),
         };
         let grace = recreate::kill_grace(kill.grace, hook_started.elapsed());
         let stop_started = Instant::now();
@@ -90,20 +173,30 @@ impl<R: Requests> Round<'_, R> {
             stop: stop_took,
         };
         self.report_kill(&crr, &kill, &stop, grace, timings).await;
-        self.write_states_after_the_kill(crr, states).await?;
-        Ok(Outcome::After(IN_FLIGHT_POLL))
+        Ok(Then::Go(crr))
     }
 
-    /// Reads the live pod and, when it is still the request's and the deadline has not passed,
-    /// writes the kill marker (and the `Recreating` phase of a request picked up in this round).
-    async fn announce_kill<'k>(
+    /// Reads the live pod and checks that it is still the request's and the deadline has not
+    /// passed. Nothing is written, unless the kill could outlast the operator's patience with a
+    /// request whose phase the daemon has not written (`recreate::phase_before_kill`): then the
+    /// phase goes first.
+    async fn prepare_kill(
         &self,
-        crr: ContainerRecreateRequest,
-        states: &mut [State],
+        crr: &ContainerRecreateRequest,
         index: usize,
-        container_id: &'k str,
-        phase_pending: bool,
-    ) -> Result<Then<Kill<'k>>, RoundError> {
+        container_id: String,
+        phase_pending: &mut bool,
+    ) -> Result<Then<Kill>, RoundError> {
+        // Nothing is written before a kill, so no precondition guards it: a copy of a request
+        // the watch has since seen finished or being deleted starts no kill.
+        if self
+            .requests
+            .watched_copy(crr)
+            .is_some_and(|watched| must_leave_alone(&watched))
+        {
+            tracing::info!("the request finished meanwhile; no kill");
+            return Ok(Then::Stop(Outcome::OnChange));
+        }
         let container = crr.spec.containers[index].name.clone();
         let namespace = crr.namespace().unwrap_or_default();
         let Some(pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
@@ -123,7 +216,8 @@ impl<R: Requests> Round<'_, R> {
             tracing::info!(uid = ?pod.uid, "the pod was replaced; the operator completes the request");
             return Ok(Then::Stop(Outcome::After(LEFT_TO_THE_OPERATOR)));
         }
-        let deadline_left = recreate::time_left(recreate::deadline(&crr), jiff::Timestamp::now());
+        let now = jiff::Timestamp::now();
+        let deadline_left = recreate::time_left(recreate::deadline(crr), now);
         if deadline_left.is_some_and(|left| left.is_zero()) {
             tracing::info!("past the request's deadline: no kill; the operator completes it");
             return Ok(Then::Stop(Outcome::After(LEFT_TO_THE_OPERATOR)));
@@ -134,14 +228,14 @@ impl<R: Requests> Round<'_, R> {
             crr.strategy().termination_grace_period_seconds,
             self.max_grace_seconds,
         );
-        states[index].message = Some(KillMarker::new(container_id).format());
-        let mut patch = patch_of(&crr)?.container_recreate_states(states.to_vec());
-        if phase_pending {
-            patch = patch.phase(Phase::Recreating);
-        }
-        let crr = self.requests.write_status(&patch).await?;
-        if phase_pending {
-            self.recreating_event(&crr).await;
+        let mut crr = crr.clone();
+        let created = crr.metadata.creation_timestamp.as_ref().map(|time| time.0);
+        if *phase_pending && recreate::phase_before_kill(created, now, grace) {
+            crr = self
+                .requests
+                .write_status(&patch_of(&crr)?.phase(Phase::Recreating))
+                .await?;
+            *phase_pending = false;
         }
         Ok(Then::Go(Kill {
             crr,
@@ -159,7 +253,7 @@ impl<R: Requests> Round<'_, R> {
     /// the round when the request is deleted (or its pod gone) meanwhile, or when the worker
     /// takes the slot back; a request completed meanwhile (deadline) gets its hook finished. A
     /// failed hook is reported and the kill goes on.
-    async fn run_pre_stop_hook(&self, kill: &Kill<'_>) -> Result<Then<()>, RoundError> {
+    async fn run_pre_stop_hook(&self, kill: &Kill) -> Result<Then<()>, RoundError> {
         let (Some(handler), Some(budget)) = (&kill.pre_stop, recreate::pre_stop_budget(kill.grace))
         else {
             return Ok(Then::Go(()));
@@ -167,7 +261,7 @@ impl<R: Requests> Round<'_, R> {
         let started = Instant::now();
         let hook = crate::pre_stop::run(
             self.runtime,
-            kill.container_id,
+            &kill.container_id,
             handler,
             &kill.ports,
             kill.address.as_deref(),
@@ -241,13 +335,21 @@ impl<R: Requests> Round<'_, R> {
 
     /// The request as it is after the hook, when the stop goes on. Deleted while the hook ran (or
     /// its pod gone): no kill. Completed (its deadline passed, say): the kill under way finishes.
-    /// The hook has run: an API server away for a moment (restarting) must not send the round
-    /// back to the start, where the hook would run a second time, so it is read again for a
-    /// while.
+    /// The watch decides while it shows the request active and unfinished, with no read; a
+    /// request it no longer shows (completed, deleted, or not yet seen) is read afresh. The hook
+    /// has run: an API server away for a moment (restarting) must not send the round back to the
+    /// start, where the hook would run a second time, so it is read again for a while.
     async fn still_to_kill(
         &self,
-        kill: &Kill<'_>,
+        kill: &Kill,
     ) -> Result<Then<ContainerRecreateRequest>, RoundError> {
+        if let Some(watched) = self
+            .requests
+            .watched_copy(&kill.crr)
+            .filter(|watched| !must_leave_alone(watched))
+        {
+            return Ok(Then::Go(watched));
+        }
         match self.fresh_after_the_hook(&kill.crr).await? {
             Some(fresh) if kill_under_way_goes_on(&fresh) => Ok(Then::Go(fresh)),
             _ => {
@@ -257,11 +359,24 @@ impl<R: Requests> Round<'_, R> {
         }
     }
 
-    /// StopContainer with `grace` seconds. The runtime away (restarting, say) is not a failure
-    /// of this container: the round is retried, the kill marker stays, and the next round kills
-    /// again if the container still runs (its preStop hook may run again).
-    async fn stop_container(&self, kill: &Kill<'_>, grace: i64) -> Result<StopResult, RoundError> {
-        match self.runtime.stop(kill.container_id, grace).await {
+    /// `Killing` on the pod's container, as the kubelet says it before a stop, then
+    /// StopContainer with `grace` seconds. The runtime away (restarting, say) is not a failure of
+    /// this container: the round is retried, and the next round kills again if the container
+    /// still runs (its preStop hook may run again).
+    async fn stop_container(&self, kill: &Kill, grace: i64) -> Result<StopResult, RoundError> {
+        self.requests
+            .pod_event(
+                &kill.pod_reference,
+                EventType::Normal,
+                "Killing",
+                &format!(
+                    "Stopping container {} for ContainerRecreateRequest {} (grace period {grace}s)",
+                    kill.container,
+                    kill.crr.name_any()
+                ),
+            )
+            .await;
+        match self.runtime.stop(&kill.container_id, grace).await {
             Ok(()) => Ok(StopResult::Stopped),
             Err(error @ CriError::NotFound(_)) => Ok(StopResult::AlreadyRemoved(error.to_string())),
             Err(error) if error.is_transient() => {
@@ -272,12 +387,12 @@ impl<R: Requests> Round<'_, R> {
         }
     }
 
-    /// Metrics, the log line of where the round's time went, and the `Killing` (or
-    /// `FailedKilling`) Events on the request and the pod.
+    /// Metrics, the log line of where the round's time went, and a `FailedKilling` Event on the
+    /// request when the stop failed.
     async fn report_kill(
         &self,
         crr: &ContainerRecreateRequest,
-        kill: &Kill<'_>,
+        kill: &Kill,
         stop: &StopResult,
         grace: i64,
         timings: KillTimings,
@@ -291,7 +406,7 @@ impl<R: Requests> Round<'_, R> {
         // writes and reads before the kill, the preStop hook, the runtime's StopContainer.
         tracing::info!(
             container = %kill.container,
-            id = kill.container_id,
+            id = %kill.container_id,
             grace,
             ok,
             before_stop_ms = millis(timings.before_stop),
@@ -299,35 +414,17 @@ impl<R: Requests> Round<'_, R> {
             stop_ms = millis(timings.stop),
             "stopped container"
         );
-        let error = match stop {
-            StopResult::Failed(error) | StopResult::AlreadyRemoved(error) => format!(": {error}"),
-            StopResult::Stopped => String::new(),
-        };
-        self.requests
-            .event(
-                crr,
-                if ok {
-                    EventType::Normal
-                } else {
-                    EventType::Warning
-                },
-                if ok { "Killing" } else { "FailedKilling" },
-                &format!(
-                    "container {} stopped with a grace period of {grace}s{error}",
-                    kill.container
-                ),
-            )
-            .await;
-        if ok {
+        // The outcome of a failed stop is told on the request; a stop that worked was said on the
+        // pod (`Killing`), and the request's own result Event comes at its completion.
+        if let StopResult::Failed(error) = stop {
             self.requests
-                .pod_event(
-                    &kill.pod_reference,
-                    EventType::Normal,
-                    "Killing",
+                .event(
+                    crr,
+                    EventType::Warning,
+                    "FailedKilling",
                     &format!(
-                        "Stopping container {} for ContainerRecreateRequest {} (grace period {grace}s)",
-                        kill.container,
-                        crr.name_any()
+                        "container {} not stopped (grace period {grace}s): {error}",
+                        kill.container
                     ),
                 )
                 .await;

@@ -4,8 +4,6 @@
 
 use std::sync::Mutex;
 
-use crate::kill_marker::KillMarker;
-
 use crr_crds::keys::{CONDITION_SUCCEEDED, LABEL_NODE_NAME, LABEL_POD_UID};
 use crr_crds::v1beta1::{
     ContainerRecreateRequestStrategy, ContainerRecreateRequestSyncContainerStatus, ProbeHandler,
@@ -181,6 +179,20 @@ impl Requests for Memory {
         Ok(self.pod.lock().unwrap().clone())
     }
 
+    fn watched_copy(&self, _: &ContainerRecreateRequest) -> Option<ContainerRecreateRequest> {
+        // The watch shows the request while it is active; one the operator completes on the
+        // re-read (`complete_on_fresh`) has left it, so the round reads it afresh.
+        if self.complete_on_fresh
+            || self
+                .failing_fresh_reads
+                .load(std::sync::atomic::Ordering::Relaxed)
+                > 0
+        {
+            return None;
+        }
+        self.crr.lock().unwrap().clone()
+    }
+
     async fn finished(&self, _: &ContainerRecreateRequest) {
         // The watch, played by polling the in-memory request.
         loop {
@@ -228,6 +240,7 @@ fn request(
     let mut crr = crate::recreate::admitted_request(containers, strategy);
     crr.metadata.namespace = Some("ns".into());
     crr.metadata.resource_version = Some("1".into());
+    crr.metadata.creation_timestamp = Some(Time(jiff::Timestamp::now()));
     crr.metadata.labels = Some(
         [
             (LABEL_POD_UID.to_owned(), POD_UID.to_owned()),
@@ -405,16 +418,16 @@ async fn status_writes_are_patches_preconditioned_on_the_version_they_were_built
     drive(&memory, &fake, &runtime, 10, &[]).await;
     assert!(must_leave_alone(&memory.get()));
     let writes = memory.writes.lock().unwrap().clone();
-    // Folded: the phase goes with the kill's announcement; then the kill's
-    // outcome; then the completion. Three writes for one container.
+    // Nothing is written before the kill: the phase goes with the kill's outcome; then the
+    // completion. Two writes for one container.
     assert_eq!(
         writes[0],
         json!({"metadata": {"resourceVersion": "1"}, "status": {
                 "phase": "Recreating",
-                "containerRecreateStates": [{"name": "app", "phase": "Pending",
-                                             "message": "killing container containerd://app-1"}]}})
+                "containerRecreateStates": [{"name": "app", "phase": "Recreating",
+                                             "isKilled": true}]}})
     );
-    assert_eq!(writes.len(), 3, "{writes:#?}");
+    assert_eq!(writes.len(), 2, "{writes:#?}");
     let shapes: Vec<Vec<String>> = writes
         .iter()
         .map(|write| {
@@ -431,11 +444,6 @@ async fn status_writes_are_patches_preconditioned_on_the_version_they_were_built
             keys
         })
         .collect();
-    assert_eq!(
-        shapes[1],
-        ["metadata", "status", "containerRecreateStates"],
-        "{writes:#?}"
-    );
     let completion = writes.last().unwrap();
     assert_eq!(
         shapes.last().unwrap(),
@@ -785,11 +793,9 @@ async fn killing_and_failed_pre_stop_hook_go_on_the_pod_with_a_summary_on_the_re
         );
     }
     let on_request = memory.events();
-    assert!(
-        on_request.contains(&"FailedPreStopHook".to_owned()),
-        "{on_request:?}"
-    );
-    assert!(on_request.contains(&"Killing".to_owned()), "{on_request:?}");
+    // On the request: the failed hook, and its one result Event (a stop that worked was said on
+    // the pod).
+    assert_eq!(on_request, ["FailedPreStopHook", "Recreated"]);
 }
 
 #[tokio::test]
@@ -1121,11 +1127,39 @@ async fn an_exited_container_of_an_always_pod_is_waited_for() {
 }
 
 #[tokio::test]
-async fn a_stale_request_is_never_acted_on() {
+async fn a_stale_copy_of_a_finished_request_is_never_acted_on() {
     let fake = FakeRuntime::with_containers(&["app"]);
     let runtime = fake.serve().await;
     let memory = Memory::new(request(&["app"], Default::default()));
     let stale = memory.get();
+    // The operator completed it; the copy the round was handed predates that.
+    memory.set(|crr| {
+        let status = crr.status.get_or_insert_default();
+        status.phase = Some(Phase::Completed);
+        status.completion_time = Some(Time(jiff::Timestamp::now()));
+    });
+    let metrics = Metrics::register(&mut Default::default());
+    let round = Round {
+        requests: &memory,
+        runtime: &runtime,
+        metrics: &metrics,
+        max_grace_seconds: 300,
+        preemption: Preemption::never(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
+        restart_policies: &Default::default(),
+    };
+    assert_eq!(round.run(stale).await.expect("a round"), Outcome::OnChange);
+    assert!(fake.lock().stops.is_empty());
+    assert!(memory.writes.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_kill_made_on_a_stale_copy_is_recorded_on_the_current_version() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], Default::default()));
+    let stale = memory.get();
+    // Changed meanwhile, nothing the kill depends on (the operator's snapshot, say).
     memory.set(|_| {});
     let metrics = Metrics::register(&mut Default::default());
     let round = Round {
@@ -1137,9 +1171,10 @@ async fn a_stale_request_is_never_acted_on() {
         grace_clock: &crate::grace_clock::GraceClock::default(),
         restart_policies: &Default::default(),
     };
-    let error = round.run(stale).await.expect_err("a conflict");
-    assert!(matches!(error, RoundError::Write(WriteError::Conflict)));
-    assert!(fake.lock().stops.is_empty());
+    round.run(stale).await.expect("a round");
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+    assert_eq!(memory.states(), [("app".into(), Phase::Recreating, true)]);
+    assert_eq!(memory.get().phase(), Some(Phase::Recreating));
 }
 
 #[tokio::test]
@@ -1161,13 +1196,13 @@ async fn a_daemon_restarted_mid_recreate_never_stops_a_container_twice() {
     first.abort();
     let _ = first.await;
     assert!(fake.lock().stops.is_empty());
+    // Nothing was written before the kill: no announcement, no phase.
     assert!(
-        memory.get().status.unwrap().container_recreate_states[0]
-            .message
-            .as_deref()
-            .and_then(KillMarker::parse)
-            .is_some_and(|marker| marker.container_id == "containerd://app-1"),
-        "the kill was announced"
+        memory.get().status.is_none_or(
+            |status| status.phase.is_none() && status.container_recreate_states.is_empty()
+        ),
+        "{:?}",
+        memory.get().status
     );
     // Second daemon: the container still runs, so the kill did not happen: do it once.
     fake.lock().exec.hang = false;
@@ -1183,15 +1218,12 @@ async fn a_daemon_restarted_mid_recreate_never_stops_a_container_twice() {
     };
     round.run(memory.get()).await.expect("a round");
     assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
-    // It dies right after the kill, before recording it: forget isKilled, keep the
-    // announcement, as the status would be.
+    // It dies right after the kill, before recording it: the status as it was before.
     memory.set(|crr| {
-        let state = &mut crr.status.as_mut().unwrap().container_recreate_states[0];
-        state.is_killed = false;
-        state.phase = Phase::Pending;
-        state.message = Some(KillMarker::new("containerd://app-1").format());
+        crr.status = None;
     });
-    // Third daemon: sees the announced container gone, never kills its replacement.
+    // Third daemon: sees the container the statusContext names replaced, as upstream's does,
+    // and never kills its replacement.
     drive(&memory, &fake, &runtime, 10, &[]).await;
     assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
     assert_eq!(memory.states(), [("app".into(), Phase::Succeeded, true)]);
@@ -1604,4 +1636,138 @@ async fn a_grace_marked_an_hour_ago_by_another_clock_is_still_waited_out_here() 
         "{outcomes:?}"
     );
     assert!(fake.lock().stops.is_empty());
+}
+
+/// The status writes' `status` objects, and the request's and the pod's Event reasons.
+fn record(memory: &Memory) -> (Vec<serde_json::Value>, Vec<String>, Vec<String>) {
+    let writes = memory
+        .writes
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|write| write["status"].clone())
+        .collect();
+    let on_pod = memory
+        .pod_events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(regarding, _, reason, _)| {
+            format!(
+                "{reason} {}",
+                regarding.field_path.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    (writes, memory.events(), on_pod)
+}
+
+#[tokio::test]
+async fn a_plain_request_costs_two_writes_and_two_events() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], grace(3)));
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    let (writes, on_request, on_pod) = record(&memory);
+    assert_eq!(writes.len(), 2, "{writes:#?}");
+    // No state tells anything before it has an outcome: no message until then.
+    assert!(writes.iter().all(|write| {
+        write["containerRecreateStates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|state| state.get("message").is_none())
+    }));
+    assert_eq!(on_pod, ["Killing spec.containers{app}"]);
+    assert_eq!(on_request, ["Recreated"]);
+    assert_eq!(
+        memory.pod_reads.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
+
+#[tokio::test]
+async fn the_kills_of_an_unordered_request_are_recorded_in_one_write_in_order() {
+    let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app", "sidecar"], grace(3)));
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    // One after the other, in the listed order, each stop finished before the next.
+    assert_eq!(fake.lock().stopped_ids(), ["app-1", "sidecar-1"]);
+    let (writes, on_request, on_pod) = record(&memory);
+    assert_eq!(writes.len(), 2, "{writes:#?}");
+    assert_eq!(
+        writes[0],
+        json!({"phase": "Recreating", "containerRecreateStates": [
+            {"name": "app", "phase": "Recreating", "isKilled": true},
+            {"name": "sidecar", "phase": "Recreating", "isKilled": true}]})
+    );
+    assert_eq!(
+        on_pod,
+        [
+            "Killing spec.containers{app}",
+            "Killing spec.containers{sidecar}"
+        ]
+    );
+    assert_eq!(on_request, ["Recreated"]);
+}
+
+#[tokio::test]
+async fn an_ordered_request_records_each_kill_before_waiting_for_it() {
+    let fake = FakeRuntime::with_containers(&["app", "sidecar"]);
+    let runtime = fake.serve().await;
+    let strategy = ContainerRecreateRequestStrategy {
+        ordered_recreate: true,
+        ..grace(3)
+    };
+    let memory = Memory::new(request(&["app", "sidecar"], strategy));
+    drive(&memory, &fake, &runtime, 20, &[]).await;
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    assert_eq!(fake.lock().stopped_ids(), ["app-1", "sidecar-1"]);
+    let (writes, _, _) = record(&memory);
+    // The kill of app, then (once app is back and Ready) the kill of sidecar, then the
+    // completion: the waits between kills are visible in the status.
+    assert!(writes.len() <= 3, "{writes:#?}");
+    assert_eq!(
+        writes[0]["containerRecreateStates"],
+        json!([{"name": "app", "phase": "Recreating", "isKilled": true},
+               {"name": "sidecar", "phase": "Pending"}])
+    );
+}
+
+#[tokio::test]
+async fn a_kill_that_could_outlast_the_operators_patience_writes_the_phase_first() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    // The pod's grace period is long (120 s): the kill could end after the operator gives up
+    // on a request without a phase (60 s from creation).
+    let memory = Memory::new(request(&["app"], Default::default()));
+    memory.set_pod(|pod| pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(120));
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    let (writes, _, _) = record(&memory);
+    assert_eq!(writes[0], json!({"phase": "Recreating"}), "{writes:#?}");
+    assert_eq!(writes.len(), 3, "{writes:#?}");
+    assert!(writes[1].get("phase").is_none(), "{writes:#?}");
+}
+
+#[tokio::test]
+async fn a_kill_recorded_on_a_request_completed_meanwhile_never_moves_its_phase_back() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    // The operator completes the request (its deadline) while the kill is under way.
+    let mut memory = with_pre_stop(request(&["app"], grace(9)), exec(&["drain"]), vec![]);
+    memory.complete_on_fresh = true;
+    drive(&memory, &fake, &runtime, 1, &[]).await;
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+    let crr = memory.get();
+    assert_eq!(crr.phase(), Some(Phase::Completed));
+    assert_eq!(memory.states(), [("app".into(), Phase::Recreating, true)]);
+    let (writes, _, _) = record(&memory);
+    assert!(
+        writes.iter().all(|write| write.get("phase").is_none()),
+        "{writes:#?}"
+    );
 }

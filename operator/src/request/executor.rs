@@ -259,13 +259,9 @@ impl Executor<'_> {
         });
         match self.crrs.delete(&name, &params).await {
             Ok(_) => {
+                // No Event: it would be about an object that is gone, one more write per
+                // request for nobody to read with `kubectl describe` (issue 36: at most two).
                 info!("deleted after ttlSecondsAfterFinished");
-                self.publish_on_crr(
-                    EventType::Normal,
-                    "TTLExpired",
-                    "deleted: ttlSecondsAfterFinished passed since completion",
-                )
-                .await;
                 Ok(Step::Stop)
             }
             Err(kube::Error::Api(status)) if status.is_not_found() => Ok(Step::Stop),

@@ -16,8 +16,8 @@
 //! reads their outcome.
 //!
 //! [`expire_while_leading`] deletes the entries whose TTL has run out, on the Lease holder only,
-//! preconditioned on the UID (a new request under the same name is never deleted), with a
-//! `TTLExpired` Event as the reconcile did.
+//! preconditioned on the UID (a new request under the same name is never deleted). No Event
+//! says so: it would be about an object that is gone (the log line does).
 //!
 //! [`cache::is_settled`]: crate::cache::is_settled
 
@@ -28,11 +28,9 @@ use std::time::Duration;
 use crr_crds::keys;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{DeleteParams, Preconditions};
-use kube::runtime::events::EventType;
 use kube::runtime::watcher;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
@@ -313,17 +311,6 @@ async fn delete(ctx: &Context, due: &Due) -> Result<Deletion, Error> {
     }
 }
 
-fn reference(due: &Due) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(ContainerRecreateRequest::api_version(&()).into_owned()),
-        kind: Some(ContainerRecreateRequest::kind(&()).into_owned()),
-        namespace: Some(due.namespace.clone()),
-        name: Some(due.name.clone()),
-        uid: due.uid.clone(),
-        ..ObjectReference::default()
-    }
-}
-
 /// Deletes settled requests as their TTL runs out, while this replica holds the Lease, until
 /// `shutdown` resolves.
 pub async fn expire_while_leading(
@@ -355,14 +342,6 @@ pub async fn expire_while_leading(
                     ctx.backoff.succeeded(&key);
                     if deletion == Deletion::Deleted {
                         info!(crr = %key, "deleted after ttlSecondsAfterFinished");
-                        ctx.events
-                            .publish(
-                                &reference(due),
-                                EventType::Normal,
-                                "TTLExpired",
-                                "deleted: ttlSecondsAfterFinished passed since completion",
-                            )
-                            .await;
                     } else {
                         debug!(crr = %key, "gone before its TTL deletion");
                     }

@@ -15,9 +15,9 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, ensure};
-use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use crr_crds::v1beta1::Phase;
 use crr_e2e::faults;
-use crr_e2e::{Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_ready, succeeded, wait};
+use crr_e2e::{Ctx, Expect, Scenario, Version, check, id_and_restarts, pod_ready, succeeded};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use serde_json::{Value, json};
@@ -227,25 +227,20 @@ async fn node_lost(ctx: Ctx) -> anyhow::Result<()> {
                             "activeDeadlineSeconds": 40}}),
         )
         .await?;
-    // The kill is announced in the status before it is made.
-    wait(
-        ctx.crrs(),
-        &name,
-        Duration::from_secs(60),
-        |crr: Option<&ContainerRecreateRequest>| {
-            crr.and_then(|crr| crr.status.as_ref())
-                .is_some_and(|status| {
-                    status.container_recreate_states.iter().any(|state| {
-                        state
-                            .message
-                            .as_deref()
-                            .is_some_and(|m| m.starts_with("killing container "))
-                    })
-                })
-        },
-    )
-    .await
-    .context("the daemon never announced its kill")?;
+    // The kill has begun: the daemon says `Killing` on the pod before it stops the container,
+    // as the kubelet does (its state tells nothing until the kill has an outcome).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while killing_reporters(&ctx, "lost")
+        .await?
+        .iter()
+        .all(|(controller, _)| !controller.contains("crr"))
+    {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the daemon never began its kill (no Killing Event on pod lost)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     cluster(&["stop", &format!("kubelet@{lost}")]).await?;
     cluster(&["stop", &format!("containerd@{lost}")]).await?;
     println!("nodes:   {lost}'s kubelet and containerd stopped after the kill");

@@ -277,7 +277,16 @@ async fn expired_ttl_deletes_with_a_uid_precondition() {
         let (body, send) = expect(&mut handle, Method::DELETE, CRR_PATH).await;
         assert_eq!(body["preconditions"]["uid"], "crr-uid");
         send.send_response(respond(StatusCode::OK, &crr(Some(Phase::Completed))));
-        expect_event(&mut handle, "TTLExpired", keys::KIND).await;
+        // No TTLExpired Event about the object just deleted: nothing after the delete (the
+        // reconcile ends and its client goes, or nothing comes).
+        let after = tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await;
+        if let Ok(Some((request, _))) = after {
+            panic!(
+                "a request after the delete: {} {}",
+                request.method(),
+                request.uri()
+            );
+        }
     });
     let action = reconcile(Arc::new(request), ctx).await.expect("reconcile");
     assert_eq!(action, kube::runtime::controller::Action::await_change());
