@@ -4,10 +4,11 @@
 //! status cannot be set at creation (the API server resets it), so the admission webhook that
 //! injects the gate cannot do it. Upstream's `podreadiness` controller does this for every pod
 //! with the gate. Here, without watching every pod's spec:
-//! - pods matching a label selector are watched (full objects, but only those pods are cached):
-//!   the pod webhook labels every pod created with the gate, and adds the gate to every pod
-//!   created with the label;
-//! - a periodic sweep ([`sweep`]) lists all pods, a page at a time, keeping nothing, and starts
+//! - pods matching a label selector are watched, slim (`pod_view::SlimPod`: identity, readiness
+//!   gates, conditions; a tenant's fat pods cost a page's body, never a cache of them): the pod
+//!   webhook labels every pod created with the gate, and adds the gate to every pod created with
+//!   the label;
+//! - a periodic sweep ([`sweep`]) lists all pods, slim, a page at a time, keeping nothing, and starts
 //!   the condition of any gated pod that lacks it: pods created before crr was installed (an
 //!   OpenKruise template, OpenKruise removed) or while the webhook was away (the pod hook fails
 //!   open). It runs when a replica becomes leader and then every `--readiness-gate-sweep-seconds`.
@@ -19,8 +20,8 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::api::{ListParams, Patch};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
@@ -30,6 +31,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::FIELD_MANAGER;
+use crate::pod_view::{POD_PAGE, SlimPod};
 use crate::readiness::{self, PodConditionsPatch};
 
 /// Shared state of the initializer.
@@ -51,7 +53,10 @@ pub struct GateError {
     pub source: kube::Error,
 }
 
-async fn reconcile(pod: Arc<Pod>, ctx: Arc<GateContext>) -> Result<controller::Action, GateError> {
+async fn reconcile(
+    pod: Arc<SlimPod>,
+    ctx: Arc<GateContext>,
+) -> Result<controller::Action, GateError> {
     if !*ctx.leader.borrow() {
         return Ok(controller::Action::await_change());
     }
@@ -89,68 +94,12 @@ async fn start_condition(client: &Client, pod: &Pod) -> Result<bool, GateError> 
     }
 }
 
-/// Pods per page of the sweep's LIST: memory is one page's body, whatever the cluster's size.
-/// Real pods carry kilobytes each (managedFields, env, annotations), so a page is kept short.
-const SWEEP_PAGE: u32 = 100;
-
-/// A page of the sweep's LIST, decoded into [`SweptPod`]s.
+/// A page of the sweep's LIST, decoded slim ([`SlimPod`]): a page's memory is its body, whatever
+/// the cluster's size, and nothing of it is kept.
 #[derive(Deserialize)]
 struct SweepPage {
     metadata: ListMeta,
-    items: Vec<SweptPod>,
-}
-
-/// What the sweep reads of a pod: its identity, its readiness gates and its conditions. Decoding
-/// nothing else (no managedFields, no containers, no annotations) keeps a page small: a page of
-/// full `Pod`s held the leader's memory at its high-water mark long after the sweep.
-#[derive(Deserialize)]
-struct SweptPod {
-    metadata: SweptMeta,
-    #[serde(default)]
-    spec: Option<SweptSpec>,
-    #[serde(default)]
-    status: Option<SweptStatus>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SweptMeta {
-    name: Option<String>,
-    namespace: Option<String>,
-    resource_version: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SweptSpec {
-    readiness_gates: Option<Vec<PodReadinessGate>>,
-}
-
-#[derive(Deserialize)]
-struct SweptStatus {
-    conditions: Option<Vec<PodCondition>>,
-}
-
-impl SweptPod {
-    /// The pod as [`readiness::initial`] and [`start_condition`] read it.
-    fn into_pod(self) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: self.metadata.name,
-                namespace: self.metadata.namespace,
-                resource_version: self.metadata.resource_version,
-                ..ObjectMeta::default()
-            },
-            spec: self.spec.map(|spec| PodSpec {
-                readiness_gates: spec.readiness_gates,
-                ..PodSpec::default()
-            }),
-            status: self.status.map(|status| PodStatus {
-                conditions: status.conditions,
-                ..PodStatus::default()
-            }),
-        }
-    }
+    items: Vec<SlimPod>,
 }
 
 /// Starts the condition of every pod in `namespace` (all when `None`) that declares the gate
@@ -160,7 +109,7 @@ pub async fn sweep(client: &Client, namespace: Option<&str>) -> Result<usize, ku
         Some(namespace) => format!("/api/v1/namespaces/{namespace}/pods"),
         None => "/api/v1/pods".to_owned(),
     };
-    let mut params = ListParams::default().limit(SWEEP_PAGE);
+    let mut params = ListParams::default().limit(POD_PAGE);
     let mut started = 0;
     loop {
         let request = kube::core::Request::new(&path)
@@ -168,7 +117,7 @@ pub async fn sweep(client: &Client, namespace: Option<&str>) -> Result<usize, ku
             .map_err(kube::Error::BuildRequest)?;
         let page: SweepPage = client.request(request).await?;
         for pod in page.items {
-            match start_condition(client, &pod.into_pod()).await {
+            match start_condition(client, &pod).await {
                 Ok(true) => started += 1,
                 Ok(false) => {}
                 Err(error) => warn!(%error, "readiness gate sweep"),
@@ -208,7 +157,11 @@ pub async fn sweep_while_leading(
     }
 }
 
-fn error_policy(_pod: Arc<Pod>, error: &GateError, _ctx: Arc<GateContext>) -> controller::Action {
+fn error_policy(
+    _pod: Arc<SlimPod>,
+    error: &GateError,
+    _ctx: Arc<GateContext>,
+) -> controller::Action {
     warn!(%error, "readiness gate initialisation failed");
     controller::Action::requeue(Duration::from_secs(5))
 }
@@ -222,8 +175,11 @@ pub async fn run(
     became_leader: impl Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let pods: Api<Pod> = crr_runtime::client::namespaced_or_all(ctx.client.clone(), namespace);
-    Controller::new(pods, watcher::Config::default().labels(selector))
+    let pods: Api<SlimPod> = crr_runtime::client::namespaced_or_all(ctx.client.clone(), namespace);
+    let config = watcher::Config::default()
+        .labels(selector)
+        .page_size(POD_PAGE);
+    Controller::new(pods, config)
         .reconcile_all_on(became_leader)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -284,8 +240,7 @@ mod tests {
         for (gated, condition) in [(false, false), (true, false), (true, true)] {
             let json = real_pod(gated, condition);
             let whole: Pod = serde_json::from_value(json.clone()).unwrap();
-            let slim: SweptPod = serde_json::from_value(json).unwrap();
-            let slim = slim.into_pod();
+            let slim: SlimPod = serde_json::from_value(json).unwrap();
             assert_eq!(
                 readiness::initial(&slim, now),
                 readiness::initial(&whole, now)
@@ -308,7 +263,10 @@ mod tests {
         let (request, send) = handle.next_request().await.unwrap();
         assert_eq!(request.method(), Method::GET);
         assert!(
-            request.uri().to_string().contains("limit=100"),
+            request
+                .uri()
+                .to_string()
+                .contains(&format!("limit={POD_PAGE}")),
             "{}",
             request.uri()
         );

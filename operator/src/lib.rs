@@ -9,8 +9,9 @@
 //!
 //! Each wing has one `start`, which [`run`] calls; the wings meet only through API objects and
 //! the caches `run` hands on. The ground they share: [`wing`] (what `run` hands each wing),
-//! [`reconcile_errors`], [`readiness`], [`deadline`], [`cache`], [`lease`] and [`elector`] (the
-//! Lease), [`gate`] (starts readiness gates). In every wing a pure decision is tested beside the
+//! [`reconcile_errors`], [`readiness`], [`deadline`], [`cache`] (the requests as kept),
+//! [`pod_view`] (the pods as kept), [`lease`] and [`elector`] (the Lease), [`gate`] (starts
+//! readiness gates). In every wing a pure decision is tested beside the
 //! code and a thin executor carries it out against the API server; `main.rs` only parses flags
 //! ([`args`]).
 
@@ -24,6 +25,7 @@ pub mod deadline;
 pub mod elector;
 pub mod gate;
 pub mod lease;
+pub mod pod_view;
 pub mod readiness;
 pub mod reconcile_errors;
 pub mod request;

@@ -8,13 +8,15 @@
 //!   observed) leaves the store for a compact index that drives its TTL deletion (`settled`);
 //!   one a rollout made stays, keeping only what the rollout reads (`cache`). Requests piling up
 //!   cost little.
-//! * Pods through a **metadata-only** watch. A pod event only has to say "this pod changed" so
-//!   the requests that name it are re-queued (see `pod_events`); the reconcile then GETs the one pod
-//!   it needs, fresh. A full pod watch would cache every pod spec and status of the cluster to
-//!   serve the few pods that have requests; per-pod field-selector watches would need dynamic
-//!   watch management. The metadata stream is small per object and nothing from it is kept in
-//!   memory (no pod store), at the price of one GET per reconcile and events for pods without
-//!   requests, which the mapper drops after a lookup in the request cache.
+//! * Pods through a **slim** watch of all pods (`pod_view::SlimPod`: decoded straight into the
+//!   fields the plan reads, [`pod_view::POD_PAGE`] pods a list page). A pod event re-queues the
+//!   requests that name it (see `pod_events`), and the pods of requests in flight are kept from
+//!   the watch (`pod_memo`): a request's first reconcile reads its pod with one GET, every later
+//!   one reads the watch's copy. Other pods are dropped as they come, so memory follows the
+//!   requests in flight, not the cluster; per-pod field-selector watches would need dynamic watch
+//!   management.
+//!
+//! [`pod_view::POD_PAGE`]: crate::pod_view::POD_PAGE
 //!
 //! # Writes
 //! Status writes are [`StatusPatch`]es: JSON merge patches of the status subresource, each built
@@ -35,9 +37,7 @@ use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use futures::{FutureExt, Stream, StreamExt};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::Patch;
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, Store};
@@ -46,6 +46,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{Instrument, debug, info_span, warn};
 
 use crate::FIELD_MANAGER;
+use crate::pod_view::{POD_PAGE, SlimPod};
 use crate::request::context::Context;
 use crate::request::error::Error;
 use crate::request::executor::{Executor, Step};
@@ -73,7 +74,7 @@ pub async fn reconcile(
     let span =
         info_span!("reconcile", crr = %format!("{namespace}/{name}"), pod = %crr.spec.pod_name);
     async move {
-        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+        let pods: Api<SlimPod> = Api::namespaced(ctx.client.clone(), &namespace);
         let pod_key = format!("{namespace}/{}", crr.spec.pod_name);
         let pod = if crr.spec.pod_name.is_empty() || !reconcile::needs_pod(&crr) {
             ctx.pod_memo.forget(&pod_key);
@@ -87,7 +88,8 @@ pub async fn reconcile(
                 .map_err(|source| Error::ReadPod {
                     pod: pod_key.clone(),
                     source,
-                })?;
+                })?
+                .map(|pod| pod.0);
             if let Some(pod) = &pod {
                 ctx.pod_memo.keep(&pod_key, Arc::new(pod.clone()));
             }
@@ -193,27 +195,25 @@ async fn report_refusal(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>, r
     }
 }
 
-/// Pod metadata events (the objects touched). Calls `on_synced` once the first list of pods has
-/// been seen.
+/// Pod events, slim (the objects touched); the pods of requests in flight go to `pod_memo`.
+/// Calls `on_synced` once the first list of pods has been seen.
 pub fn pod_triggers(
     client: Client,
     namespace: Option<&str>,
     pod_memo: Arc<crate::request::pod_memo::PodMemo>,
     on_synced: impl Fn() + Send + 'static,
-) -> impl Stream<Item = Result<PartialObjectMeta<Pod>, watcher::Error>> + Send + 'static {
-    // `Api<PartialObjectMeta<_>>` makes metadata-only list and watch requests.
-    let pods: Api<PartialObjectMeta<Pod>> =
-        crr_runtime::client::namespaced_or_all(client, namespace);
-    watcher(pods, watcher::Config::default())
+) -> impl Stream<Item = Result<SlimPod, watcher::Error>> + Send + 'static {
+    let pods: Api<SlimPod> = crr_runtime::client::namespaced_or_all(client, namespace);
+    watcher(pods, watcher::Config::default().page_size(POD_PAGE))
         .default_backoff()
         .inspect(move |event| {
-            let key = |pod: &PartialObjectMeta<Pod>| {
+            let key = |pod: &SlimPod| {
                 format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
             };
             match event {
                 Ok(watcher::Event::InitDone) => on_synced(),
                 Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
-                    pod_memo.reported(&key(pod), pod.resource_version());
+                    pod_memo.seen(&key(pod), Arc::new(pod.0.clone()));
                 }
                 Ok(watcher::Event::Delete(pod)) => {
                     pod_memo.deleted(&key(pod), pod.metadata.uid.clone());

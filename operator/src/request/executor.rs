@@ -39,7 +39,7 @@ pub(crate) enum Step {
 pub(crate) struct Executor<'a> {
     pub(crate) ctx: &'a Context,
     pub(crate) crrs: Api<ContainerRecreateRequest>,
-    pub(crate) pods: Api<Pod>,
+    pub(crate) pods: Api<crate::pod_view::SlimPod>,
     /// The request as last read or written (its resourceVersion guards the next write).
     pub(crate) current: ContainerRecreateRequest,
     /// The pod as read at the start of the reconcile.
@@ -301,7 +301,7 @@ impl Executor<'_> {
             let pod = match pod {
                 Some(pod) => pod,
                 None => match self.pods.get_opt(&pod_name).await {
-                    Ok(Some(pod)) => pod,
+                    Ok(Some(pod)) => pod.0,
                     Ok(None) => return Ok(false),
                     Err(source) => {
                         return Err(Error::ReadPod {
@@ -328,7 +328,7 @@ impl Executor<'_> {
                 .await
             {
                 Ok(updated) => {
-                    self.pod = Some(updated);
+                    self.pod = Some(updated.0);
                     return Ok(true);
                 }
                 Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(false),

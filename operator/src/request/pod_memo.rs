@@ -1,16 +1,17 @@
-//! The pods of requests in flight, as the operator last read them, with the newest
-//! resourceVersion the pod metadata watch reported for each (one pod GET per pod change, not per reconcile). A reconcile
-//! reuses the pod it read before while the watch has reported no change since; otherwise it
-//! reads the pod again (one GET) and keeps that. A copy kept late by a reconcile that read it
-//! earlier never hides a newer report, and a pod the watch reports deleted is never served again
-//! (a tombstone until another pod takes its name), so a gone pod is always read as gone. A
-//! request that no longer needs its pod forgets it.
+//! The pods of requests in flight, slim (`pod_view::SlimPod`), as the pod watch last showed them.
+//! The watch sends every pod's changes; a pod is kept only once a request in flight has asked for
+//! it (its first reconcile reads it with one GET), and from then on every change the watch shows
+//! replaces it, so the reconciles that follow read it from here: no GET per pod change. A copy a
+//! reconcile kept late (read or written before the watch's newer one) is never served over the
+//! watch's, and a pod the watch reports deleted is never served again (a tombstone until another
+//! pod takes its name), so a gone pod is always read as gone. A request that no longer needs its
+//! pod forgets it.
 //!
-//! Only pods the operator has read are kept (the watch's reports for other pods are dropped), so
-//! memory follows the requests in flight, not the cluster. A copy is served only while the
-//! watch's newest report is its very version: the operator sees a pod no older than its watch
-//! does (as a controller reading an informer's cache would), every later change re-queues the
-//! request, and every pod write is preconditioned on the resourceVersion it was computed from.
+//! Only pods a request asked for are kept (the watch's other pods are dropped), so memory follows
+//! the requests in flight, not the cluster. A copy is served only while the watch's newest
+//! version is its very version: the operator sees a pod no older than its watch does (as a
+//! controller reading an informer's cache would), every later change re-queues the request, and
+//! every pod write is preconditioned on the resourceVersion it was computed from.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -20,7 +21,7 @@ use kube::ResourceExt as _;
 
 #[derive(Debug, Default)]
 struct Entry {
-    /// The newest resourceVersion the metadata watch reported.
+    /// The newest resourceVersion the watch showed.
     reported: Option<String>,
     /// The pod as last read or written.
     read: Option<Arc<Pod>>,
@@ -66,16 +67,24 @@ impl PodMemo {
         entry.read = Some(pod);
     }
 
-    /// The metadata watch reports `version` of a pod; ignored for pods never read.
-    pub fn reported(&self, key: &str, version: Option<String>) {
-        if let Some(entry) = self.entries().get_mut(key)
-            && entry.deleted.is_none()
-        {
-            entry.reported = version;
+    /// The watch shows `pod` (slim): kept as the current copy when a request asked for that
+    /// pod before; dropped otherwise, and when it is a copy of the pod reported deleted.
+    pub fn seen(&self, key: &str, pod: Arc<Pod>) {
+        let mut entries = self.entries();
+        let Some(entry) = entries.get_mut(key) else {
+            return;
+        };
+        if let Some(deleted) = &entry.deleted {
+            if pod.metadata.uid.as_ref() == Some(deleted) {
+                return;
+            }
+            *entry = Entry::default();
         }
+        entry.reported = pod.resource_version();
+        entry.read = Some(pod);
     }
 
-    /// The metadata watch reports the pod with `uid` deleted.
+    /// The watch reports the pod with `uid` deleted.
     pub fn deleted(&self, key: &str, uid: Option<String>) {
         if let Some(entry) = self.entries().get_mut(key) {
             *entry = Entry {
@@ -123,31 +132,37 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_is_reused_until_the_watch_reports_another_version() {
+    fn a_pod_asked_for_is_then_served_from_the_watch() {
         let memo = PodMemo::default();
         assert_eq!(version(&memo), None, "never read");
+        memo.seen("ns/web", pod("u1", "4"));
+        assert_eq!(version(&memo), None, "not asked for: not kept");
         memo.keep("ns/web", pod("u1", "5"));
         assert_eq!(
             version(&memo).as_deref(),
             Some("5"),
             "a fresh read is current"
         );
-        memo.reported("ns/web", Some("5".into()));
+        memo.seen("ns/web", pod("u1", "5"));
         assert_eq!(version(&memo).as_deref(), Some("5"));
-        memo.reported("ns/web", Some("6".into()));
-        assert_eq!(version(&memo), None, "changed since: read again");
-        memo.keep("ns/web", pod("u1", "6"));
-        assert_eq!(version(&memo).as_deref(), Some("6"));
+        memo.seen("ns/web", pod("u1", "6"));
+        assert_eq!(
+            version(&memo).as_deref(),
+            Some("6"),
+            "the watch's copy, no read"
+        );
     }
 
     #[test]
     fn an_older_copy_kept_late_never_hides_a_newer_report() {
         let memo = PodMemo::default();
         memo.keep("ns/web", pod("u1", "5"));
-        memo.reported("ns/web", Some("7".into()));
-        // A reconcile that read version 5 ends after the watch reported 7.
+        memo.seen("ns/web", pod("u1", "7"));
+        // A reconcile that read version 5 ends after the watch showed 7: read again.
         memo.keep("ns/web", pod("u1", "5"));
         assert_eq!(version(&memo), None);
+        memo.seen("ns/web", pod("u1", "8"));
+        assert_eq!(version(&memo).as_deref(), Some("8"));
     }
 
     #[test]
@@ -159,17 +174,21 @@ mod tests {
         // A reconcile still running keeps its copy of the deleted pod: dropped.
         memo.keep("ns/web", pod("u1", "5"));
         assert_eq!(version(&memo), None);
-        memo.reported("ns/web", Some("5".into()));
+        memo.seen("ns/web", pod("u1", "5"));
         assert_eq!(version(&memo), None);
-        // The StatefulSet's next pod of that name.
-        memo.keep("ns/web", pod("u2", "9"));
+        // The StatefulSet's next pod of that name, as the watch shows it.
+        memo.seen("ns/web", pod("u2", "8"));
+        assert_eq!(version(&memo).as_deref(), Some("8"));
+        memo.deleted("ns/web", Some("u2".into()));
+        // Or as a read shows it.
+        memo.keep("ns/web", pod("u3", "9"));
         assert_eq!(version(&memo).as_deref(), Some("9"));
     }
 
     #[test]
     fn reports_of_pods_never_read_are_dropped() {
         let memo = PodMemo::default();
-        memo.reported("ns/other", Some("1".into()));
+        memo.seen("ns/other", pod("u", "1"));
         memo.deleted("ns/other", Some("u".into()));
         assert!(memo.is_empty());
         memo.keep("ns/web", pod("u1", "5"));

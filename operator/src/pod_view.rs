@@ -1,0 +1,322 @@
+//! The operator's slim view of a pod: what the request wing and the readiness gate decide on,
+//! decoded straight from the API server's JSON so that nothing else is ever allocated.
+//!
+//! | kept | read by |
+//! |---|---|
+//! | name, namespace, uid, resourceVersion, deletionTimestamp | the pod-gone check, every pod write's precondition |
+//! | `spec.readinessGates` | whether the pod declares `KruisePodReady` (`readiness`, `gate`) |
+//! | `status.conditions` | the readiness holders and the gate's initial condition (`readiness`) |
+//! | each container status's name, ready, restartCount, containerID and `state.running` (regular and init containers) | the snapshot (`request::snapshot`) |
+//!
+//! Everything a tenant can make large goes unread: env, command, args, annotations, labels,
+//! `managedFields`, volumes, termination messages. A pod with 1 MB of env and annotations is
+//! kept in about 1 KB (the tests below). [`SlimPod`] is a [`kube::Resource`], so watches, lists,
+//! GETs and the responses of pod writes decode into it directly (`Api<SlimPod>`); the code that
+//! decides reads the [`Pod`] inside, which has only these fields set.
+//!
+//! A watch or list of all pods still has the API server send whole pods: [`POD_PAGE`] bounds how
+//! many one list page holds before they are decoded.
+
+use std::borrow::Cow;
+
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodReadinessGate,
+    PodSpec, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde::Deserialize;
+
+/// Pods per page of a list of pods (a watch's relist, the gate's sweep): a page's body is held
+/// whole before it is decoded, and one pod may be as large as the API server stores (about
+/// 1.5 MB), so 20 of them stay under a quarter of the operator's 128 Mi limit.
+pub const POD_PAGE: u32 = 20;
+
+/// A pod with only the fields the operator reads (see the module's table).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlimPod(pub Pod);
+
+impl SlimPod {
+    /// Slims a whole pod to the same fields decoding does (a pod built in memory, in tests).
+    pub fn of(pod: &Pod) -> Self {
+        // A pod always serializes; were it not to, nothing would be kept rather than too much.
+        serde_json::to_value(pod)
+            .and_then(serde_json::from_value)
+            .unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for SlimPod {
+    type Target = Pod;
+
+    fn deref(&self) -> &Pod {
+        &self.0
+    }
+}
+
+impl kube::Resource for SlimPod {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(dynamic: &()) -> Cow<'_, str> {
+        Pod::kind(dynamic)
+    }
+
+    fn group(dynamic: &()) -> Cow<'_, str> {
+        Pod::group(dynamic)
+    }
+
+    fn version(dynamic: &()) -> Cow<'_, str> {
+        Pod::version(dynamic)
+    }
+
+    fn plural(dynamic: &()) -> Cow<'_, str> {
+        Pod::plural(dynamic)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+impl<'de> Deserialize<'de> for SlimPod {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Wire::deserialize(deserializer)
+            .map(Wire::into_pod)
+            .map(SlimPod)
+    }
+}
+
+impl serde::Serialize for SlimPod {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// The wire shape of the fields kept; serde skips every other field without allocating it.
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(default)]
+    metadata: WireMeta,
+    #[serde(default)]
+    spec: Option<WireSpec>,
+    #[serde(default)]
+    status: Option<WireStatus>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    deletion_timestamp: Option<Time>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireSpec {
+    readiness_gates: Option<Vec<PodReadinessGate>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireStatus {
+    conditions: Option<Vec<PodCondition>>,
+    container_statuses: Option<Vec<WireContainerStatus>>,
+    init_container_statuses: Option<Vec<WireContainerStatus>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireContainerStatus {
+    name: String,
+    #[serde(default)]
+    ready: bool,
+    #[serde(default)]
+    restart_count: i32,
+    #[serde(rename = "containerID")]
+    container_id: Option<String>,
+    state: Option<WireContainerState>,
+}
+
+#[derive(Deserialize)]
+struct WireContainerState {
+    running: Option<ContainerStateRunning>,
+}
+
+impl WireContainerStatus {
+    fn into_status(self) -> ContainerStatus {
+        ContainerStatus {
+            name: self.name,
+            ready: self.ready,
+            restart_count: self.restart_count,
+            container_id: self.container_id,
+            state: self.state.map(|state| ContainerState {
+                running: state.running,
+                ..ContainerState::default()
+            }),
+            ..ContainerStatus::default()
+        }
+    }
+}
+
+impl Wire {
+    fn into_pod(self) -> Pod {
+        let statuses = |list: Option<Vec<WireContainerStatus>>| {
+            list.map(|list| {
+                list.into_iter()
+                    .map(WireContainerStatus::into_status)
+                    .collect()
+            })
+        };
+        Pod {
+            metadata: ObjectMeta {
+                name: self.metadata.name,
+                namespace: self.metadata.namespace,
+                uid: self.metadata.uid,
+                resource_version: self.metadata.resource_version,
+                deletion_timestamp: self.metadata.deletion_timestamp,
+                ..ObjectMeta::default()
+            },
+            spec: self.spec.map(|spec| PodSpec {
+                readiness_gates: spec.readiness_gates,
+                ..PodSpec::default()
+            }),
+            status: self.status.map(|status| PodStatus {
+                conditions: status.conditions,
+                container_statuses: statuses(status.container_statuses),
+                init_container_statuses: statuses(status.init_container_statuses),
+                ..PodStatus::default()
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A pod a tenant made fat: 1 MB of env, 200 KB of annotations, a termination message.
+    fn fat_pod() -> serde_json::Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "web-0", "namespace": "tenant", "uid": "pod-uid", "resourceVersion": "42",
+                "labels": {"app": "web", "crr.apps.kruise.io/readiness-gate": "true"},
+                "annotations": {"big": "a".repeat(200_000)},
+                "managedFields": [{"manager": "kubectl", "operation": "Apply",
+                                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
+            },
+            "spec": {
+                "readinessGates": [{"conditionType": "KruisePodReady"}],
+                "containers": [{"name": "app", "image": "app:1",
+                                "env": [{"name": "BIG", "value": "e".repeat(1_000_000)}]},
+                               {"name": "sidecar", "image": "proxy:1"}],
+            },
+            "status": {
+                "phase": "Running",
+                "conditions": [
+                    {"type": "KruisePodReady", "status": "False",
+                     "message": "[{\"userAgent\":\"ContainerRecreateRequest\",\"key\":\"tenant/r\"}]"},
+                    {"type": "Ready", "status": "False"},
+                ],
+                "containerStatuses": [
+                    {"name": "app", "ready": true, "restartCount": 1, "image": "app:1",
+                     "imageID": "sha256:1", "containerID": "containerd://app-2",
+                     "state": {"running": {"startedAt": "2026-11-28T10:00:00Z"}},
+                     "lastState": {"terminated": {"exitCode": 137,
+                                                  "message": "m".repeat(4_000)}}},
+                    {"name": "sidecar", "ready": false, "restartCount": 0, "image": "proxy:1",
+                     "imageID": "sha256:2", "containerID": "containerd://sidecar-1",
+                     "state": {"waiting": {"reason": "CrashLoopBackOff"}}},
+                ],
+            },
+        })
+    }
+
+    #[test]
+    fn a_fat_pod_is_kept_in_about_a_kilobyte_with_what_the_operator_reads() {
+        let whole_json = fat_pod();
+        let whole: Pod = serde_json::from_value(whole_json.clone()).unwrap();
+        let slim: SlimPod = serde_json::from_value(whole_json.clone()).unwrap();
+        let bytes = serde_json::to_vec(&slim).unwrap().len();
+        let whole_bytes = serde_json::to_vec(&whole_json).unwrap().len();
+        assert!(whole_bytes > 1_200_000, "{whole_bytes}");
+        assert!(bytes < 1_200, "{bytes} bytes: {slim:#?}");
+        // What the operator reads is there as the whole pod has it.
+        assert_eq!(slim.metadata.uid, whole.metadata.uid);
+        assert_eq!(
+            slim.metadata.resource_version,
+            whole.metadata.resource_version
+        );
+        assert_eq!(
+            crate::readiness::has_readiness_gate(&slim),
+            crate::readiness::has_readiness_gate(&whole)
+        );
+        assert!(crate::readiness::has_readiness_gate(&slim));
+        assert_eq!(
+            crate::readiness::holders(&slim).unwrap(),
+            crate::readiness::holders(&whole).unwrap()
+        );
+        assert_eq!(
+            slim.status.as_ref().unwrap().conditions,
+            whole.status.as_ref().unwrap().conditions
+        );
+        let app = &slim
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(
+            (
+                app.name.as_str(),
+                app.ready,
+                app.restart_count,
+                app.container_id.as_deref()
+            ),
+            ("app", true, 1, Some("containerd://app-2"))
+        );
+        assert!(app.state.as_ref().unwrap().running.is_some());
+        assert!(
+            app.last_state.is_none(),
+            "termination messages are not kept"
+        );
+        let sidecar = &slim
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[1];
+        assert!(sidecar.state.as_ref().unwrap().running.is_none());
+        // Nothing a tenant sets freely.
+        assert!(slim.metadata.annotations.is_none());
+        assert!(slim.metadata.labels.is_none());
+        assert!(slim.metadata.managed_fields.is_none());
+        assert!(slim.spec.as_ref().unwrap().containers.is_empty());
+        // Slimming a pod in memory keeps the same.
+        assert_eq!(SlimPod::of(&whole), slim);
+    }
+
+    #[test]
+    fn a_deleted_or_bare_pod_decodes() {
+        let slim: SlimPod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u",
+                         "deletionTimestamp": "2026-11-28T10:00:00Z"},
+        }))
+        .unwrap();
+        assert!(slim.metadata.deletion_timestamp.is_some());
+        assert!(slim.spec.is_none() && slim.status.is_none());
+        assert_eq!(kube::ResourceExt::name_any(&slim), "p");
+        let empty: SlimPod = serde_json::from_value(json!({})).unwrap();
+        assert_eq!(empty, SlimPod::default());
+    }
+}
