@@ -3,13 +3,15 @@
 //!
 //! | kept | read by |
 //! |---|---|
-//! | name, namespace, uid, resourceVersion, deletionTimestamp | the pod-gone check, every pod write's precondition |
+//! | name, namespace, uid, resourceVersion, creation and deletion times | the pod-gone check, every pod write's precondition, a rollout's order |
+//! | labels, the controller's owner reference | a rollout's target and PodDisruptionBudgets (`rollout::world`) |
 //! | `spec.readinessGates` | whether the pod declares `KruisePodReady` (`readiness`, `gate`) |
 //! | `status.conditions` | the readiness holders and the gate's initial condition (`readiness`) |
 //! | each container status's name, ready, restartCount, containerID and `state.running` (regular and init containers) | the snapshot (`request::snapshot`) |
 //!
-//! Everything a tenant can make large goes unread: env, command, args, annotations, labels,
-//! `managedFields`, volumes, termination messages. A pod with 1 MB of env and annotations is
+//! Everything a tenant can make large goes unread: env, command, args, annotations,
+//! `managedFields`, volumes, termination messages (labels are bounded by the API server's own
+//! validation: 63 characters a value). A pod with 1 MB of env and annotations is
 //! kept in about 1 KB (the tests below). [`SlimPod`] is a [`kube::Resource`], so watches, lists,
 //! GETs and the responses of pod writes decode into it directly (`Api<SlimPod>`); the code that
 //! decides reads the [`Pod`] inside, which has only these fields set.
@@ -23,7 +25,7 @@ use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodReadinessGate,
     PodSpec, PodStatus,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 
 /// Pods per page of a list of pods (a watch's relist, the gate's sweep): a page's body is held
@@ -114,7 +116,22 @@ struct WireMeta {
     namespace: Option<String>,
     uid: Option<String>,
     resource_version: Option<String>,
+    creation_timestamp: Option<Time>,
     deletion_timestamp: Option<Time>,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    owner_references: Vec<WireOwner>,
+}
+
+/// An owner reference; only the controller's is kept.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireOwner {
+    api_version: String,
+    kind: String,
+    name: String,
+    uid: String,
+    controller: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -165,6 +182,21 @@ impl WireContainerStatus {
     }
 }
 
+/// The controller's owner reference alone (`None` without one).
+fn controller_reference(owners: Vec<WireOwner>) -> Option<Vec<OwnerReference>> {
+    let owner = owners
+        .into_iter()
+        .find(|owner| owner.controller == Some(true))?;
+    Some(vec![OwnerReference {
+        api_version: owner.api_version,
+        kind: owner.kind,
+        name: owner.name,
+        uid: owner.uid,
+        controller: Some(true),
+        block_owner_deletion: None,
+    }])
+}
+
 impl Wire {
     fn into_pod(self) -> Pod {
         let statuses = |list: Option<Vec<WireContainerStatus>>| {
@@ -180,7 +212,10 @@ impl Wire {
                 namespace: self.metadata.namespace,
                 uid: self.metadata.uid,
                 resource_version: self.metadata.resource_version,
+                creation_timestamp: self.metadata.creation_timestamp,
                 deletion_timestamp: self.metadata.deletion_timestamp,
+                labels: self.metadata.labels,
+                owner_references: controller_reference(self.metadata.owner_references),
                 ..ObjectMeta::default()
             },
             spec: self.spec.map(|spec| PodSpec {
@@ -208,6 +243,11 @@ mod tests {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
                 "name": "web-0", "namespace": "tenant", "uid": "pod-uid", "resourceVersion": "42",
+                "creationTimestamp": "2026-11-28T09:00:00Z",
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "s",
+                     "controller": true, "blockOwnerDeletion": true},
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "other", "uid": "c"}],
                 "labels": {"app": "web", "crr.apps.kruise.io/readiness-gate": "true"},
                 "annotations": {"big": "a".repeat(200_000)},
                 "managedFields": [{"manager": "kubectl", "operation": "Apply",
@@ -297,9 +337,27 @@ mod tests {
             .as_ref()
             .unwrap()[1];
         assert!(sidecar.state.as_ref().unwrap().running.is_none());
+        assert_eq!(slim.metadata.labels, whole.metadata.labels);
+        let owner = |pod: &Pod| {
+            kube::ResourceExt::owner_references(pod)
+                .iter()
+                .map(|owner| {
+                    (
+                        owner.kind.clone(),
+                        owner.name.clone(),
+                        owner.uid.clone(),
+                        owner.controller,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(owner(&slim), owner(&whole)[..1], "the controller's only");
+        assert_eq!(
+            slim.metadata.creation_timestamp,
+            whole.metadata.creation_timestamp
+        );
         // Nothing a tenant sets freely.
         assert!(slim.metadata.annotations.is_none());
-        assert!(slim.metadata.labels.is_none());
         assert!(slim.metadata.managed_fields.is_none());
         assert!(slim.spec.as_ref().unwrap().containers.is_empty());
         // Slimming a pod in memory keeps the same.

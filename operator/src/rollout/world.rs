@@ -2,8 +2,12 @@
 //! workload's selector and ownership, or by the rollout's selector) and the PodDisruptionBudgets
 //! that select them, with every pod each of those selects.
 //!
-//! Pods are listed by label selector when a rollout is reconciled, never watched: the operator's
-//! memory does not grow with the cluster's pods, and only running rollouts cost reads.
+//! Pods are listed by label selector when a rollout is reconciled, decoded slim
+//! (`pod_view::SlimPod`: a tenant's 1 MB pods cost a list page's body, [`POD_PAGE`] of them, never
+//! a reconcile's worth of whole pods), and never watched: the operator's memory does not grow with
+//! the cluster's pods, and only running rollouts cost reads.
+//!
+//! [`POD_PAGE`]: crate::pod_view::POD_PAGE
 
 use std::collections::BTreeMap;
 
@@ -18,6 +22,7 @@ use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, ResourceExt};
 
 use super::plan::{BudgetView, PodView};
+use crate::pod_view::{POD_PAGE, SlimPod};
 
 /// Why the world could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -255,15 +260,20 @@ async fn list_pods(
     selector: &LabelSelector,
     what: &str,
 ) -> Result<Vec<Pod>, ReadError> {
-    let params = list_params(selector, what)?;
-    Api::<Pod>::namespaced(client.clone(), namespace)
-        .list(&params)
-        .await
-        .map(|list| list.items)
-        .map_err(|source| ReadError::Api {
+    let mut params = list_params(selector, what)?.limit(POD_PAGE);
+    let pods = Api::<SlimPod>::namespaced(client.clone(), namespace);
+    let mut listed = Vec::new();
+    loop {
+        let page = pods.list(&params).await.map_err(|source| ReadError::Api {
             what: format!("listing the pods of {what}"),
             source,
-        })
+        })?;
+        listed.extend(page.items.into_iter().map(|pod| pod.0));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(listed),
+        }
+    }
 }
 
 #[cfg(test)]
