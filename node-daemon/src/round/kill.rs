@@ -1,5 +1,6 @@
 //! The kills of one round, in named phases: [`Round::prepare_kill`] reads the live pod and
-//! checks that the kill may start (the pod is still the request's, the deadline has not passed);
+//! checks that the kill may start (the pod is still the request's, the deadline has not passed,
+//! the kubelet would start the container again: else it is `Failed` and never stopped);
 //! [`Round::run_pre_stop_hook`] runs the live pod's preStop hook, watching for the request's
 //! deletion and for preemption; [`Round::still_to_kill`] decides, from the watch (or a fresh
 //! read when the watch no longer shows the request), whether the stop goes on;
@@ -48,6 +49,12 @@ struct Kill {
     grace: u64,
     /// The container in the pod, where `Killing` and `FailedPreStopHook` Events go.
     pod_reference: ObjectReference,
+}
+
+/// What preparing a kill found: the kill to make, or why the container may not be stopped.
+enum Prepared {
+    Kill(Box<Kill>),
+    Refused(String),
 }
 
 /// Whether a phase lets the kill go on, or ends the round with an outcome.
@@ -150,7 +157,20 @@ impl<R: Requests> Round<'_, R> {
             .prepare_kill(crr, index, container_id, phase_pending)
             .await?
         {
-            Then::Go(kill) => kill,
+            Then::Go(Prepared::Kill(kill)) => *kill,
+            Then::Go(Prepared::Refused(message)) => {
+                tracing::warn!(container = %states[index].name, %message, "container refused");
+                self.requests
+                    .event(crr, EventType::Warning, "RecreateRefused", &message)
+                    .await;
+                states[index] = State {
+                    name: states[index].name.clone(),
+                    phase: Phase::Failed,
+                    message: Some(message),
+                    is_killed: false,
+                };
+                return Ok(Then::Go(crr.clone()));
+            }
             Then::Stop(outcome) => return Ok(Then::Stop(outcome)),
         };
         let hook_started = Instant::now();
@@ -186,7 +206,7 @@ impl<R: Requests> Round<'_, R> {
         index: usize,
         container_id: String,
         phase_pending: &mut bool,
-    ) -> Result<Then<Kill>, RoundError> {
+    ) -> Result<Then<Prepared>, RoundError> {
         // Nothing is written before a kill, so no precondition guards it: a copy of a request
         // the watch has since seen finished or being deleted starts no kill.
         if self
@@ -209,6 +229,12 @@ impl<R: Requests> Round<'_, R> {
         let pod_reference = container_reference(&pod, &container);
         self.restart_policies
             .record(crr.metadata.uid.as_deref().unwrap_or_default(), &pod);
+        // Admission refuses a container the kubelet would not start again (or one the pod does
+        // not have); the live pod decides again here, so a request that did not go through
+        // admission as it is now (or a pod changed since) never gets one stopped.
+        let refusal = crr_crds::rules::recreatable_container(&pod, &container)
+            .err()
+            .map(|violation| format!("refusing to recreate container {container}: {violation}"));
         let pod = LivePod::of(&pod);
         if pod.uid.is_none()
             || pod.uid.as_deref() != crr.labels().get(LABEL_POD_UID).map(String::as_str)
@@ -221,6 +247,9 @@ impl<R: Requests> Round<'_, R> {
         if deadline_left.is_some_and(|left| left.is_zero()) {
             tracing::info!("past the request's deadline: no kill; the operator completes it");
             return Ok(Then::Stop(Outcome::After(LEFT_TO_THE_OPERATOR)));
+        }
+        if let Some(refusal) = refusal {
+            return Ok(Then::Go(Prepared::Refused(refusal)));
         }
         let live = pod.container(&container).cloned().unwrap_or_default();
         let grace = recreate::grace_period_seconds(
@@ -237,7 +266,7 @@ impl<R: Requests> Round<'_, R> {
                 .await?;
             *phase_pending = false;
         }
-        Ok(Then::Go(Kill {
+        Ok(Then::Go(Prepared::Kill(Box::new(Kill {
             crr,
             container,
             container_id,
@@ -246,7 +275,7 @@ impl<R: Requests> Round<'_, R> {
             address: pod.address,
             grace,
             pod_reference,
-        }))
+        }))))
     }
 
     /// Runs the container's preStop hook, if it has one and the grace leaves time for it. Stops

@@ -1771,3 +1771,24 @@ async fn a_kill_recorded_on_a_request_completed_meanwhile_never_moves_its_phase_
         "{writes:#?}"
     );
 }
+
+#[tokio::test]
+async fn a_container_the_kubelet_would_not_start_again_is_refused_without_a_stop() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    // Admission refuses such a request; this one did not go through it as it is now (or the
+    // pod's policy is what the live pod says, whatever admission saw).
+    let memory = Memory::new(request(&["app"], grace(3)));
+    memory.set_pod(|pod| pod.spec.as_mut().unwrap().restart_policy = Some("Never".into()));
+    drive(&memory, &fake, &runtime, 10, &[]).await;
+    assert!(fake.lock().stops.is_empty(), "{:?}", fake.lock().stops);
+    assert_eq!(succeeded(&memory).as_deref(), Some("False"));
+    assert_eq!(memory.states(), [("app".into(), Phase::Failed, false)]);
+    let message = memory.get().status.unwrap().message.unwrap_or_default();
+    assert!(
+        message.contains("refusing to recreate container app"),
+        "{message}"
+    );
+    assert!(memory.events().contains(&"RecreateRefused".to_owned()));
+    assert!(memory.pod_events.lock().unwrap().is_empty(), "no Killing");
+}
