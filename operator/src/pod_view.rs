@@ -232,6 +232,51 @@ impl Wire {
     }
 }
 
+/// A pod's readiness as the operator's pod watch showed it (the request wing reports every
+/// pod event; a rollout waiting for its restarted pods to be Ready again reads them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodReadiness {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// The pod's `Ready` condition is True.
+    pub ready: bool,
+}
+
+impl PodReadiness {
+    /// The readiness `pod` shows.
+    pub fn of(pod: &Pod) -> Self {
+        Self {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            ready: crr_crds::rules::pod_ready(pod),
+        }
+    }
+}
+
+/// How many readiness reports may wait for their reader; beyond that they are dropped, and the
+/// reader's own poll catches up.
+pub const READINESS_BUFFER: usize = 1024;
+
+/// Where the pod watch reports readiness: never waits (a report that does not fit, or that
+/// nobody reads, is dropped).
+#[derive(Clone, Debug)]
+pub struct ReadinessReports(futures::channel::mpsc::Sender<PodReadiness>);
+
+impl ReadinessReports {
+    /// The reports' sender and the stream of them.
+    pub fn channel() -> (Self, futures::channel::mpsc::Receiver<PodReadiness>) {
+        let (sender, receiver) = futures::channel::mpsc::channel(READINESS_BUFFER);
+        (Self(sender), receiver)
+    }
+
+    /// Reports `pod`'s readiness, or drops it when the reader is behind or gone.
+    pub fn report(&self, pod: &Pod) {
+        let _ = self.0.clone().try_send(PodReadiness::of(pod));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,7 @@ use kube::runtime::reflector::Store;
 use prometheus_client::registry::Registry;
 use tracing::warn;
 
+use crate::pod_view::ReadinessReports;
 use crate::reconcile_errors::ReconcileErrors;
 use crate::wing::WingContext;
 use context::Context;
@@ -56,6 +57,7 @@ pub fn start(
     registry: &mut Registry,
     errors: &ReconcileErrors,
     readiness: &Readiness,
+    pod_readiness: ReadinessReports,
 ) -> RequestWing {
     let context = Arc::new(Context::new(
         wing.client.clone(),
@@ -107,6 +109,7 @@ pub fn start(
             controller,
             context,
             namespace.as_deref(),
+            pod_readiness,
             move || pods_synced.open(),
             became_leader,
             shutdown,

@@ -15,6 +15,7 @@ pub mod error;
 pub mod executor;
 pub mod metrics;
 pub mod plan;
+pub mod ready_flips;
 pub mod request;
 pub mod status;
 pub mod world;
@@ -30,6 +31,7 @@ use futures::{FutureExt as _, Stream, StreamExt as _};
 use kube::runtime::reflector::Store;
 use prometheus_client::registry::Registry;
 
+use crate::pod_view::PodReadiness;
 use crate::reconcile_errors::ReconcileErrors;
 use crate::wing::WingContext;
 use context::RolloutContext;
@@ -53,6 +55,7 @@ pub fn start(
     wing: &WingContext,
     requests: Store<ContainerRecreateRequest>,
     request_changes: impl Stream<Item = Arc<ContainerRecreateRequest>> + Send + 'static,
+    pod_readiness: impl Stream<Item = PodReadiness> + Send + 'static,
     registry: &mut Registry,
     errors: &ReconcileErrors,
 ) -> RolloutWing {
@@ -90,6 +93,7 @@ pub fn start(
             rollout_changes,
             request_changes,
             budget_changes,
+            pod_readiness,
             wing.became_leader(),
             wing.shutdown.requested(),
         )

@@ -27,6 +27,7 @@ use tracing::{info, warn};
 use crate::FIELD_MANAGER;
 use crate::elector::{self, Elector};
 use crate::gate::{self, GateContext};
+use crate::pod_view::ReadinessReports;
 use crate::reconcile_errors::ReconcileErrors;
 use crate::triggers::context::TriggerSettings;
 use crate::wing::WingContext;
@@ -68,8 +69,24 @@ fn start_wings(
     readiness: &Readiness,
 ) -> Wings {
     let errors = ReconcileErrors::register(registry);
-    let requests = request::start(wing, settings.workers, registry, &errors, readiness);
-    let rollouts = rollout::start(wing, requests.requests, requests.changes, registry, &errors);
+    // The request wing's pod watch reports pods' readiness; rollouts wake on it.
+    let (pod_readiness, readiness_reports) = ReadinessReports::channel();
+    let requests = request::start(
+        wing,
+        settings.workers,
+        registry,
+        &errors,
+        readiness,
+        pod_readiness,
+    );
+    let rollouts = rollout::start(
+        wing,
+        requests.requests,
+        requests.changes,
+        readiness_reports,
+        registry,
+        &errors,
+    );
     let triggers = match settings.triggers.clone() {
         Some(triggers) => triggers::start(wing, triggers, rollouts.rollouts.clone(), &errors),
         None => Box::pin(std::future::ready(())),

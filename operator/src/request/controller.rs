@@ -46,7 +46,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{Instrument, debug, info_span, warn};
 
 use crate::FIELD_MANAGER;
-use crate::pod_view::{POD_PAGE, SlimPod};
+use crate::pod_view::{POD_PAGE, ReadinessReports, SlimPod};
 use crate::request::context::Context;
 use crate::request::error::Error;
 use crate::request::executor::{Executor, Step};
@@ -201,6 +201,7 @@ pub fn pod_triggers(
     client: Client,
     namespace: Option<&str>,
     pod_memo: Arc<crate::request::pod_memo::PodMemo>,
+    readiness: ReadinessReports,
     on_synced: impl Fn() + Send + 'static,
 ) -> impl Stream<Item = Result<SlimPod, watcher::Error>> + Send + 'static {
     let pods: Api<SlimPod> = crr_runtime::client::namespaced_or_all(client, namespace);
@@ -213,6 +214,7 @@ pub fn pod_triggers(
             match event {
                 Ok(watcher::Event::InitDone) => on_synced(),
                 Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                    readiness.report(pod);
                     pod_memo.seen(&key(pod), Arc::new(pod.0.clone()));
                 }
                 Ok(watcher::Event::Delete(pod)) => {
@@ -311,6 +313,7 @@ pub async fn run(
     controller: Controller<ContainerRecreateRequest>,
     ctx: Arc<Context>,
     namespace: Option<&str>,
+    readiness: ReadinessReports,
     on_pods_synced: impl Fn() + Send + 'static,
     became_leader: impl Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -322,6 +325,7 @@ pub async fn run(
                 ctx.client.clone(),
                 namespace,
                 ctx.pod_memo.clone(),
+                readiness,
                 on_pods_synced,
             ),
             move |pod| pod_events::requests_for_pod(&store.state(), &pod.metadata),

@@ -42,8 +42,10 @@ use super::decide::{self, Reading, Stage, World};
 use super::error::Error;
 use super::executor::{CONFLICT_RETRY, Executor};
 use super::plan::RequestState;
+use super::ready_flips::ReadyFlips;
 use super::request::{pod_uid, request_state};
 use super::world::{self, pod_view};
+use crate::pod_view::{PodReadiness, SlimPod};
 
 /// Triggers of one rollout within this are served by one reconcile.
 pub const TRIGGER_DEBOUNCE: Duration = Duration::from_millis(250);
@@ -222,9 +224,26 @@ pub fn rollout_watch(
     (reader, stream)
 }
 
+/// The unfinished rollouts of `namespace`.
+fn running_in(
+    rollouts: &Store<ContainerRecreateRollout>,
+    namespace: &str,
+) -> Vec<ObjectRef<ContainerRecreateRollout>> {
+    rollouts
+        .state()
+        .into_iter()
+        .filter(|rollout| {
+            rollout.namespace().as_deref() == Some(namespace)
+                && !rollout.phase().is_some_and(|phase| phase.is_finished())
+        })
+        .map(|rollout| ObjectRef::from_obj(&*rollout))
+        .collect()
+}
+
 /// Runs the rollout controller until `shutdown`: `rollouts` and `rollout_changes` are
 /// [`rollout_watch`]'s, `requests` a subscription to the request cache's changes,
-/// `budget_changes` the PDB stream of [`budget_watch`].
+/// `budget_changes` the PDB stream of [`budget_watch`], `pod_readiness` the pod watch's
+/// readiness reports (`ready_flips` picks the ones that wake a rollout).
 #[allow(clippy::too_many_arguments)] // The watches, wired once in `run.rs`.
 pub async fn run(
     ctx: Arc<RolloutContext>,
@@ -234,9 +253,27 @@ pub async fn run(
     + 'static,
     requests: impl Stream<Item = Arc<ContainerRecreateRequest>> + Send + 'static,
     budget_changes: impl Stream<Item = Result<PodDisruptionBudget, watcher::Error>> + Send + 'static,
+    pod_readiness: impl Stream<Item = PodReadiness> + Send + 'static,
     became_leader: impl Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    // A pod of a namespace where a rollout runs turned Ready (or unready): its rollouts look
+    // again at once, instead of at their next poll.
+    let ready_flips = {
+        let rollouts = rollouts.clone();
+        let mut flips = ReadyFlips::default();
+        pod_readiness.filter_map(move |report| {
+            let running = !running_in(&rollouts, &report.namespace).is_empty();
+            let wakes = flips.wakes(&report, running);
+            futures::future::ready(wakes.then(|| {
+                let mut pod = SlimPod::default();
+                pod.0.metadata.namespace = Some(report.namespace);
+                pod.0.metadata.name = Some(report.name);
+                pod.0.metadata.uid = Some(report.uid);
+                Ok(pod)
+            }))
+        })
+    };
     // Requests of one rollout often end together: one reconcile serves them all.
     let controller = Controller::for_stream(rollout_changes, rollouts.clone())
         .with_config(controller::Config::default().debounce(TRIGGER_DEBOUNCE));
@@ -252,17 +289,14 @@ pub async fn run(
                 .zip(namespace)
                 .map(|(name, namespace)| ObjectRef::new(&name).within(&namespace))
         })
-        .watches_stream(budget_changes, move |budget: PodDisruptionBudget| {
-            let namespace = budget.namespace().unwrap_or_default();
-            rollouts
-                .state()
-                .into_iter()
-                .filter(|rollout| {
-                    rollout.namespace().as_deref() == Some(namespace.as_str())
-                        && !rollout.phase().is_some_and(|phase| phase.is_finished())
-                })
-                .map(|rollout| ObjectRef::from_obj(&*rollout))
-                .collect::<Vec<_>>()
+        .watches_stream(budget_changes, {
+            let rollouts = rollouts.clone();
+            move |budget: PodDisruptionBudget| {
+                running_in(&rollouts, &budget.namespace().unwrap_or_default())
+            }
+        })
+        .watches_stream(ready_flips, move |pod: SlimPod| {
+            running_in(&rollouts, &pod.namespace().unwrap_or_default())
         })
         .reconcile_all_on(became_leader)
         .graceful_shutdown_on(shutdown)

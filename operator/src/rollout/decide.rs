@@ -29,8 +29,10 @@ use super::plan::{self, BudgetView, PodView, RequestState, Settings, Waiting};
 use super::request::new_request;
 use super::status::{RolloutEvent, events, next_status};
 
-/// How soon a rollout waiting for its pods to turn Ready looks again (pods are not watched).
-pub const READY_POLL: Duration = Duration::from_secs(1);
+/// How soon a rollout waiting for its pods to turn Ready looks again at the latest: a pod turning
+/// Ready wakes it sooner (`ready_flips`, from the operator's pod watch); this only covers a
+/// report that was dropped.
+pub const READY_POLL: Duration = Duration::from_secs(5);
 /// How soon a rollout waiting on a budget looks again at the latest (the PDB watch wakes it
 /// sooner).
 pub const BUDGET_POLL: Duration = Duration::from_secs(5);
