@@ -28,9 +28,13 @@ use serde_json::{Value, json};
 #[derive(Default, Debug, Clone, serde::Serialize)]
 struct Milestones {
     admitted: f64,
+    /// The request seen `Recreating`: since issue 36 the daemon writes the phase with the record
+    /// of the kill (before it only for an unready grace or a kill that could outlast the
+    /// operator's patience), so this is after the stop for a plain request.
     picked_up: Option<f64>,
-    /// The daemon's `Killing` Event: StopContainer has returned (the Event's own microsecond
-    /// timestamp, on this machine's clock).
+    /// The daemon's `Killing` Event on the pod: it calls StopContainer now, as the kubelet says
+    /// it (the Event's own microsecond timestamp, on this machine's clock). Before issue 36 the
+    /// Event was said on the request once StopContainer had returned.
     stopped_by_daemon: Option<f64>,
     killed: Option<f64>,
     restarted: Option<f64>,
@@ -292,8 +296,10 @@ async fn recreate(ctx: &Ctx, pod: &str, strategy: Value) -> anyhow::Result<Miles
         .await
         .unwrap_or(Ok((None, None, None)))
         .unwrap_or((None, None, None));
-    let stopped_by_daemon = killing_event_time(ctx, &name)
+    let stopped_by_daemon = pod_killing_event_times(ctx, pod, &name)
         .await
+        .into_iter()
+        .next()
         .map(|at| at.duration_since(wall_start).as_secs_f64() * 1000.0);
     let _ = ctx.crrs().delete(&name, &DeleteParams::default()).await;
     Ok(Milestones {
@@ -399,11 +405,6 @@ async fn slow_shutdowns(ctx: &Ctx, repetitions: usize, probes: PodProbes) -> any
     }))
 }
 
-/// When the daemon recorded the `Killing` Event of a request (its microsecond eventTime).
-async fn killing_event_time(ctx: &Ctx, crr: &str) -> Option<jiff::Timestamp> {
-    killing_event_times(ctx, crr).await.into_iter().next()
-}
-
 /// The times of the daemon's `Killing` Events on `pod` for request `crr` (one per container: on
 /// the request itself, Events of one reason form a series that keeps its first time), earliest
 /// first.
@@ -421,22 +422,6 @@ async fn pod_killing_event_times(ctx: &Ctx, pod: &str, crr: &str) -> Vec<jiff::T
                 message.contains(&format!("ContainerRecreateRequest {crr} "))
             })
         })
-        .filter_map(|event| event.event_time.as_ref().map(|time| time.0))
-        .collect();
-    times.sort();
-    times
-}
-
-/// Every `Killing` Event time of a request, earliest first.
-async fn killing_event_times(ctx: &Ctx, crr: &str) -> Vec<jiff::Timestamp> {
-    let events: Api<Event> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    let selector = format!("involvedObject.name={crr},reason=Killing");
-    let Ok(list) = events.list(&ListParams::default().fields(&selector)).await else {
-        return Vec::new();
-    };
-    let mut times: Vec<jiff::Timestamp> = list
-        .items
-        .iter()
         .filter_map(|event| event.event_time.as_ref().map(|time| time.0))
         .collect();
     times.sort();
