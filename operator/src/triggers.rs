@@ -6,8 +6,11 @@
 //! for, which containers use which object), `hash` (an object's data, hashed),
 //! `config_change` (what changed since the record on the workload, and whether to wait for the
 //! running rollout), `schedule` (which tick runs). `index` keeps what the watches saw (which
-//! workload uses which object, the versions seen, the hashes read), fed plain events. The I/O:
-//! `controller` (watches, queue), `evaluate` (reads, the rollout, the record, Events).
+//! workload uses which object, the versions seen, the hashes read), fed plain events;
+//! `workload_view` is what the workload watch decodes of a Deployment, StatefulSet or DaemonSet
+//! (identity, the triggers' annotations, the template's container names and the names of the
+//! objects they use; nothing else). The I/O: `controller` (watches, queue), `evaluate` (reads,
+//! the rollout, the record, Events).
 
 pub use crr_crds::triggers::{annotations, refs};
 pub mod config_change;
@@ -20,6 +23,7 @@ pub mod index;
 pub mod queue;
 pub mod rollout;
 pub mod schedule;
+pub mod workload_view;
 
 use std::sync::Arc;
 

@@ -1,6 +1,8 @@
 //! The trigger controller's shared state: its settings, its index of what the watches saw
 //! (`index`: the workloads with triggers, the versions and hashes of the objects they use), the
-//! warnings given, the Deployments that run Reloader, the wake-up queue and the retry backoff.
+//! warnings given, the Deployments that run Reloader (told by the workload watch's slim view,
+//! `workload_view`), the wake-up queue and the retry backoff; and the kinds watched, with the
+//! `ApiResource` each is watched and patched through.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -64,11 +66,6 @@ pub(super) const KINDS: [(&str, &str); 3] = [
     ("DaemonSet", "daemonsets"),
 ];
 
-/// Annotation keys a trigger reads or the controller writes: kept in the view.
-pub(super) fn kept_annotation(key: &str) -> bool {
-    key.starts_with("crr.dev/") || key.contains("reloader.stakater.com/")
-}
-
 /// The shared state of the trigger controller.
 pub struct TriggerContext {
     pub(super) client: Client,
@@ -80,7 +77,8 @@ pub struct TriggerContext {
     pub(super) index: Mutex<TriggerIndex>,
     /// Warnings already given, so one problem is one Event (per workload and value).
     pub(super) warned: Mutex<HashSet<String>>,
-    /// The Deployments that run Reloader (an image of `stakater/reloader`): with Reloader's
+    /// The Deployments that run Reloader (an image of `stakater/reloader`, as
+    /// `SlimWorkload::runs_reloader` says): with Reloader's
     /// annotations honoured, both would act on a change, and the workload is told.
     pub(super) reloaders: Mutex<HashSet<WorkloadKey>>,
     pub(super) queue: WakeQueue<WorkloadKey>,

@@ -3,9 +3,12 @@
 //! into the index's plain events and wakes what the index says to wake.
 //!
 //! # Watches (every replica; only the Lease holder acts)
-//! * Deployments, StatefulSets and DaemonSets through the dynamic API. Only workloads with a
-//!   trigger annotation are kept, as a small view: UID, annotations of the triggers, the
-//!   template's regular containers and what each uses (`refs`). A change of one wakes it.
+//! * Deployments, StatefulSets and DaemonSets through the dynamic API, each object decoded
+//!   straight into a slim view (`workload_view::SlimWorkload`: identity, the triggers'
+//!   annotations, the template's regular containers, what each uses, whether it runs Reloader;
+//!   never env values, foreign annotations or the rest of the template), a few a list page
+//!   (`workload_view::WORKLOAD_PAGE`). Only workloads with a trigger annotation enter the index
+//!   (`entry_of`). A change of one wakes it.
 //! * ConfigMaps, and Secrets when allowed, **metadata only**: their `resourceVersion`s. A change
 //!   wakes the workloads of its namespace that use it. Data is read (one GET) only when a
 //!   workload that uses the object is evaluated and its `resourceVersion` moved since the last
@@ -23,23 +26,24 @@
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, PodSpec, Secret};
-use kube::core::{DynamicObject, PartialObjectMeta};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tracing::{debug, warn};
 
 use super::annotations;
-use super::context::{KINDS, api_resource, kept_annotation, locked};
+use super::context::{KINDS, api_resource, locked};
 pub use super::context::{SecretAccess, TriggerContext, TriggerSettings};
 use super::evaluate;
 use super::index::{ConfigEvent, ObjectKey, WorkloadEntry, WorkloadEvent, WorkloadKey};
-use super::refs::{self, ConfigKind, ConfigRef};
+use super::refs::{ConfigKind, ConfigRef};
+use super::workload_view::{SlimWorkload, WORKLOAD_PAGE};
 
 impl TriggerContext {
     /// Takes one event of a workload watch: the index keeps a small view of a workload with
     /// triggers, and a new one or one whose triggers or used objects changed is woken.
-    fn workload_event(&self, kind: &'static str, event: watcher::Event<DynamicObject>) {
+    fn workload_event(&self, kind: &'static str, event: watcher::Event<SlimWorkload>) {
         let event = match event {
             watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
                 let Some(key) = workload_key(kind, &object) else {
@@ -47,13 +51,13 @@ impl TriggerContext {
                 };
                 if kind == "Deployment" {
                     let mut reloaders = locked(&self.reloaders);
-                    if runs_reloader(&object) {
+                    if object.runs_reloader {
                         reloaders.insert(key.clone());
                     } else {
                         reloaders.remove(&key);
                     }
                 }
-                let entry = self.workload_entry(&object);
+                let entry = entry_of(object, self.settings.reloader_annotations);
                 WorkloadEvent::Seen { key, entry }
             }
             watcher::Event::Delete(object) => {
@@ -72,29 +76,6 @@ impl TriggerContext {
         }
     }
 
-    /// What the index keeps of `object`: `None` when it has no trigger annotation.
-    fn workload_entry(&self, object: &DynamicObject) -> Option<WorkloadEntry> {
-        let annotations = object.annotations();
-        if !annotations::has_trigger_annotations(annotations, self.settings.reloader_annotations) {
-            return None;
-        }
-        let workload = crr_runtime::workload::from_object(object);
-        let spec: PodSpec = workload
-            .template
-            .and_then(|template| template.spec)
-            .unwrap_or_default();
-        Some(WorkloadEntry {
-            uid: workload.uid,
-            annotations: annotations
-                .iter()
-                .filter(|(key, _)| kept_annotation(key))
-                .map(|(key, value)| (key.clone(), value.clone()))
-                .collect(),
-            containers: spec.containers.iter().map(|c| c.name.clone()).collect(),
-            references: refs::references(&spec),
-        })
-    }
-
     /// Takes one event of a ConfigMap or Secret metadata watch: a moved resourceVersion wakes
     /// the workloads of the namespace that use the object; after a re-list, changes may have
     /// been missed and every workload is looked at again.
@@ -110,7 +91,7 @@ impl TriggerContext {
 }
 
 /// The key of a workload object of `kind`; `None` without a namespace.
-fn workload_key(kind: &'static str, object: &DynamicObject) -> Option<WorkloadKey> {
+fn workload_key(kind: &'static str, object: &SlimWorkload) -> Option<WorkloadKey> {
     Some(WorkloadKey {
         kind,
         namespace: object.namespace()?,
@@ -118,18 +99,19 @@ fn workload_key(kind: &'static str, object: &DynamicObject) -> Option<WorkloadKe
     })
 }
 
-/// Whether a workload runs Reloader: a container image of `stakater/reloader` (Docker Hub's or
-/// GHCR's, any tag or digest).
-pub fn runs_reloader(object: &DynamicObject) -> bool {
-    object.data["spec"]["template"]["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|container| container["image"].as_str())
-        .any(|image| {
-            let path = image.split(['@', ':']).next().unwrap_or_default();
-            path == "stakater/reloader" || path.ends_with("/stakater/reloader")
-        })
+/// What the index keeps of `object`: `None` when it has no trigger annotation (`reloader`:
+/// whether Reloader's annotations count). The view holds only the annotations a trigger reads,
+/// so they are kept as they are.
+pub(super) fn entry_of(object: SlimWorkload, reloader: bool) -> Option<WorkloadEntry> {
+    if !annotations::has_trigger_annotations(object.annotations(), reloader) {
+        return None;
+    }
+    Some(WorkloadEntry {
+        uid: object.uid().unwrap_or_default(),
+        annotations: object.metadata.annotations.unwrap_or_default(),
+        containers: object.containers,
+        references: object.references,
+    })
 }
 
 /// The metadata watch of the `K`s (ConfigMaps or Secrets, as `kind` says) in `namespace` (all
@@ -187,14 +169,13 @@ pub async fn run(
     let mut watches: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
     for (kind, _) in KINDS {
         let resource = api_resource(kind);
-        let api = crr_runtime::client::namespaced_or_all_with(
-            ctx.client.clone(),
-            namespace.as_deref(),
-            &resource,
-        );
+        let api: Api<SlimWorkload> = match namespace.as_deref() {
+            Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
+            None => Api::all_with(ctx.client.clone(), &resource),
+        };
         let ctx = ctx.clone();
         watches.push(Box::pin(
-            watcher(api, watcher::Config::default())
+            watcher(api, watcher::Config::default().page_size(WORKLOAD_PAGE))
                 .default_backoff()
                 .for_each(move |event| {
                     match event {
@@ -284,39 +265,6 @@ pub(super) async fn evaluate_due(ctx: &TriggerContext, key: WorkloadKey) {
             let after = ctx.backoff.failed(&name);
             warn!(workload = %name, %error, retry_in = ?after, "trigger evaluation failed");
             ctx.queue.wake(key, after);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn deployment(image: &str) -> DynamicObject {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "x", "namespace": "y"},
-            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}},
-        }))
-        .expect("a deployment")
-    }
-
-    #[test]
-    fn reloader_is_told_by_its_image() {
-        for image in [
-            "stakater/reloader",
-            "stakater/reloader:v1.4.2",
-            "ghcr.io/stakater/reloader:v1.4.2",
-            "docker.io/stakater/reloader@sha256:0123",
-        ] {
-            assert!(runs_reloader(&deployment(image)), "{image}");
-        }
-        for image in [
-            "busybox",
-            "example.com/stakater/reloader-helper:1",
-            "nginx:stakater",
-        ] {
-            assert!(!runs_reloader(&deployment(image)), "{image}");
         }
     }
 }

@@ -4,7 +4,9 @@
 //!
 //! What to do is decided by `config_change::decide` and `schedule::step` from values; this file
 //! gathers those values (the index, the rollout cache, the reads) and carries the decision out.
-//! The calls it makes are tested against a scripted API server in `evaluate/tests.rs`.
+//! The calls it makes are tested against a scripted API server in `evaluate/tests.rs`. The
+//! answer to a patch of the workload's annotations (the whole workload) is decoded slim
+//! (`workload_view::SlimWorkload`): its body is held while it is read, never a decoded copy.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,7 +16,6 @@ use crr_crds::rollout::ContainerRecreateRollout;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::api::{Patch, PostParams};
-use kube::core::DynamicObject;
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -28,6 +29,7 @@ use super::index::{ObjectKey, ReadHash, WorkloadEntry, WorkloadKey};
 use super::refs::{ConfigKind, ConfigRef};
 use super::rollout::{self as trigger_rollout, Cause, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
+use super::workload_view::SlimWorkload;
 use crate::FIELD_MANAGER;
 
 fn reference(key: &WorkloadKey, uid: &str) -> ObjectReference {
@@ -83,7 +85,7 @@ async fn annotate(
     key: &WorkloadKey,
     annotations: serde_json::Value,
 ) -> Result<(), TriggerError> {
-    let api: Api<DynamicObject> =
+    let api: Api<SlimWorkload> =
         Api::namespaced_with(ctx.client.clone(), &key.namespace, &api_resource(key.kind));
     api.patch(
         &key.name,
