@@ -2,7 +2,7 @@
 //! `managedFields` shows which component wrote what.
 
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{ApiResource, DynamicObject, PatchParams};
+use kube::api::{ApiResource, PatchParams};
 use kube::{Api, Client, Resource};
 
 /// A kube client plus the field manager of every write this component makes.
@@ -63,12 +63,16 @@ where
     }
 }
 
-/// [`namespaced_or_all`] for a kind known at run time (`DynamicObject` and its `ApiResource`).
-pub fn namespaced_or_all_with(
+/// [`namespaced_or_all`] for a kind known at run time (its `ApiResource`, as `DynamicObject`
+/// or a projection decoded from any kind takes it).
+pub fn namespaced_or_all_with<K>(
     client: Client,
     namespace: Option<&str>,
     resource: &ApiResource,
-) -> Api<DynamicObject> {
+) -> Api<K>
+where
+    K: Resource<DynamicType = ApiResource, Scope = kube::core::DynamicResourceScope>,
+{
     match namespace {
         Some(namespace) => Api::namespaced_with(client, namespace, resource),
         None => Api::all_with(client, resource),

@@ -169,10 +169,11 @@ pub async fn run(
     let mut watches: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
     for (kind, _) in KINDS {
         let resource = api_resource(kind);
-        let api: Api<SlimWorkload> = match namespace.as_deref() {
-            Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
-            None => Api::all_with(ctx.client.clone(), &resource),
-        };
+        let api: Api<SlimWorkload> = crr_runtime::client::namespaced_or_all_with(
+            ctx.client.clone(),
+            namespace.as_deref(),
+            &resource,
+        );
         let ctx = ctx.clone();
         watches.push(Box::pin(
             watcher(api, watcher::Config::default().page_size(WORKLOAD_PAGE))
