@@ -106,7 +106,8 @@ async fn read_world(
             .into_iter()
             .filter(|budget| budget.namespace().as_deref() == Some(namespace))
             .collect();
-        world::read_budgets(&ctx.client, namespace, &target, &in_namespace).await?
+        let busy = pods_being_recreated(&ctx.requests, namespace);
+        world::read_budgets(&ctx.client, namespace, &target, &in_namespace, &busy).await?
     } else {
         Vec::new()
     };
@@ -115,6 +116,22 @@ async fn read_world(
         budgets,
         target_exists: target.exists,
     })
+}
+
+/// The UIDs of the pods of `namespace` with an unfinished request, whoever made it (another
+/// rollout, a user): still Ready at first, but about to be disrupted, so no budget counts them
+/// healthy.
+fn pods_being_recreated(
+    requests: &Store<ContainerRecreateRequest>,
+    namespace: &str,
+) -> std::collections::BTreeSet<String> {
+    requests
+        .state()
+        .iter()
+        .filter(|crr| crr.namespace().as_deref() == Some(namespace))
+        .filter(|crr| !crr_crds::status::is_finished(crr))
+        .filter_map(|crr| crr.labels().get(keys::LABEL_POD_UID).cloned())
+        .collect()
 }
 
 /// The states of the requests of rollout `name` in `namespace`, by pod UID, from the request

@@ -15,11 +15,14 @@
 //!   Ready pod starts only while fewer than `maxUnavailable` target pods are unavailable. A pod
 //!   already not Ready costs nothing to start.
 //! - Budgets: a Ready pod starts only when every PDB selecting it allows one more disruption,
-//!   judged freshly: the PDB's own `disruptionsAllowed`, and what the pods as read say it
-//!   allows now (its Ready pods without a request of this rollout in flight, less its
-//!   `desiredHealthy`), whichever is lower. A request created a moment ago therefore counts
-//!   against every PDB that selects its pod even before the PDB's status shows it; a PDB whose
-//!   status is older than its spec allows nothing.
+//!   judged from the pods as read, as the disruption controller will judge once it catches up:
+//!   its Ready pods without a request in flight (this rollout's, another's, a user's) and not
+//!   evicted (`disruptedPods`), less its `desiredHealthy`. So a pod turning Ready frees its slot at
+//!   once, without waiting for the controller to rewrite the PDB, and a request created a moment
+//!   ago counts against every PDB that selects its pod before the PDB's status shows it. When
+//!   the status was computed for another set of pods than the one read (`expectedPods` differs:
+//!   a scale or a replacement under way), the status's own `disruptionsAllowed` bounds it too;
+//!   a PDB whose status is older than its spec allows nothing.
 //! - Pods go in order: not Ready first, then StatefulSet pods from the highest ordinal, then the
 //!   oldest, ties by name. The first pod that cannot start stops the pass (its reason is the
 //!   Progressing condition's), so the order is kept exactly.
@@ -78,6 +81,12 @@ pub struct BudgetView {
     pub status_current: bool,
     /// Every pod the PDB selects (not only the target's), by UID, with whether it is Ready.
     pub pods: BTreeMap<String, bool>,
+    /// `status.expectedPods`: how many pods the status was computed for.
+    pub expected_pods: i32,
+    /// The UIDs of the pods about to be disrupted although maybe still Ready: evicted
+    /// (`status.disruptedPods`: a drain, say) or with a request of anyone's in flight (another
+    /// rollout, a user). No budget counts them healthy.
+    pub disrupted: BTreeSet<String>,
 }
 
 /// What the plan is given besides the pods, requests and budgets.
@@ -306,8 +315,9 @@ pub fn plan(
     }
 }
 
-/// How many more disruptions a PDB allows now: its status's `disruptionsAllowed`, or what the
-/// pods as read allow (Ready and not in flight, less `desiredHealthy`), whichever is lower.
+/// How many more disruptions a PDB allows now, judged from the pods as read: Ready, not in
+/// flight and not evicted, less `desiredHealthy`; also no more than the status's
+/// `disruptionsAllowed` when the status counted another number of pods than were read.
 fn fresh_allowance(budget: &BudgetView, in_flight: &BTreeSet<&str>) -> i64 {
     if !budget.status_current {
         return 0;
@@ -315,10 +325,18 @@ fn fresh_allowance(budget: &BudgetView, in_flight: &BTreeSet<&str>) -> i64 {
     let healthy = budget
         .pods
         .iter()
-        .filter(|(uid, ready)| **ready && !in_flight.contains(uid.as_str()))
+        .filter(|(uid, ready)| {
+            **ready && !in_flight.contains(uid.as_str()) && !budget.disrupted.contains(*uid)
+        })
         .count();
     let seen = i64::try_from(healthy).unwrap_or(i64::MAX) - i64::from(budget.desired_healthy);
-    seen.min(i64::from(budget.disruptions_allowed))
+    let same_pods =
+        i64::try_from(budget.pods.len()).unwrap_or(i64::MAX) == i64::from(budget.expected_pods);
+    if same_pods {
+        seen
+    } else {
+        seen.min(i64::from(budget.disruptions_allowed))
+    }
 }
 
 /// The `Default` order: not Ready first, then StatefulSet pods from the highest ordinal, then

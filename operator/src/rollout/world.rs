@@ -153,12 +153,14 @@ async fn read_workload(
 
 /// The PDBs of `budgets` (the namespace's) that select at least one of `target`'s pods, each
 /// with every pod it selects. A PDB without a selector selects nothing; an empty one selects
-/// every pod of the namespace (policy/v1).
+/// every pod of the namespace (policy/v1). A pod the PDB's status lists as evicted, or one in
+/// `busy` (a request of anyone's in flight), is disrupted: not healthy, Ready or not.
 pub async fn read_budgets(
     client: &Client,
     namespace: &str,
     target: &Target,
     budgets: &[std::sync::Arc<PodDisruptionBudget>],
+    busy: &std::collections::BTreeSet<String>,
 ) -> Result<Vec<BudgetView>, ReadError> {
     let mut views = Vec::new();
     for budget in budgets {
@@ -185,10 +187,20 @@ pub async fn read_budgets(
             list_pods(client, namespace, &selector, &what).await?
         };
         let status = budget.status.clone().unwrap_or_default();
+        let evicted = status.disrupted_pods.unwrap_or_default();
+        let disrupted = pods
+            .iter()
+            .filter_map(|pod| {
+                let uid = pod.uid()?;
+                (evicted.contains_key(&pod.name_any()) || busy.contains(&uid)).then_some(uid)
+            })
+            .collect();
         views.push(BudgetView {
             name,
             disruptions_allowed: status.disruptions_allowed,
             desired_healthy: status.desired_healthy,
+            expected_pods: status.expected_pods,
+            disrupted,
             status_current: status.observed_generation.unwrap_or(0)
                 >= budget.metadata.generation.unwrap_or(0),
             pods: pods

@@ -116,6 +116,8 @@ fn a_budget_that_allows_nothing_is_a_wait_to_announce() {
         desired_healthy: 1,
         status_current: true,
         pods: BTreeMap::from([("uid-a".to_owned(), true)]),
+        expected_pods: 1,
+        disrupted: Default::default(),
     }];
     let decision = decide(
         &rollout,

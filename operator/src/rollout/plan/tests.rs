@@ -48,6 +48,8 @@ fn budget(name: &str, allowed: i32, desired: i32, pods: &[&PodView]) -> BudgetVi
             .iter()
             .map(|pod| (pod.uid.clone(), pod.ready))
             .collect(),
+        expected_pods: i32::try_from(pods.len()).unwrap(),
+        disrupted: BTreeSet::new(),
     }
 }
 
@@ -370,17 +372,30 @@ fn any_world() -> impl Strategy<Value = World> {
             let budgets = budgets
                 .into_iter()
                 .enumerate()
-                .map(|(index, (allowed, desired, current, selects))| BudgetView {
-                    name: format!("pdb-{index}"),
-                    disruptions_allowed: allowed,
-                    desired_healthy: desired,
-                    status_current: current,
-                    pods: views
+                .map(|(index, (allowed, desired, current, selects))| {
+                    let pods: BTreeMap<String, bool> = views
                         .iter()
                         .zip(&selects)
                         .filter(|(_, selected)| **selected)
                         .map(|(pod, _)| (pod.uid.clone(), pod.ready))
-                        .collect(),
+                        .collect();
+                    // The status counted the pods read, or (every third budget) one more.
+                    let expected = pods.len() + usize::from(index % 3 == 2);
+                    // Every other budget has its first selected pod evicted.
+                    let disrupted = pods
+                        .keys()
+                        .take(usize::from(index % 2 == 1))
+                        .cloned()
+                        .collect();
+                    BudgetView {
+                        name: format!("pdb-{index}"),
+                        disruptions_allowed: allowed,
+                        desired_healthy: desired,
+                        status_current: current,
+                        pods,
+                        expected_pods: i32::try_from(expected).unwrap(),
+                        disrupted,
+                    }
                 })
                 .collect();
             World {
@@ -448,6 +463,35 @@ proptest! {
             .collect();
         for budget in &world.budgets {
             let allowed = fresh_allowance(budget, &in_flight);
+            // What the disruption controller allows once it has caught up, computed here apart:
+            // healthy pods (Ready, not evicted) less the ones this plan and the in-flight
+            // requests take, never below desiredHealthy.
+            let healthy = budget
+                .pods
+                .iter()
+                .filter(|(uid, ready)| {
+                    **ready && !in_flight.contains(uid.as_str()) && !budget.disrupted.contains(*uid)
+                })
+                .count();
+            let caught_up = i64::try_from(healthy).unwrap() - i64::from(budget.desired_healthy);
+            let started_healthy = plan
+                .start
+                .iter()
+                .filter(|pod| {
+                    budget.pods.get(&pod.uid) == Some(&true) && !budget.disrupted.contains(&pod.uid)
+                })
+                .count();
+            prop_assert!(
+                !budget.status_current || i64::try_from(started_healthy).unwrap() <= caught_up.max(0),
+                "{}: {started_healthy} healthy pods started, the caught-up PDB allows {caught_up}",
+                budget.name
+            );
+            if i64::try_from(budget.pods.len()).unwrap() != i64::from(budget.expected_pods) {
+                prop_assert!(
+                    i64::try_from(started_healthy).unwrap() <= i64::from(budget.disruptions_allowed).max(0),
+                    "{}: the status counted other pods; it allows {}", budget.name, budget.disruptions_allowed
+                );
+            }
             let taken = plan
                 .start
                 .iter()
@@ -497,4 +541,41 @@ proptest! {
             counts.target_pods
         );
     }
+}
+
+#[test]
+fn a_pod_turning_ready_frees_its_slot_before_the_budgets_status_shows_it() {
+    // minAvailable 7 of 8: a pod was restarting, so the status still allows 0; it is Ready now.
+    let pods: Vec<PodView> = (0..8).map(|i| pod(&format!("p{i}"), i, true)).collect();
+    let refs: Vec<&PodView> = pods.iter().collect();
+    let mut pdb = budget("web", 0, 7, &refs);
+    let plan = super::plan(
+        &settings(2),
+        &pods,
+        &BTreeMap::new(),
+        std::slice::from_ref(&pdb),
+    );
+    assert_eq!(names(&plan), ["p0"], "{plan:?}");
+    // A drain evicted p7 (still Ready, in disruptedPods): nothing is left to take.
+    pdb.disrupted = BTreeSet::from(["uid-p7".to_owned()]);
+    let plan = super::plan(
+        &settings(2),
+        &pods,
+        &BTreeMap::new(),
+        std::slice::from_ref(&pdb),
+    );
+    assert!(plan.start.is_empty(), "{plan:?}");
+    // The status counted another set of pods (a replacement under way): it bounds the fresh count.
+    pdb.disrupted.clear();
+    pdb.expected_pods = 9;
+    let plan = super::plan(
+        &settings(2),
+        &pods,
+        &BTreeMap::new(),
+        std::slice::from_ref(&pdb),
+    );
+    assert!(plan.start.is_empty(), "{plan:?}");
+    pdb.disruptions_allowed = 1;
+    let plan = super::plan(&settings(2), &pods, &BTreeMap::new(), &[pdb]);
+    assert_eq!(names(&plan), ["p0"], "{plan:?}");
 }
