@@ -333,10 +333,12 @@ async fn measure(ctx: &Ctx, pods: usize, audit_log: &str) -> anyhow::Result<(Str
             .entry(format!("{component} {verb} {resource}"))
             .or_default() += count;
     }
+    // bench/rollout.sh installs the build CRR_PROFILE names (release unless told).
+    let profile = std::env::var("CRR_PROFILE").unwrap_or_else(|_| "release".to_owned());
     let mut report = format!(
         "# Rolling restart of a Deployment: rescheduling against in place\n\n\
          {pods} two-container pods of one Deployment on the test bed, a PodDisruptionBudget of maxUnavailable 10% \
-         ({budget} pods), an httpGet readiness probe every second; release build of crr.\n\n\
+         ({budget} pods), an httpGet readiness probe every second; {profile} build of crr.\n\n\
          | figure | a) `kubectl rollout restart` | b) ContainerRecreateRollout, maxUnavailable 10% |\n|---|---|---|\n\
          | time to every pod Ready (s) | {restart_seconds:.1} | {rollout_seconds:.1} |\n\
          | pods rescheduled | {rescheduled_a} | {rescheduled_b} |\n\
