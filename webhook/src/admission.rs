@@ -445,7 +445,7 @@ fn carries_nothing(status: &ContainerRecreateRequestStatus) -> bool {
 /// no status, and the marks of crr's mutating hook present and well formed: a `statusContext`
 /// with a container ID on every container, the `pod-uid` label, a non-empty `node-name` label.
 ///
-/// The pod is not read again (issue 36: one pod read per request, the mutating hook's). What
+/// The pod is not read again (one pod read per request, the mutating hook's: docs/decisions.md). What
 /// the mutating hook derived from the pod (pod active and scheduled, its node, which containers
 /// can be recreated, their container IDs) was decided a moment earlier on a consistent read; a
 /// second read would only see the same pod, or a pod that changed since, which the operator and

@@ -679,7 +679,7 @@ async fn v1alpha1_status_annotations_cannot_be_set_or_changed_through_the_main_r
 }
 
 /// The validating hook checks the object as it will be stored without reading the pod again
-/// (issue 36: one pod read per request, the mutating hook's; `admission::validate_create` says
+/// (one pod read per request, the mutating hook's; `admission::validate_create` says
 /// why that is safe): the creation rules that need no live data, and the marks of the mutating
 /// hook.
 #[tokio::test]

@@ -260,7 +260,7 @@ impl Executor<'_> {
         match self.crrs.delete(&name, &params).await {
             Ok(_) => {
                 // No Event: it would be about an object that is gone, one more write per
-                // request for nobody to read with `kubectl describe` (issue 36: at most two).
+                // request for nobody to read with `kubectl describe` (docs/behaviour.md §4: Events).
                 info!("deleted after ttlSecondsAfterFinished");
                 Ok(Step::Stop)
             }

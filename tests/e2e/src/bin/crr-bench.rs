@@ -28,13 +28,13 @@ use serde_json::{Value, json};
 #[derive(Default, Debug, Clone, serde::Serialize)]
 struct Milestones {
     admitted: f64,
-    /// The request seen `Recreating`: since issue 36 the daemon writes the phase with the record
+    /// The request seen `Recreating`: the daemon writes the phase with the record
     /// of the kill (before it only for an unready grace or a kill that could outlast the
     /// operator's patience), so this is after the stop for a plain request.
     picked_up: Option<f64>,
     /// The daemon's `Killing` Event on the pod: it calls StopContainer now, as the kubelet says
-    /// it (the Event's own microsecond timestamp, on this machine's clock). Before issue 36 the
-    /// Event was said on the request once StopContainer had returned.
+    /// it (the Event's own microsecond timestamp, on this machine's clock). Earlier daemons said
+    /// it on the request once StopContainer had returned.
     stopped_by_daemon: Option<f64>,
     killed: Option<f64>,
     restarted: Option<f64>,
