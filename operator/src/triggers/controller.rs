@@ -114,6 +114,11 @@ pub(super) fn entry_of(object: SlimWorkload, reloader: bool) -> Option<WorkloadE
     })
 }
 
+/// Objects per page of the ConfigMap and Secret metadata lists: a page's body is held whole
+/// before it is decoded, and an object's metadata may carry 256 KB of annotations, so 100 of
+/// them stay near 25 MB (the default page of 500 could reach 128 MB).
+const CONFIG_PAGE: u32 = 100;
+
 /// The metadata watch of the `K`s (ConfigMaps or Secrets, as `kind` says) in `namespace` (all
 /// when `None`).
 fn config_watch<K>(
@@ -131,7 +136,7 @@ where
         + 'static,
 {
     let api: Api<PartialObjectMeta<K>> = crr_runtime::client::namespaced_or_all(client, namespace);
-    watcher(api, watcher::Config::default())
+    watcher(api, watcher::Config::default().page_size(CONFIG_PAGE))
         .default_backoff()
         .filter_map(move |event| {
             let identity = |object: &PartialObjectMeta<K>| ObjectKey {
