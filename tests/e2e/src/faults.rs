@@ -238,3 +238,76 @@ pub async fn component_logs(selector: &str, since: jiff::Timestamp) -> anyhow::R
     }
     Ok(text)
 }
+
+/// The network namespace the test bed's control plane (etcd among it) runs in.
+const CONTROL_PLANE_NETNS: &str = "/run/netns/crr-node";
+
+/// One call to the test bed's etcd through its JSON gateway (the v3 API over HTTP on its client
+/// port, which listens on the namespace's loopback only): bash's `/dev/tcp` inside the namespace,
+/// HTTP/1.0 so that the answer ends with the connection. Returns the answer's JSON.
+async fn etcd_call(path: &str, body: &str) -> anyhow::Result<serde_json::Value> {
+    const CALL: &str = r#"exec 3<>/dev/tcp/127.0.0.1/2379 || exit 1
+printf 'POST %s HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' "$1" "${#2}" "$2" >&3
+sed '1,/^\r$/d' <&3"#;
+    let output = tokio::process::Command::new("nsenter")
+        .args([
+            &format!("--net={CONTROL_PLANE_NETNS}"),
+            "bash",
+            "-c",
+            CALL,
+            "etcd-call",
+            path,
+            body,
+        ])
+        .output()
+        .await
+        .context("running nsenter")?;
+    ensure!(
+        output.status.success(),
+        "etcd {path}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "etcd {path} answered {:?}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })?;
+    ensure!(answer.get("error").is_none(), "etcd {path}: {answer}");
+    Ok(answer)
+}
+
+/// An int64 of the etcd gateway's JSON (written as a string).
+fn etcd_int(value: &serde_json::Value) -> Option<u64> {
+    value
+        .as_str()
+        .and_then(|text| text.parse().ok())
+        .or_else(|| value.as_u64())
+}
+
+/// Compacts the test bed's etcd to its current revision and defragments it; returns its database
+/// size before and after, bytes. A scenario that wrote hundreds of MB of revisions (the fat
+/// tenant) leaves etcd as small as its live data: the API server compacts only every five minutes
+/// and etcd never shrinks its file by itself, so two such runs in a row would otherwise reach its
+/// 2 GiB quota (`--quota-backend-bytes`, hack/cluster.sh) and refuse every write.
+pub async fn compact_etcd() -> anyhow::Result<(u64, u64)> {
+    let status = etcd_call("/v3/maintenance/status", "{}").await?;
+    let before = etcd_int(&status["dbSize"]).ok_or_else(|| anyhow!("etcd status: {status}"))?;
+    let revision =
+        etcd_int(&status["header"]["revision"]).ok_or_else(|| anyhow!("etcd status: {status}"))?;
+    let compacted = etcd_call(
+        "/v3/kv/compaction",
+        &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+    )
+    .await;
+    // The API server's own compaction may have got there first: nothing left to compact.
+    if let Err(error) = compacted
+        && !format!("{error:#}").contains("compacted")
+    {
+        return Err(error);
+    }
+    etcd_call("/v3/maintenance/defragment", "{}").await?;
+    let status = etcd_call("/v3/maintenance/status", "{}").await?;
+    let after = etcd_int(&status["dbSize"]).ok_or_else(|| anyhow!("etcd status: {status}"))?;
+    Ok((before, after))
+}

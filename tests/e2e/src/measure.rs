@@ -223,6 +223,153 @@ pub async fn operator_leader_pid(client: &Client) -> Option<u32> {
     crate::faults::process_of(&leader, "crr-operator").ok()
 }
 
+/// The pod label that names a crr component (its program).
+const COMPONENT_LABEL: &str = "app.kubernetes.io/name";
+
+/// The highest resident memory one crr process was seen with while [`RssPeaks`] sampled.
+#[derive(Clone, Debug)]
+pub struct ProcessPeak {
+    /// Its pod in the system namespace.
+    pub pod: String,
+    /// Its program (one of [`PROGRAMS`]).
+    pub program: String,
+    /// The node its pod runs on.
+    pub node: String,
+    /// The highest RSS seen, KiB.
+    pub peak_kib: u64,
+    /// Of it, the anonymous part (`RssAnon`: the heap; the rest is mostly the binary's pages).
+    pub peak_anon_kib: u64,
+    /// Samples taken (the process was readable).
+    pub samples: usize,
+    /// The pids it had: more than one when the container was restarted while sampled.
+    pub pids: Vec<u32>,
+}
+
+/// Samples the RSS of every crr process (each pod of the system namespace that runs one of
+/// [`PROGRAMS`], found through /proc by its pod's cgroup) every `every` in the background, keeping
+/// each one's peak, until [`RssPeaks::stop`]. A process that goes (its container restarted) is
+/// looked for again in its pod at the next sample.
+pub struct RssPeaks {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Vec<ProcessPeak>>,
+}
+
+impl RssPeaks {
+    /// Finds every crr process (an error when one of the component pods has none) and starts.
+    pub async fn start(client: &Client, every: Duration) -> anyhow::Result<Self> {
+        use k8s_openapi::api::core::v1::Pod;
+        let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), crate::SYSTEM_NAMESPACE);
+        let mut watched = Vec::new();
+        for pod in pods
+            .list(&Default::default())
+            .await
+            .context("listing crr's pods")?
+            .items
+        {
+            let Some(program) = PROGRAMS.iter().find(|program| {
+                pod.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|labels| labels.get(COMPONENT_LABEL))
+                    .is_some_and(|name| name == *program)
+            }) else {
+                continue;
+            };
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let pid = crate::faults::process_of(&pod, program)?;
+            let peak = ProcessPeak {
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+                program: (*program).to_owned(),
+                node: pod
+                    .spec
+                    .as_ref()
+                    .and_then(|spec| spec.node_name.clone())
+                    .unwrap_or_default(),
+                peak_kib: 0,
+                peak_anon_kib: 0,
+                samples: 0,
+                pids: vec![pid],
+            };
+            watched.push((pod, peak));
+        }
+        anyhow::ensure!(!watched.is_empty(), "no crr process found to sample");
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            loop {
+                for (pod, peak) in &mut watched {
+                    let mut pid = peak.pids.last().copied();
+                    let mut now = pid.and_then(usage);
+                    if now.is_none() {
+                        pid = crate::faults::process_of(pod, &peak.program).ok();
+                        now = pid.and_then(usage);
+                        if let Some(pid) = pid.filter(|pid| !peak.pids.contains(pid)) {
+                            peak.pids.push(pid);
+                        }
+                    }
+                    if let Some(now) = now {
+                        if now.rss_kib > peak.peak_kib {
+                            peak.peak_kib = now.rss_kib;
+                            peak.peak_anon_kib = pid.map_or(0, rss_anon_kib);
+                        }
+                        peak.samples += 1;
+                    }
+                }
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    _ = &mut stopped => break,
+                }
+            }
+            watched.into_iter().map(|(_, peak)| peak).collect()
+        });
+        Ok(Self { stop, task })
+    }
+
+    /// Stops sampling (after one last sample) and returns each process's peak, in the order found.
+    pub async fn stop(self) -> anyhow::Result<Vec<ProcessPeak>> {
+        let _ = self.stop.send(());
+        self.task.await.context("the RSS sampler panicked")
+    }
+}
+
+/// `RssAnon` of a process, KiB (0 when unreadable).
+fn rss_anon_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("RssAnon:"))
+                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Bytes of a Kubernetes memory quantity (`128Mi`, `1G`, `65536`); `None` for a form this does
+/// not read (fractions, exponents, milli).
+pub fn memory_bytes(quantity: &str) -> Option<u64> {
+    let quantity = quantity.trim();
+    let digits = quantity
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(quantity.len());
+    let (number, suffix) = quantity.split_at(digits);
+    let factor: u64 = match suffix {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(factor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +395,17 @@ mod tests {
             })
         );
         assert_eq!(parse_usage(stat, "Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn memory_quantities_read_as_bytes() {
+        assert_eq!(memory_bytes("128Mi"), Some(128 << 20));
+        assert_eq!(memory_bytes("64Mi"), Some(64 << 20));
+        assert_eq!(memory_bytes("1G"), Some(1_000_000_000));
+        assert_eq!(memory_bytes("65536"), Some(65536));
+        assert_eq!(memory_bytes("1.5Gi"), None);
+        assert_eq!(memory_bytes("100m"), None);
+        assert_eq!(memory_bytes("Mi"), None);
     }
 
     #[test]
