@@ -8,7 +8,7 @@
 //! more), the others untouched, the pod Ready again (and `KruisePodReady` True when gated), and
 //! nothing stuck Terminating (the request, once deleted, goes; the pod is not being deleted).
 //!
-//! One scenario is a load, not a fault: `fat-tenant` (issue 36, item 7) fills a namespace with
+//! One scenario is a load, not a fault: `fat-tenant` fills a namespace with
 //! objects as large as the API server takes (Pending pods and Deployments of 1 MB, 250 requests
 //! of 190 KiB queued on one pod) and demands that every crr process stay under 70% of its
 //! container's memory limit (RSS sampled every second), that none restart, and that another
@@ -115,7 +115,7 @@ fn scenarios() -> Vec<(Scenario, Expect)> {
                 run: |ctx| Box::pin(fat_tenant(ctx)),
             },
             Expect::KnownFailure(
-                "issue 36 item 7: the operator caches unfinished requests whole (peaks 73-95% of \
+                "the operator caches unfinished requests whole (peaks 73-95% of \
                  its memory limit, once OOMKilled four times); another tenant's plain request \
                  took 31-52 s",
             ),
@@ -608,7 +608,7 @@ async fn rollout_fault(ctx: Ctx, fault: RolloutFault) -> anyhow::Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// fat-tenant (issue 36, item 7): one tenant makes its objects as large as the API server lets
+// fat-tenant: one tenant makes its objects as large as the API server lets
 // them be, and crr must neither grow toward its memory limits nor slow another tenant's request.
 
 /// Pending pods (a nodeSelector no node matches) carrying the readiness-gate label, so that the
