@@ -463,15 +463,16 @@ async fn recreate_app(client: &Client, pod: &Pod, webhook: bool) {
 
 /// Whether the daemon announced the kill of the request's container: its preStop hook runs.
 fn in_pre_stop(crr: Option<&ContainerRecreateRequest>) -> bool {
+    // Nothing records a kill before it is made; a hook whose grace (600 s, capped at 300) could
+    // outlast the operator's patience has the phase written first, so `Recreating` with no
+    // container killed yet is the hook running.
     crr.and_then(|crr| crr.status.as_ref())
         .is_some_and(|status| {
-            status.container_recreate_states.iter().any(|state| {
-                state
-                    .message
-                    .as_deref()
-                    .and_then(crr_node_daemon::kill_marker::KillMarker::parse)
-                    .is_some()
-            })
+            status.phase == Some(crr_crds::v1beta1::Phase::Recreating)
+                && !status
+                    .container_recreate_states
+                    .iter()
+                    .any(|state| state.is_killed)
         })
 }
 

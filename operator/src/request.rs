@@ -30,7 +30,7 @@ use kube::runtime::reflector::Store;
 use prometheus_client::registry::Registry;
 use tracing::warn;
 
-use crate::pod_view::ReadinessReports;
+use crate::pod_view::{PodReadiness, ReadinessReports};
 use crate::reconcile_errors::ReconcileErrors;
 use crate::wing::WingContext;
 use context::Context;
@@ -43,6 +43,9 @@ pub struct RequestWing {
     pub requests: Store<ContainerRecreateRequest>,
     /// Each change of a cached request, once the cache holds it, for the rollout wing.
     pub changes: futures::channel::mpsc::Receiver<Arc<ContainerRecreateRequest>>,
+    /// Each pod's readiness as the pod watch sees it, for the rollout wing (reports that do not
+    /// fit are dropped: the pod watch never waits on it).
+    pub pod_readiness: futures::channel::mpsc::Receiver<PodReadiness>,
     /// The watches, the controller and the TTL deletions: run it until shutdown.
     pub work: BoxFuture<'static, ()>,
 }
@@ -57,8 +60,8 @@ pub fn start(
     registry: &mut Registry,
     errors: &ReconcileErrors,
     readiness: &Readiness,
-    pod_readiness: ReadinessReports,
 ) -> RequestWing {
+    let (readiness_reports, pod_readiness) = ReadinessReports::channel();
     let context = Arc::new(Context::new(
         wing.client.clone(),
         wing.events.clone(),
@@ -109,7 +112,7 @@ pub fn start(
             controller,
             context,
             namespace.as_deref(),
-            pod_readiness,
+            readiness_reports,
             move || pods_synced.open(),
             became_leader,
             shutdown,
@@ -125,6 +128,7 @@ pub fn start(
     RequestWing {
         requests,
         changes,
+        pod_readiness,
         work,
     }
 }

@@ -27,7 +27,6 @@ use tracing::{info, warn};
 use crate::FIELD_MANAGER;
 use crate::elector::{self, Elector};
 use crate::gate::{self, GateContext};
-use crate::pod_view::ReadinessReports;
 use crate::reconcile_errors::ReconcileErrors;
 use crate::triggers::context::TriggerSettings;
 use crate::wing::WingContext;
@@ -69,21 +68,13 @@ fn start_wings(
     readiness: &Readiness,
 ) -> Wings {
     let errors = ReconcileErrors::register(registry);
+    let requests = request::start(wing, settings.workers, registry, &errors, readiness);
     // The request wing's pod watch reports pods' readiness; rollouts wake on it.
-    let (pod_readiness, readiness_reports) = ReadinessReports::channel();
-    let requests = request::start(
-        wing,
-        settings.workers,
-        registry,
-        &errors,
-        readiness,
-        pod_readiness,
-    );
     let rollouts = rollout::start(
         wing,
         requests.requests,
         requests.changes,
-        readiness_reports,
+        requests.pod_readiness,
         registry,
         &errors,
     );

@@ -41,8 +41,8 @@ use super::refs::{self, References};
 /// Workloads per page of a list (a watch's first list and its re-lists): a page's body is held
 /// whole before it is decoded and one workload may be as large as the API server stores (about
 /// 1.5 MB). The three kinds list at once, so their pages together hold what one page of pods
-/// may (`pod_view::POD_PAGE`, a quarter of the operator's 128 Mi): 6 each, about 27 MB at worst.
-pub const WORKLOAD_PAGE: u32 = crate::pod_view::POD_PAGE / 3;
+/// may (the operator's pod page of 20, a quarter of the operator's 128 Mi): 6 each, about 27 MB at worst.
+pub const WORKLOAD_PAGE: u32 = 6;
 
 /// The annotations kept: those a trigger reads (`annotations::parse`,
 /// `annotations::has_trigger_annotations`: crr's and Reloader's) and the two the controller
