@@ -30,9 +30,9 @@ use serde::Deserialize;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::FIELD_MANAGER;
 use crate::pod_view::{POD_PAGE, SlimPod};
 use crate::readiness::{self, PodConditionsPatch};
+use crate::wing::FIELD_MANAGER;
 
 /// Shared state of the initializer.
 pub struct GateContext {

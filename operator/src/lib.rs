@@ -8,7 +8,7 @@
 //!   schedule.
 //!
 //! Each wing has one `start`, which [`run`] calls; the wings meet only through API objects and
-//! the caches `run` hands on. The ground they share: [`wing`] (what `run` hands each wing),
+//! the caches `run` hands on. The ground they share: [`wing`] (what `run` hands each wing, and the field manager of every write),
 //! [`reconcile_errors`], [`readiness`], [`deadline`], [`cache`] (the requests as kept),
 //! [`pod_view`] (the pods as kept), [`lease`] and [`elector`] (the Lease), [`gate`] (starts
 //! readiness gates). In every wing a pure decision is tested beside the
@@ -33,6 +33,3 @@ pub mod rollout;
 pub mod run;
 pub mod triggers;
 pub mod wing;
-
-/// Field manager of every write the operator makes.
-pub const FIELD_MANAGER: &str = "crr-operator";

@@ -24,11 +24,11 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::FIELD_MANAGER;
 use crate::elector::{self, Elector};
 use crate::gate::{self, GateContext};
 use crate::reconcile_errors::ReconcileErrors;
 use crate::triggers::context::TriggerSettings;
+use crate::wing::FIELD_MANAGER;
 use crate::wing::WingContext;
 use crate::{request, rollout, triggers};
 

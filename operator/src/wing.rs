@@ -16,6 +16,9 @@ use kube::{Api, Client, Resource};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+/// Field manager of every write the operator makes, in each wing and in the gate starter.
+pub const FIELD_MANAGER: &str = "crr-operator";
+
 /// The first look again for a CRD that is not installed; it doubles up to [`CRD_RECHECK_CAP`].
 pub const CRD_RECHECK_BASE: Duration = Duration::from_secs(1);
 /// A wing waiting for its CRD looks again at least this often.

@@ -45,7 +45,6 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{Instrument, debug, info_span, warn};
 
-use crate::FIELD_MANAGER;
 use crate::pod_view::{POD_PAGE, ReadinessReports, SlimPod};
 use crate::request::context::Context;
 use crate::request::error::Error;
@@ -54,6 +53,7 @@ use crate::request::metrics::OutcomeLabels;
 use crate::request::pod_events;
 use crate::request::reconcile;
 use crate::request::settled::SettledIndex;
+use crate::wing::FIELD_MANAGER;
 
 /// Reconciles one request: reads its pod, plans, executes the plan, and says when to look again.
 pub async fn reconcile(

@@ -15,12 +15,12 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
-use crate::FIELD_MANAGER;
 use crate::readiness::{self, Holder, PodConditionsPatch};
 use crate::request::context::Context;
 use crate::request::error::Error;
 use crate::request::metrics::CompletionLabels;
 use crate::request::reconcile::{self, Action, Completion};
+use crate::wing::FIELD_MANAGER;
 
 /// How many times a pod status write is retried on a conflict within one reconcile.
 const POD_WRITE_ATTEMPTS: usize = 5;

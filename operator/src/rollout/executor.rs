@@ -21,7 +21,7 @@ use tracing::debug;
 use super::context::RolloutContext;
 use super::decide::{Decision, Next};
 use super::error::Error;
-use crate::FIELD_MANAGER;
+use crate::wing::FIELD_MANAGER;
 
 /// How soon a reconcile whose status write conflicted decides again (the cache is about to
 /// catch up).

@@ -30,7 +30,7 @@ use super::refs::{ConfigKind, ConfigRef};
 use super::rollout::{self as trigger_rollout, Cause, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
 use super::workload_view::SlimWorkload;
-use crate::FIELD_MANAGER;
+use crate::wing::FIELD_MANAGER;
 
 fn reference(key: &WorkloadKey, uid: &str) -> ObjectReference {
     ObjectReference {
