@@ -6,7 +6,8 @@
 //! Every component converts incoming objects to the hub version ([`v1beta1`]) at its edge and
 //! decides on that one model. [`status`] is the one status model over it: when a request is
 //! finished, what completing one writes, how conditions are set, and the typed, preconditioned
-//! status patch both the operator and the node daemon write with.
+//! status patch both the operator and the node daemon write with; [`slim`] is what their stores
+//! keep of a request.
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +19,7 @@ pub mod restart_policy;
 pub mod rollout;
 pub mod rules;
 pub mod schema;
+pub mod slim;
 pub mod status;
 pub mod triggers;
 pub mod v1alpha1;

@@ -17,7 +17,8 @@
 //! `pre_stop`, `kill`, `restart` and `complete` are observed when this daemon completes the
 //! request, and only from what this process saw (a daemon restarted mid-request observes the
 //! phases after its restart; a request the operator completes, deadline or pod gone, observes
-//! none of them). It decides nothing about the request itself.
+//! none of them). It decides nothing about the request itself; it also remembers that a
+//! request's passed deadline was logged, so that it is logged once.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -69,6 +70,8 @@ struct Marks {
     last_kill_done: Option<Instant>,
     ready: Option<Instant>,
     completed: bool,
+    /// The round found the deadline passed and left the request to the operator.
+    past_deadline: bool,
 }
 
 /// The marks of every request this daemon works on, by key (the request's UID).
@@ -89,6 +92,15 @@ impl Timeline {
         self.with(key, |marks| {
             (!std::mem::replace(&mut marks.grace_over, true))
                 .then(|| now.saturating_duration_since(seen))
+        })
+    }
+
+    /// A round found the request past its deadline (no kill; the operator completes it):
+    /// `true` the first time only, so that the rounds each of the pod's changes brings until
+    /// then say it once.
+    pub fn past_deadline(&self, key: &str) -> bool {
+        self.with(key, |marks| {
+            !std::mem::replace(&mut marks.past_deadline, true)
         })
     }
 
@@ -227,6 +239,19 @@ mod tests {
         timeline.ready("uid-3", start);
         timeline.retain(|key| key == "uid-3");
         assert_eq!(timeline.len(), 1);
+    }
+
+    #[test]
+    fn a_passed_deadline_is_said_once_per_request() {
+        let timeline = Timeline::default();
+        assert!(timeline.past_deadline("uid-1"));
+        assert!(!timeline.past_deadline("uid-1"));
+        assert!(timeline.past_deadline("uid-2"));
+        timeline.forget("uid-1");
+        assert!(
+            timeline.past_deadline("uid-1"),
+            "a forgotten request starts afresh"
+        );
     }
 
     #[test]

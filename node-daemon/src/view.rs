@@ -15,24 +15,12 @@ use crr_crds::v1beta1::ContainerRecreateRequest;
 
 pub use crate::live_pod::slim_pod;
 
-/// The prefix of the labels crr sets on a request (`crr_crds::keys::LABEL_*`).
-const CRR_LABELS: &str = "crr.apps.kruise.io/";
-
 /// Keeps of a request what the daemon decides on (`recreate`, `schedule`, `round`): see the
-/// module's table.
+/// module's table. On top of what every store drops ([`crr_crds::slim::drop_tenant_bulk`]), the
+/// daemon drops the finalizers: it neither reads nor writes them.
 pub fn slim_request(crr: &mut ContainerRecreateRequest) {
-    let metadata = &mut crr.metadata;
-    metadata.managed_fields = None;
-    metadata.annotations = None;
-    metadata.owner_references = None;
-    metadata.finalizers = None;
-    if let Some(labels) = metadata.labels.as_mut() {
-        labels.retain(|key, _| key.starts_with(CRR_LABELS));
-    }
-    for container in &mut crr.spec.containers {
-        container.pre_stop = None;
-        container.ports = None;
-    }
+    crr_crds::slim::drop_tenant_bulk(crr);
+    crr.metadata.finalizers = None;
 }
 
 #[cfg(test)]
@@ -126,7 +114,7 @@ mod tests {
             recreate::foreign_runtime(&whole, "containerd")
         );
         let mut crr_only = whole.labels().clone();
-        crr_only.retain(|key, _| key.starts_with(CRR_LABELS));
+        crr_only.retain(|key, _| crr_crds::slim::is_crr_label(key));
         assert_eq!(slim.labels(), &crr_only);
         assert_eq!(crr_only.len(), 3, "{crr_only:?}");
         assert_eq!(slim.metadata.uid, whole.metadata.uid);

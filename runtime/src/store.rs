@@ -1,5 +1,4 @@
-//! Reflector stores: waiting for one to be filled by its first list, and keeping what they hold
-//! small.
+//! Reflector stores: waiting for one to be filled by its first list.
 
 use std::hash::Hash;
 use std::time::Duration;
@@ -25,15 +24,6 @@ where
             return ready;
         }
     }
-}
-
-/// Drops `metadata.managedFields` from an object before a reflector stores it (a
-/// `WatchStreamExt::modify` step). Nothing in crr reads them, and they are the largest part of a
-/// cached object: one `fieldsV1` tree per field manager (the client, the operator, the daemon),
-/// which k8s-openapi decodes into a map per node (BENCHMARKS.md, "Memory against the cluster's
-/// pods": more than half of a cached pod's heap).
-pub fn drop_managed_fields<K: kube::Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
 }
 
 #[cfg(test)]
@@ -67,17 +57,5 @@ mod tests {
         let (store, writer) = reflector::store::<ConfigMap>();
         drop(writer);
         assert!(wait_until_ready(&store).await.is_err());
-    }
-
-    #[test]
-    fn managed_fields_are_dropped_and_nothing_else() {
-        let mut map = ConfigMap::default();
-        map.metadata.name = Some("kept".into());
-        map.metadata.managed_fields = Some(vec![Default::default()]);
-        map.data = Some([("key".to_owned(), "value".to_owned())].into());
-        drop_managed_fields(&mut map);
-        assert_eq!(map.metadata.managed_fields, None);
-        assert_eq!(map.metadata.name.as_deref(), Some("kept"));
-        assert!(map.data.is_some());
     }
 }

@@ -245,7 +245,9 @@ impl<R: Requests> Round<'_, R> {
         let now = jiff::Timestamp::now();
         let deadline_left = recreate::time_left(recreate::deadline(crr), now);
         if deadline_left.is_some_and(|left| left.is_zero()) {
-            tracing::info!("past the request's deadline: no kill; the operator completes it");
+            if self.metrics.timeline.past_deadline(&timeline_key(crr)) {
+                tracing::info!("past the request's deadline: no kill; the operator completes it");
+            }
             return Ok(Then::Stop(Outcome::After(LEFT_TO_THE_OPERATOR)));
         }
         if let Some(refusal) = refusal {

@@ -263,40 +263,43 @@ pub fn new_controller(
     let (to_requests, for_requests) = futures::channel::mpsc::channel(SHARED_BUFFER);
     let (to_rollouts, changes) = futures::channel::mpsc::channel(SHARED_BUFFER);
     let cache = requests.clone();
-    let reflecting = watcher(crrs, watcher::Config::default())
-        .default_backoff()
-        .filter_map(move |event| {
-            futures::future::ready(match event {
-                Ok(event) => settled.route(event).map(Ok),
-                Err(error) => Some(Err(error)),
-            })
+    let reflecting = watcher(
+        crrs,
+        watcher::Config::default().page_size(crr_crds::slim::REQUEST_PAGE),
+    )
+    .default_backoff()
+    .filter_map(move |event| {
+        futures::future::ready(match event {
+            Ok(event) => settled.route(event).map(Ok),
+            Err(error) => Some(Err(error)),
         })
-        .modify(crate::cache::keep_what_reconciles_read)
-        .reflect(writer)
-        .for_each(move |event| {
-            let changed: Vec<Arc<ContainerRecreateRequest>> = match event {
-                Ok(watcher::Event::Apply(crr)) => cache
-                    .get(&reflector::ObjectRef::from_obj(&crr))
-                    .into_iter()
-                    .collect(),
-                Ok(watcher::Event::InitDone) => cache.state(),
-                Ok(_) => Vec::new(),
-                Err(error) => {
-                    warn!(%error, "request watch");
-                    Vec::new()
-                }
-            };
-            let (mut to_requests, mut to_rollouts) = (to_requests.clone(), to_rollouts.clone());
-            async move {
-                use futures::SinkExt as _;
-                for crr in changed {
-                    // A closed channel: its controller has ended (shutdown).
-                    let _ = to_requests.send(crr.clone()).await;
-                    let _ = to_rollouts.send(crr).await;
-                }
+    })
+    .modify(crate::cache::keep_what_reconciles_read)
+    .reflect(writer)
+    .for_each(move |event| {
+        let changed: Vec<Arc<ContainerRecreateRequest>> = match event {
+            Ok(watcher::Event::Apply(crr)) => cache
+                .get(&reflector::ObjectRef::from_obj(&crr))
+                .into_iter()
+                .collect(),
+            Ok(watcher::Event::InitDone) => cache.state(),
+            Ok(_) => Vec::new(),
+            Err(error) => {
+                warn!(%error, "request watch");
+                Vec::new()
             }
-        })
-        .boxed();
+        };
+        let (mut to_requests, mut to_rollouts) = (to_requests.clone(), to_rollouts.clone());
+        async move {
+            use futures::SinkExt as _;
+            for crr in changed {
+                // A closed channel: its controller has ended (shutdown).
+                let _ = to_requests.send(crr.clone()).await;
+                let _ = to_rollouts.send(crr).await;
+            }
+        }
+    })
+    .boxed();
     let controller = Controller::for_shared_stream(for_requests, requests)
         .with_config(controller::Config::default().concurrency(concurrency));
     RequestWatch {

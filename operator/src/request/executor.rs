@@ -196,14 +196,16 @@ impl Executor<'_> {
     }
 
     /// Keeps the API server's answer to a write as the current object, which the next action
-    /// builds on; a CRR deleted meanwhile stops the reconcile.
+    /// builds on, without the tenant's bulk (as the cache keeps it); a CRR deleted meanwhile stops
+    /// the reconcile.
     fn keep_answer(
         &mut self,
         action: &'static str,
         result: Result<ContainerRecreateRequest, kube::Error>,
     ) -> Result<Step, Error> {
         match result {
-            Ok(updated) => {
+            Ok(mut updated) => {
+                crr_crds::slim::drop_tenant_bulk(&mut updated);
                 self.current = updated;
                 Ok(Step::Continue)
             }
