@@ -9,8 +9,13 @@
 //! request changed since it was read fails the write with a conflict, and the writer decides
 //! again on the new version (docs/decisions.md, "Completed stays completed").
 //!
+//! [`snapshot`] says what `status.containerStatusSnapshot` holds for a pod: the operator writes it
+//! while a request recreates, and the node daemon reads the same from its own pod watch.
+//!
 //! Pure values only; sending the patch (client, field manager, retries) is each binary's job,
 //! and so is deciding *when* to write.
+
+pub mod snapshot;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

@@ -31,7 +31,8 @@ use crr_crds::status::{
     self, Completion, NoResourceVersion, Outcome as RequestOutcome, StatusPatch,
 };
 use crr_crds::v1beta1::{
-    ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState as State, Phase,
+    ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState as State,
+    ContainerRecreateRequestSyncContainerStatus, Phase,
 };
 use kube::runtime::events::EventType;
 use kube::{Resource as _, ResourceExt as _};
@@ -311,6 +312,14 @@ impl<R: Requests> Round<'_, R> {
                 .find(|(found, _)| found == name)
                 .map(|(_, container)| container.clone())
         };
+        // The kubelet's word on a killed container's successor, from this node's pod watch: the
+        // recreate completes once the pod shows the new container Ready, whether or not the
+        // operator has copied that into the snapshot yet (a busy operator is not on the path),
+        // and the completion writes the snapshot it was decided on.
+        let live_snapshot = self.live_snapshot(&crr, &pod_uid, &containers).await?;
+        if let Some(snapshot) = &live_snapshot {
+            crr.status.get_or_insert_default().container_status_snapshot = snapshot.clone();
+        }
         let mut states = recreate::container_states(&crr, &lookup, jiff::Timestamp::now());
         let recorded = crr
             .status
@@ -331,6 +340,7 @@ impl<R: Requests> Round<'_, R> {
         self.fail_containers_not_restarted(&crr, &mut states, &containers)
             .await?;
         let next = recreate::next_step(&crr, &states);
+        tracing::debug!(?next, ?states, "next step");
         // A kill or a completion writes the states itself: one write, not two.
         let written_by_next = matches!(next, Next::Kill(_) | Next::Complete { .. });
         if (states != recorded || phase_pending) && !written_by_next {
@@ -345,7 +355,8 @@ impl<R: Requests> Round<'_, R> {
             Next::Wait => Ok(Outcome::After(IN_FLIGHT_POLL)),
             Next::Complete { succeeded, message } => {
                 self.metrics.timeline.ready(&key, Instant::now());
-                self.complete(&crr, states, succeeded, &message).await?;
+                self.complete_with(&crr, states, succeeded, &message, live_snapshot)
+                    .await?;
                 Ok(Outcome::Completed)
             }
             Next::Kill(index) => {
@@ -527,6 +538,56 @@ impl<R: Requests> Round<'_, R> {
         succeeded: bool,
         message: &str,
     ) -> Result<(), WriteError> {
+        self.complete_with(crr, states, succeeded, message, None)
+            .await
+    }
+
+    /// The snapshot of the request's containers as this node's pod watch shows them, when it
+    /// differs from the recorded one and a killed container's successor runs (the only time a
+    /// round reads the pod for it: is that successor Ready?); `None` otherwise, or when the pod
+    /// is gone or replaced.
+    async fn live_snapshot(
+        &self,
+        crr: &ContainerRecreateRequest,
+        pod_uid: &str,
+        containers: &[(String, crate::recreate::RuntimeContainer)],
+    ) -> Result<Option<Vec<ContainerRecreateRequestSyncContainerStatus>>, WriteError> {
+        let status = crr.status.clone().unwrap_or_default();
+        let successor_runs = |name: &str| {
+            containers
+                .iter()
+                .any(|(found, container)| found == name && container.running)
+        };
+        let awaiting = status.container_recreate_states.iter().any(|state| {
+            state.is_killed && state.phase == Phase::Recreating && successor_runs(&state.name)
+        });
+        if !awaiting {
+            return Ok(None);
+        }
+        let namespace = crr.namespace().unwrap_or_default();
+        let Some(pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
+            return Ok(None);
+        };
+        if pod.metadata.uid.as_deref() != Some(pod_uid) {
+            return Ok(None);
+        }
+        Ok(crr_crds::status::snapshot::update(
+            &crr.spec.containers,
+            &pod,
+            &status.container_status_snapshot,
+        ))
+    }
+
+    /// Completes the request (see [`complete`](Self::complete)), with the container snapshot
+    /// the completion was decided on when the recorded one differs.
+    async fn complete_with(
+        &self,
+        crr: &ContainerRecreateRequest,
+        states: Vec<State>,
+        succeeded: bool,
+        message: &str,
+        snapshot: Option<Vec<ContainerRecreateRequestSyncContainerStatus>>,
+    ) -> Result<(), WriteError> {
         let reason = if succeeded {
             "Recreated"
         } else {
@@ -551,9 +612,11 @@ impl<R: Requests> Round<'_, R> {
             container_recreate_states: (!states.is_empty()).then_some(states),
             time: jiff::Timestamp::now(),
         };
-        self.requests
-            .write_status(&StatusPatch::completion(crr, &completion)?)
-            .await?;
+        let mut patch = StatusPatch::completion(crr, &completion)?;
+        if let Some(snapshot) = snapshot {
+            patch = patch.container_status_snapshot(snapshot);
+        }
+        self.requests.write_status(&patch).await?;
         if let Some(pod_uid) = crr.labels().get(LABEL_POD_UID) {
             let namespace = crr.namespace().unwrap_or_default();
             for state in &states_counted {

@@ -231,7 +231,9 @@ impl Daemon {
             restart_policies: &self.restart_policies,
         };
         let request = request_key(&crr);
+        tracing::debug!(parent: &span, "round starts");
         let outcome = round.run(crr.clone()).instrument(span.clone()).await;
+        tracing::debug!(parent: &span, ?outcome, "round ended");
         if !matches!(
             outcome,
             Err(RoundError::Write(WriteError::Api(_)) | RoundError::Runtime(_))

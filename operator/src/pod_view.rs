@@ -7,7 +7,7 @@
 //! | labels, the controller's owner reference | a rollout's target and PodDisruptionBudgets (`rollout::world`) |
 //! | `spec.readinessGates` | whether the pod declares `KruisePodReady` (`readiness`, `gate`) |
 //! | `status.conditions` | the readiness holders and the gate's initial condition (`readiness`) |
-//! | each container status's name, ready, restartCount, containerID and `state.running` (regular and init containers) | the snapshot (`request::snapshot`) |
+//! | each container status's name, ready, restartCount, containerID and `state.running` (regular and init containers) | the snapshot (`crr_crds::status::snapshot`) |
 //!
 //! Everything a tenant can make large goes unread: env, command, args, annotations,
 //! `managedFields`, volumes, termination messages (labels are bounded by the API server's own

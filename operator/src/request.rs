@@ -6,7 +6,7 @@
 //! [`reconcile`] plans (pure), [`executor`] carries a plan out, [`controller`] wires the
 //! watches and the reconcile; [`settled`] keeps finished requests as a compact index and
 //! deletes them at their TTL; [`pod_memo`] and [`pod_events`] keep the pods of requests in
-//! flight; [`snapshot`] derives the container snapshot; [`context`], [`metrics`] and [`error`]
+//! flight (the container snapshot is `crr_crds::status::snapshot`'s); [`context`], [`metrics`] and [`error`]
 //! are the wing's shared state, metrics and error type.
 
 pub mod context;
@@ -18,7 +18,6 @@ pub mod pod_events;
 pub mod pod_memo;
 pub mod reconcile;
 pub mod settled;
-pub mod snapshot;
 
 use std::sync::Arc;
 

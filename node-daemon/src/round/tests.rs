@@ -1681,9 +1681,78 @@ async fn a_plain_request_costs_two_writes_and_two_events() {
     }));
     assert_eq!(on_pod, ["Killing spec.containers{app}"]);
     assert_eq!(on_request, ["Recreated"]);
+    // The kill's look at the pod and the successor's readiness: both from the node's pod watch
+    // in the daemon (`api_server`), no API call.
     assert_eq!(
         memory.pod_reads.load(std::sync::atomic::Ordering::Relaxed),
-        1
+        2
+    );
+}
+
+/// The pod as the kubelet reports it: each named container running as the fake runtime's newest,
+/// Ready as `ready` says.
+fn kubelet_reports(memory: &Memory, fake: &FakeRuntime, names: &[&str], ready: bool) {
+    let statuses: Vec<serde_json::Value> = names
+        .iter()
+        .map(|name| {
+            let newest = fake.lock().newest(name).cloned().expect("a container");
+            json!({"name": name, "image": "i", "imageID": "", "ready": ready,
+                   "restartCount": newest.attempt,
+                   "containerID": format!("containerd://{}", newest.id),
+                   "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}})
+        })
+        .collect();
+    let status = serde_json::from_value(json!({ "containerStatuses": statuses })).unwrap();
+    memory.set_pod(|pod| pod.status = Some(status));
+}
+
+#[tokio::test]
+async fn the_pod_watch_showing_the_successor_ready_completes_without_the_operators_snapshot() {
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], grace(3)));
+    let metrics = Metrics::register(&mut Default::default());
+    let round = Round {
+        requests: &memory,
+        runtime: &runtime,
+        metrics: &metrics,
+        max_grace_seconds: 300,
+        preemption: Preemption::never(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
+        restart_policies: &Default::default(),
+    };
+    round.run(memory.get()).await.expect("the kill round");
+    assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
+    // The operator writes no snapshot at all; the kubelet restarts the container, not Ready yet.
+    kubelet_reports(&memory, &fake, &["app"], false);
+    let waiting = round.run(memory.get()).await.expect("a round");
+    assert_eq!(waiting, Outcome::After(IN_FLIGHT_POLL));
+    assert_eq!(
+        succeeded(&memory),
+        None,
+        "not before the successor is Ready"
+    );
+    kubelet_reports(&memory, &fake, &["app"], true);
+    let done = round.run(memory.get()).await.expect("a round");
+    assert_eq!(done, Outcome::Completed);
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    // The completion carries the snapshot it was decided on, as the operator would have written.
+    let newest = fake.lock().newest("app").cloned().unwrap();
+    let snapshot = memory.get().status.unwrap().container_status_snapshot;
+    assert_eq!(
+        snapshot,
+        [ContainerRecreateRequestSyncContainerStatus {
+            name: "app".into(),
+            ready: true,
+            restart_count: i32::try_from(newest.attempt).unwrap(),
+            container_id: format!("containerd://{}", newest.id),
+        }]
+    );
+    let (writes, _, _) = record(&memory);
+    assert_eq!(
+        writes.len(),
+        2,
+        "the kill's record and the completion: {writes:#?}"
     );
 }
 

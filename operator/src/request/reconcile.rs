@@ -30,8 +30,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
-use crate::request::snapshot;
 use crate::{deadline, readiness};
+use crr_crds::status::snapshot;
 
 /// Status message when the pod cannot be taken out of endpoints before recreation.
 pub const MESSAGE_NO_READINESS_GATE: &str = "the pod could not be taken out of endpoints before recreating: it has no KruisePodReady readiness gate";

@@ -1,5 +1,9 @@
-//! `status.containerStatusSnapshot`: the operator's copy of the pod's container statuses, which
-//! the node daemon reads to see kubelet progress (is the new container Ready?).
+//! `status.containerStatusSnapshot`: the copy of the pod's container statuses that tells kubelet
+//! progress (is the new container Ready?). The operator writes it while a request recreates; the
+//! node daemon computes the same from its own watch of the node's pods, so that a recreate
+//! completes when the kubelet reports the new container Ready, not when the operator's write of
+//! it comes (a busy operator is no longer on a recreate's path), and writes it with the
+//! completion.
 //!
 //! A container enters the snapshot only when it is running *and* it is a new container: its ID
 //! differs from the one recorded in `statusContext` at creation, or its restart count is higher.
@@ -11,7 +15,7 @@
 //! flap while the kubelet restarts it. This module does not decide when to write; it only says
 //! what the snapshot should be and whether that differs from the stored one.
 
-use crr_crds::v1beta1::{
+use crate::v1beta1::{
     ContainerRecreateRequestContainer, ContainerRecreateRequestContainerContext,
     ContainerRecreateRequestSyncContainerStatus,
 };
