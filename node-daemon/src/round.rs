@@ -552,7 +552,9 @@ impl<R: Requests> Round<'_, R> {
         pod_uid: &str,
         containers: &[(String, crate::recreate::RuntimeContainer)],
     ) -> Result<Option<Vec<ContainerRecreateRequestSyncContainerStatus>>, WriteError> {
-        let status = crr.status.clone().unwrap_or_default();
+        let Some(status) = crr.status.as_ref() else {
+            return Ok(None);
+        };
         let successor_runs = |name: &str| {
             containers
                 .iter()
