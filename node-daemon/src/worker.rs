@@ -244,10 +244,10 @@ impl Daemon {
             Ok(Outcome::After(after)) => Some(after),
             Ok(Outcome::OnChange) => None,
             Ok(Outcome::Preempted) => Some(Duration::ZERO),
-            Ok(Outcome::Completed) => {
-                self.requests.forget(&crr);
-                Some(Duration::ZERO)
-            }
+            // The completion's answer stays the request's current copy until the watch shows
+            // it (or its deletion): forgotten here, the watch's older copy would be decided on
+            // again, completed a second time and refused (a wasted write, a conflict).
+            Ok(Outcome::Completed) => Some(Duration::ZERO),
             Err(RoundError::Write(WriteError::Conflict)) => {
                 tracing::debug!("the request changed meanwhile; deciding again");
                 Some(Duration::from_millis(200))

@@ -11,8 +11,10 @@
 //! * Pods through a **slim** watch of all pods (`pod_view::SlimPod`: decoded straight into the
 //!   fields the plan reads, [`pod_view::POD_PAGE`] pods a list page). A pod event re-queues the
 //!   requests that name it (see `pod_events`), and the pods of requests in flight are kept from
-//!   the watch (`pod_memo`): a request's first reconcile reads its pod with one GET, every later
-//!   one reads the watch's copy. Other pods are dropped as they come, so memory follows the
+//!   the watch (`pod_memo`): a request the daemon has not started on is planned on the pod its
+//!   admission saw (`reconcile::admitted_pod`) unless the watch reported that pod deleted; the
+//!   first reconcile that needs the pod whole reads it with one GET when the watch has shown no
+//!   change of it since, every later one reads the watch's copy. Other pods are dropped as they come, so memory follows the
 //!   requests in flight, not the cluster; per-pod field-selector watches would need dynamic watch
 //!   management.
 //!
@@ -76,11 +78,24 @@ pub async fn reconcile(
     async move {
         let pods: Api<SlimPod> = Api::namespaced(ctx.client.clone(), &namespace);
         let pod_key = format!("{namespace}/{}", crr.spec.pod_name);
+        let now = Timestamp::now();
+        let admitted = reconcile::admitted_pod(&crr, now).filter(|admitted| {
+            let uid = admitted.metadata.uid.as_deref().unwrap_or_default();
+            let unchanged = reconcile::pod_need(&crr) == reconcile::PodNeed::Existence
+                || ctx.pod_memo.unchanged_since_wanted(&pod_key);
+            unchanged && !ctx.pod_memo.reported_deleted(&pod_key, uid)
+        });
         let pod = if crr.spec.pod_name.is_empty() || !reconcile::needs_pod(&crr) {
             ctx.pod_memo.forget(&pod_key);
             None
         } else if let Some(pod) = ctx.pod_memo.current(&pod_key) {
             Some((*pod).clone())
+        } else if let Some(admitted) = admitted {
+            // Not started on by the daemon (or started, and the pod has not changed since the
+            // operator asked for it): the pod its admission saw, unless the watch said it went;
+            // the watch's copies are kept from now on, for when the pod is read.
+            ctx.pod_memo.want(&pod_key);
+            Some(admitted)
         } else {
             let pod = pods
                 .get_opt(&crr.spec.pod_name)
@@ -95,7 +110,6 @@ pub async fn reconcile(
             }
             pod
         };
-        let now = Timestamp::now();
         let plan = reconcile::plan(&crr, pod.as_ref(), now);
         debug!(actions = ?plan.actions, requeue_after = ?plan.requeue_after, "planned");
         let mut executor = Executor {
@@ -111,8 +125,11 @@ pub async fn reconcile(
                 break;
             }
         }
-        // The pod as this reconcile left it (a readiness write returns the new version).
-        if let Some(pod) = executor.pod.take() {
+        // The pod as this reconcile left it (a readiness write returns the new version); the
+        // admitted pod, never read, has no version and is not kept.
+        if let Some(pod) = executor.pod.take()
+            && pod.metadata.resource_version.is_some()
+        {
             ctx.pod_memo.keep(&pod_key, Arc::new(pod));
         }
         ctx.metrics

@@ -7,14 +7,22 @@
 //! pod takes its name), so a gone pod is always read as gone. A request that no longer needs its
 //! pod forgets it.
 //!
-//! Only pods a request asked for are kept (the watch's other pods are dropped), so memory follows
-//! the requests in flight, not the cluster. A copy is served only while the watch's newest
+//! A request the node daemon has not started on needs to know only that its pod is still there
+//! (`reconcile::PodNeed::Existence`): its first reconcile asks for the pod without reading it
+//! ([`want`](PodMemo::want)), and trusts the pod its admission saw unless the watch reported
+//! that pod deleted, lately ([`RECENT_DELETIONS`]) or since it was asked for
+//! ([`reported_deleted`](PodMemo::reported_deleted)).
+//!
+//! Only pods a request asked for are kept (the watch's other pods are dropped; of their
+//! deletions, the last [`RECENT_DELETIONS`] of names and UIDs), so memory follows the requests
+//! in flight, not the cluster. A copy is served only while the watch's newest
 //! version is its very version: the operator sees a pod no older than its watch does (as a
 //! controller reading an informer's cache would), every later change re-queues the request, and
 //! every pod write is preconditioned on the resourceVersion it was computed from.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
@@ -30,10 +38,47 @@ struct Entry {
     deleted: Option<String>,
 }
 
+/// How long the deletion of a pod no request asked for is remembered: longer than a request's
+/// way from its admission (which saw the pod) to its first reconcile.
+pub const RECENT_DELETIONS: Duration = Duration::from_secs(120);
+
+/// The deletions the watch reported of pods no request had asked for, oldest first.
+#[derive(Debug, Default)]
+struct Deletions {
+    /// `namespace/name` → the UID deleted last under that name.
+    uids: HashMap<String, String>,
+    /// When each was reported, oldest first (a name deleted twice is listed twice).
+    order: VecDeque<(Instant, String)>,
+}
+
+impl Deletions {
+    fn record(&mut self, key: &str, uid: String, now: Instant) {
+        self.expire(now);
+        self.uids.insert(key.to_owned(), uid);
+        self.order.push_back((now, key.to_owned()));
+    }
+
+    fn expire(&mut self, now: Instant) {
+        while let Some((at, _)) = self.order.front() {
+            if now.duration_since(*at) < RECENT_DELETIONS {
+                break;
+            }
+            let Some((_, key)) = self.order.pop_front() else {
+                break;
+            };
+            // Only its last deletion's turn removes a name deleted twice.
+            if !self.order.iter().any(|(_, later)| *later == key) {
+                self.uids.remove(&key);
+            }
+        }
+    }
+}
+
 /// `namespace/name` → what is known of that pod.
 #[derive(Debug, Default)]
 pub struct PodMemo {
     entries: Mutex<HashMap<String, Entry>>,
+    deletions: Mutex<Deletions>,
 }
 
 impl PodMemo {
@@ -86,12 +131,56 @@ impl PodMemo {
 
     /// The watch reports the pod with `uid` deleted.
     pub fn deleted(&self, key: &str, uid: Option<String>) {
+        self.deleted_at(key, uid, Instant::now());
+    }
+
+    fn deleted_at(&self, key: &str, uid: Option<String>, now: Instant) {
+        let uid = uid.unwrap_or_default();
         if let Some(entry) = self.entries().get_mut(key) {
             *entry = Entry {
-                deleted: Some(uid.unwrap_or_default()),
+                deleted: Some(uid),
                 ..Default::default()
             };
+            return;
         }
+        self.deletions().record(key, uid, now);
+    }
+
+    /// A request needs the pod but not read now: from here on, the watch's copies of it are
+    /// kept (and its deletion marked) as for a pod read.
+    pub fn want(&self, key: &str) {
+        self.entries().entry(key.to_owned()).or_default();
+    }
+
+    /// Whether a request asked for the pod ([`want`](Self::want)) and the watch has shown no
+    /// change of it since (nor has anyone read it).
+    pub fn unchanged_since_wanted(&self, key: &str) -> bool {
+        self.entries().get(key).is_some_and(|entry| {
+            entry.read.is_none() && entry.reported.is_none() && entry.deleted.is_none()
+        })
+    }
+
+    /// Whether the watch reported the pod of `uid` deleted: since a request asked for it, or
+    /// within the last [`RECENT_DELETIONS`].
+    pub fn reported_deleted(&self, key: &str, uid: &str) -> bool {
+        self.reported_deleted_at(key, uid, Instant::now())
+    }
+
+    fn reported_deleted_at(&self, key: &str, uid: &str, now: Instant) -> bool {
+        if self
+            .entries()
+            .get(key)
+            .and_then(|entry| entry.deleted.as_deref())
+            .is_some_and(|deleted| deleted == uid)
+        {
+            return true;
+        }
+        let mut deletions = self.deletions();
+        deletions.expire(now);
+        deletions
+            .uids
+            .get(key)
+            .is_some_and(|deleted| deleted == uid)
     }
 
     /// No request needs the pod any more.
@@ -112,6 +201,14 @@ impl PodMemo {
     fn entries(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         // Each change under the lock is one insert, update or remove: consistent after a panic.
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn deletions(&self) -> MutexGuard<'_, Deletions> {
+        // A panic between a record's two inserts leaves a name listed without its UID (or the
+        // other way round): an entry that expires in its turn.
+        self.deletions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -183,6 +280,52 @@ mod tests {
         // Or as a read shows it.
         memo.keep("ns/web", pod("u3", "9"));
         assert_eq!(version(&memo).as_deref(), Some("9"));
+    }
+
+    #[test]
+    fn a_pod_wanted_unread_is_kept_from_the_watch_and_its_deletion_marked() {
+        let memo = PodMemo::default();
+        assert!(!memo.unchanged_since_wanted("ns/web"), "never asked for");
+        memo.want("ns/web");
+        assert!(memo.unchanged_since_wanted("ns/web"));
+        assert_eq!(version(&memo), None, "nothing read or seen yet");
+        assert!(!memo.reported_deleted("ns/web", "u1"));
+        memo.seen("ns/web", pod("u1", "6"));
+        assert!(!memo.unchanged_since_wanted("ns/web"));
+        assert_eq!(version(&memo).as_deref(), Some("6"));
+        memo.deleted("ns/web", Some("u1".into()));
+        assert!(memo.reported_deleted("ns/web", "u1"));
+        assert!(
+            !memo.reported_deleted("ns/web", "u2"),
+            "another pod of that name"
+        );
+        assert_eq!(version(&memo), None);
+    }
+
+    #[test]
+    fn deletions_of_pods_nobody_asked_for_are_remembered_for_a_while() {
+        let memo = PodMemo::default();
+        let start = Instant::now();
+        memo.deleted_at("ns/web", Some("u1".into()), start);
+        memo.deleted_at("ns/db", Some("u9".into()), start + Duration::from_secs(60));
+        assert!(memo.is_empty(), "no pod kept");
+        let soon = start + Duration::from_secs(30);
+        assert!(memo.reported_deleted_at("ns/web", "u1", soon));
+        assert!(!memo.reported_deleted_at("ns/web", "u2", soon));
+        assert!(!memo.reported_deleted_at("ns/other", "u1", soon));
+        let later = start + RECENT_DELETIONS;
+        assert!(
+            !memo.reported_deleted_at("ns/web", "u1", later),
+            "forgotten"
+        );
+        assert!(memo.reported_deleted_at("ns/db", "u9", later));
+        // A name deleted again is remembered from its last deletion.
+        memo.deleted_at("ns/db", Some("u10".into()), later);
+        let after_first = start + Duration::from_secs(60) + RECENT_DELETIONS;
+        assert!(memo.reported_deleted_at("ns/db", "u10", after_first));
+        assert!(!memo.reported_deleted_at("ns/db", "u10", later + RECENT_DELETIONS));
+        assert_eq!(memo.deletions().order.len(), 0);
+        assert!(memo.deletions().uids.is_empty());
     }
 
     #[test]

@@ -127,16 +127,84 @@ pub struct Plan {
 }
 
 /// Decides what to do with `crr`, given its pod and the time.
-/// Whether [`plan`] needs the live pod for `crr`: a request that is finished or being deleted
-/// needs it only to release the pod's readiness it still holds (its finalizer says so). The
-/// reconcile skips the pod GET otherwise (finished requests cost no pod reads).
-pub fn needs_pod(crr: &ContainerRecreateRequest) -> bool {
+/// What [`plan`] reads of the request's pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodNeed {
+    /// Nothing: the request is finished or being deleted and holds no readiness.
+    Nothing,
+    /// Only that the pod the request was admitted for is still there: the node daemon has not
+    /// started on the request (no phase, or `Pending` behind another), and [`plan`] reads no
+    /// more than the pod-gone check before the phase is `Recreating`.
+    Existence,
+    /// The pod as it is: conditions and container statuses (the snapshot, the readiness it
+    /// holds or is to take).
+    Whole,
+}
+
+/// What [`plan`] needs of the live pod for `crr`: a request that is finished or being deleted
+/// needs it only to release the pod's readiness it still holds (its finalizer says so); one the
+/// daemon has not started on needs only its existence. The reconcile reads the pod (memo or
+/// GET) only for [`PodNeed::Whole`] (finished requests cost no pod reads, and a request's first
+/// reconcile none either, [`admitted_pod`]).
+pub fn pod_need(crr: &ContainerRecreateRequest) -> PodNeed {
     let holds_finalizer = crr
         .finalizers()
         .iter()
         .any(|finalizer| finalizer == keys::FINALIZER_UNREADY_ACQUIRED);
     let done = crr.metadata.deletion_timestamp.is_some() || status::is_finished(crr);
-    !done || holds_finalizer
+    if done {
+        return if holds_finalizer {
+            PodNeed::Whole
+        } else {
+            PodNeed::Nothing
+        };
+    }
+    if holds_finalizer || crr.phase() == Some(Phase::Recreating) {
+        PodNeed::Whole
+    } else {
+        PodNeed::Existence
+    }
+}
+
+/// Whether [`plan`] needs the live pod for `crr` at all ([`pod_need`]).
+pub fn needs_pod(crr: &ContainerRecreateRequest) -> bool {
+    pod_need(crr) != PodNeed::Nothing
+}
+
+/// How long after its creation a request may be planned on [`admitted_pod`] (its pod not read):
+/// past it, a reconcile reads the pod, so a deletion the pod watch never reported (one made
+/// while the watch was away) still completes the request, before the daemon's response deadline.
+pub const ADMITTED_POD_TRUSTED_FOR: Duration = Duration::from_secs(30);
+
+/// The pod `crr` was admitted for, as the webhook saw it (name, namespace, the `pod-uid` label;
+/// nothing else, no resourceVersion: never read), within [`ADMITTED_POD_TRUSTED_FOR`] of the
+/// request's creation, for a request whose plan reads no more of its pod than that it is still
+/// there: one the daemon has not started on ([`PodNeed::Existence`]), or a `Recreating` one
+/// with no unready grace to start, whose pod the watch has shown no change of since the
+/// operator asked for it (the caller knows: `pod_memo`) so that there is nothing new to copy
+/// into the snapshot. `None` when its pod has to be read.
+pub fn admitted_pod(crr: &ContainerRecreateRequest, now: Timestamp) -> Option<Pod> {
+    let recreating_without_grace_to_start = pod_need(crr) == PodNeed::Whole
+        && crr.phase() == Some(Phase::Recreating)
+        && crr.finalizers().is_empty()
+        && (crr.strategy().unready_grace_period_seconds.is_none()
+            || pre_recreate_grace_started(crr));
+    if pod_need(crr) != PodNeed::Existence && !recreating_without_grace_to_start {
+        return None;
+    }
+    let created = crr.metadata.creation_timestamp.as_ref()?.0;
+    let trusted_until = created
+        .checked_add(jiff::SignedDuration::try_from(ADMITTED_POD_TRUSTED_FOR).ok()?)
+        .ok()?;
+    if now >= trusted_until {
+        return None;
+    }
+    let uid = crr.labels().get(keys::LABEL_POD_UID)?;
+    let mut pod = Pod::default();
+    pod.metadata.name = Some(crr.spec.pod_name.clone());
+    pod.metadata.namespace = crr.namespace();
+    pod.metadata.uid = Some(uid.clone());
+    Some(pod)
 }
 
 pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -> Plan {
@@ -163,19 +231,23 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
                 requeue_after: None,
             };
         }
-        if crr.labels().contains_key(keys::LABEL_ACTIVE) {
-            actions.push(Action::RemoveActiveLabel);
-        }
         let expiry = completion_time.and_then(|completed| {
             deadline::ttl_expiry(completed, crr.spec.ttl_seconds_after_finished)
         });
+        let expired = expiry.is_some_and(|expiry| deadline::has_passed(expiry, now));
+        // A request about to be deleted keeps its `active` label: dropping it would be one more
+        // write, and would settle the request into the settled index, whose loop would delete it
+        // a second time (a 404) beside this reconcile's deletion.
+        if crr.labels().contains_key(keys::LABEL_ACTIVE) && !expired {
+            actions.push(Action::RemoveActiveLabel);
+        }
         // Once these actions ran, a request no rollout made is settled and leaves the cache for
         // the settled index, whose loop deletes it at its expiry (`settled`): no requeue here
         // to hold in the controller's queue for as long as the TTL.
         let indexed_once_settled = !crr.labels().contains_key(keys::LABEL_ROLLOUT);
         let mut requeue_after = None;
         match expiry {
-            Some(expiry) if deadline::has_passed(expiry, now) => actions.push(Action::Delete),
+            Some(_) if expired => actions.push(Action::Delete),
             Some(expiry) if !indexed_once_settled => {
                 requeue_after = Some(deadline::until(expiry, now));
             }
@@ -233,7 +305,9 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
             .as_ref()
             .map(|status| status.container_status_snapshot.as_slice())
             .unwrap_or_default();
-        if let Some(next) = snapshot::update(&crr.spec.containers, pod, previous) {
+        // The admitted pod was never read: no statuses to copy (the watch's next copy brings them).
+        let read = pod.metadata.resource_version.is_some();
+        if let Some(next) = snapshot::update(&crr.spec.containers, pod, previous).filter(|_| read) {
             actions.push(Action::PatchSnapshot(next));
         }
         if let Some(resync) = deadline::after(now, deadline::RECREATING_RESYNC.as_secs() as i64) {

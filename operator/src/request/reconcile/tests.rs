@@ -76,6 +76,97 @@ fn only_requests_at_work_or_holding_readiness_need_the_pod() {
     assert!(!needs_pod(&deleting));
 }
 
+#[test]
+fn a_request_the_daemon_has_not_started_on_needs_only_its_pods_existence() {
+    assert_eq!(pod_need(&crr()), PodNeed::Existence, "no phase");
+    assert_eq!(
+        pod_need(&with_phase(crr(), Phase::Pending)),
+        PodNeed::Existence
+    );
+    assert_eq!(
+        pod_need(&with_phase(crr(), Phase::Recreating)),
+        PodNeed::Whole
+    );
+    assert_eq!(pod_need(&completed_at(crr(), 10)), PodNeed::Nothing);
+    assert_eq!(
+        pod_need(&with_finalizer(completed_at(crr(), 10))),
+        PodNeed::Whole
+    );
+}
+
+#[test]
+fn the_admitted_pod_plans_a_fresh_request_as_its_read_pod_would() {
+    let mut request = crr();
+    request.spec.active_deadline_seconds = Some(5);
+    let created = request
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .expect("created")
+        .0;
+    let admitted = admitted_pod(&request, created).expect("fresh, pending");
+    assert_eq!(admitted.metadata.uid, pod().metadata.uid);
+    assert_eq!(admitted.metadata.resource_version, None, "never read");
+    // Every time within the trust, the plan on the admitted pod is the plan on the live one
+    // (the daemon's response deadline and the active deadline included).
+    for seconds in [0, 1, 5, 29] {
+        let now = created + jiff::SignedDuration::from_secs(seconds);
+        assert_eq!(
+            plan(&request, Some(&admitted), now),
+            plan(&request, Some(&pod()), now),
+            "{seconds}s after creation"
+        );
+    }
+    let late = created + jiff::SignedDuration::try_from(ADMITTED_POD_TRUSTED_FOR).unwrap();
+    assert_eq!(
+        admitted_pod(&request, late),
+        None,
+        "read once the trust ran out"
+    );
+    // Recreating: the plan on the admitted pod copies nothing into the snapshot (the watch's
+    // next copy of the pod will) and otherwise is the plan on the live pod.
+    let recreating = with_phase(crr(), Phase::Recreating);
+    let admitted = admitted_pod(&recreating, created).expect("no grace to start");
+    let on_admitted = plan(&recreating, Some(&admitted), at(1));
+    let mut live = pod();
+    live.status.get_or_insert_default().container_statuses = Some(vec![ContainerStatus {
+        name: "app".to_owned(),
+        container_id: Some("containerd://app-1".to_owned()),
+        restart_count: 1,
+        ready: true,
+        state: Some(ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }]);
+    let mut on_live = plan(&recreating, Some(&live), at(1));
+    assert!(
+        on_live
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::PatchSnapshot(_))),
+        "{on_live:?}"
+    );
+    on_live
+        .actions
+        .retain(|action| !matches!(action, Action::PatchSnapshot(_)));
+    assert_eq!(on_admitted, on_live);
+    // An unready grace still to start reads the pod (its gate, its conditions).
+    assert_eq!(
+        admitted_pod(&with_unready_grace(recreating.clone()), created),
+        None
+    );
+    assert_eq!(admitted_pod(&with_finalizer(recreating), created), None);
+    let mut unlabelled = crr();
+    unlabelled
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .remove(keys::LABEL_POD_UID);
+    assert_eq!(admitted_pod(&unlabelled, created), None);
+}
+
 fn with_unready_grace(mut crr: ContainerRecreateRequest) -> ContainerRecreateRequest {
     crr.spec.strategy = Some(ContainerRecreateRequestStrategy {
         unready_grace_period_seconds: Some(5),
@@ -94,12 +185,14 @@ fn deleted(mut crr: ContainerRecreateRequest) -> ContainerRecreateRequest {
     crr
 }
 
+/// Pod `web` as read from the API server (a resourceVersion: not the admitted pod).
 fn pod() -> Pod {
     Pod {
         metadata: ObjectMeta {
             name: Some("web".to_owned()),
             namespace: Some("ns".to_owned()),
             uid: Some(POD_UID.to_owned()),
+            resource_version: Some("3".to_owned()),
             ..Default::default()
         },
         spec: Some(PodSpec::default()),
@@ -485,6 +578,17 @@ fn completed_request_is_deleted_when_its_ttl_has_passed() {
 }
 
 #[test]
+fn a_request_past_its_ttl_is_deleted_with_its_active_label_on() {
+    // Dropping the label first would settle it into the settled index, whose loop would delete
+    // it a second time.
+    let mut request = completed_at(crr(), 100);
+    request.spec.ttl_seconds_after_finished = Some(3);
+    assert!(request.labels().contains_key(keys::LABEL_ACTIVE));
+    let plan = plan(&request, Some(&pod()), at(104));
+    assert_eq!(plan.actions, vec![Action::Delete]);
+}
+
+#[test]
 fn completed_request_without_ttl_stays() {
     let mut request = completed_at(crr(), 100);
     request.metadata.labels = None;
@@ -501,7 +605,6 @@ fn completed_request_lets_go_of_the_pod_before_anything_else() {
         vec![
             Action::ReleasePodReadiness,
             Action::RemoveFinalizer,
-            Action::RemoveActiveLabel,
             Action::Delete,
         ]
     );
