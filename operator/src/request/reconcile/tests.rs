@@ -129,17 +129,7 @@ fn the_admitted_pod_plans_a_fresh_request_as_its_read_pod_would() {
     let admitted = admitted_pod(&recreating, created).expect("no grace to start");
     let on_admitted = plan(&recreating, Some(&admitted), at(1));
     let mut live = pod();
-    live.status.get_or_insert_default().container_statuses = Some(vec![ContainerStatus {
-        name: "app".to_owned(),
-        container_id: Some("containerd://app-1".to_owned()),
-        restart_count: 1,
-        ready: true,
-        state: Some(ContainerState {
-            running: Some(ContainerStateRunning::default()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }]);
+    live.status.get_or_insert_default().container_statuses = Some(vec![app_recreated_and_ready()]);
     let mut on_live = plan(&recreating, Some(&live), at(1));
     assert!(
         on_live
@@ -197,6 +187,21 @@ fn pod() -> Pod {
         },
         spec: Some(PodSpec::default()),
         status: Some(PodStatus::default()),
+    }
+}
+
+/// `app`'s new container (`app-1`, one restart), running and Ready.
+fn app_recreated_and_ready() -> ContainerStatus {
+    ContainerStatus {
+        name: "app".to_owned(),
+        container_id: Some("containerd://app-1".to_owned()),
+        restart_count: 1,
+        ready: true,
+        state: Some(ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -373,17 +378,7 @@ fn terminating_or_replaced_pod_completes_with_pod_has_gone() {
 #[test]
 fn recreating_request_snapshots_new_containers_and_resyncs_every_three_seconds() {
     let mut pod = pod();
-    pod.status.get_or_insert_default().container_statuses = Some(vec![ContainerStatus {
-        name: "app".to_owned(),
-        container_id: Some("containerd://app-1".to_owned()),
-        restart_count: 1,
-        ready: true,
-        state: Some(ContainerState {
-            running: Some(ContainerStateRunning::default()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }]);
+    pod.status.get_or_insert_default().container_statuses = Some(vec![app_recreated_and_ready()]);
     let request = with_phase(crr(), Phase::Recreating);
     let first = plan(&request, Some(&pod), at(5));
     let Some(Action::PatchSnapshot(snapshot)) = first.actions.first() else {
