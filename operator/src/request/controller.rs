@@ -11,12 +11,13 @@
 //! * Pods through a **slim** watch of all pods (`pod_view::SlimPod`: decoded straight into the
 //!   fields the plan reads, [`pod_view::POD_PAGE`] pods a list page). A pod event re-queues the
 //!   requests that name it (see `pod_events`), and the pods of requests in flight are kept from
-//!   the watch (`pod_memo`): a request the daemon has not started on is planned on the pod its
-//!   admission saw (`reconcile::admitted_pod`) unless the watch reported that pod deleted; the
-//!   first reconcile that needs the pod whole reads it with one GET when the watch has shown no
-//!   change of it since, every later one reads the watch's copy. Other pods are dropped as they come, so memory follows the
-//!   requests in flight, not the cluster; per-pod field-selector watches would need dynamic watch
-//!   management.
+//!   the watch (`pod_memo`). A request the daemon has not started on, or a recreating one whose
+//!   pod the watch has shown no change of since, is planned on the pod its admission saw
+//!   (`reconcile::admitted_pod`) unless the watch reported that pod deleted; a reconcile that
+//!   needs the pod's status reads the watch's copy, or with one GET when there is none yet (an
+//!   unready grace to start, a restarted operator). Other pods are dropped as they come, so
+//!   memory follows the requests in flight, not the cluster; per-pod field-selector watches would
+//!   need dynamic watch management.
 //!
 //! [`pod_view::POD_PAGE`]: crate::pod_view::POD_PAGE
 //!
