@@ -213,8 +213,9 @@ async fn report_refusal(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>, r
     }
 }
 
-/// Pod events, slim (the objects touched); the pods of requests in flight go to `pod_memo`.
-/// Calls `on_synced` once the first list of pods has been seen.
+/// Pod events, slim (the objects touched, and after a relist the pods kept for requests that it
+/// no longer showed: deleted while the watch was away); the pods of requests in flight go to
+/// `pod_memo`. Calls `on_synced` once the first list of pods has been seen.
 pub fn pod_triggers(
     client: Client,
     namespace: Option<&str>,
@@ -225,23 +226,36 @@ pub fn pod_triggers(
     let pods: Api<SlimPod> = crr_runtime::client::namespaced_or_all(client, namespace);
     watcher(pods, watcher::Config::default().page_size(POD_PAGE))
         .default_backoff()
-        .inspect(move |event| {
+        .flat_map(move |event| {
             let key = |pod: &SlimPod| {
                 format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
             };
-            match event {
-                Ok(watcher::Event::InitDone) => on_synced(),
+            let touched = match event {
+                Ok(watcher::Event::Init) => {
+                    pod_memo.relist_started();
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitDone) => {
+                    on_synced();
+                    pod_memo
+                        .relisted()
+                        .into_iter()
+                        .map(|pod| Ok(SlimPod(pod)))
+                        .collect()
+                }
                 Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
-                    readiness.report(pod);
-                    pod_memo.seen(&key(pod), Arc::new(pod.0.clone()));
+                    readiness.report(&pod);
+                    pod_memo.seen(&key(&pod), Arc::new(pod.0.clone()));
+                    vec![Ok(pod)]
                 }
                 Ok(watcher::Event::Delete(pod)) => {
-                    pod_memo.deleted(&key(pod), pod.metadata.uid.clone());
+                    pod_memo.deleted(&key(&pod), pod.metadata.uid.clone());
+                    vec![Ok(pod)]
                 }
-                _ => {}
-            }
+                Err(error) => vec![Err(error)],
+            };
+            futures::stream::iter(touched)
         })
-        .touched_objects()
 }
 
 /// The request cache and what feeds on it.

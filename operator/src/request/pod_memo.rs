@@ -13,6 +13,10 @@
 //! that pod deleted, lately ([`RECENT_DELETIONS`]) or since it was asked for
 //! ([`reported_deleted`](PodMemo::reported_deleted)).
 //!
+//! A relist (the watch lists every pod again after it was away) reports no deletion: a pod kept
+//! or asked for that the relist does not show went while the watch was away, and is marked
+//! deleted when the relist is complete ([`relisted`](PodMemo::relisted)).
+//!
 //! Only pods a request asked for are kept (the watch's other pods are dropped; of their
 //! deletions, the last [`RECENT_DELETIONS`] of names and UIDs), so memory follows the requests
 //! in flight, not the cluster. A copy is served only while the watch's newest
@@ -20,7 +24,7 @@
 //! controller reading an informer's cache would), every later change re-queues the request, and
 //! every pod write is preconditioned on the resourceVersion it was computed from.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -34,7 +38,8 @@ struct Entry {
     /// The pod as last read or written.
     read: Option<Arc<Pod>>,
     /// The UID of the pod the watch reported deleted: a copy of it read before, kept by a
-    /// reconcile that was still running, must not bring it back.
+    /// reconcile that was still running, must not bring it back. Empty: a pod of that name went
+    /// while the watch was away, whichever it was (a relist no longer showed one).
     deleted: Option<String>,
 }
 
@@ -79,6 +84,9 @@ impl Deletions {
 pub struct PodMemo {
     entries: Mutex<HashMap<String, Entry>>,
     deletions: Mutex<Deletions>,
+    /// While the watch relists: the names of the pods kept or asked for that it has shown (or
+    /// that were read or asked for meanwhile).
+    relisting: Mutex<Option<HashSet<String>>>,
 }
 
 impl PodMemo {
@@ -110,6 +118,8 @@ impl PodMemo {
             entry.reported = pod.resource_version();
         }
         entry.read = Some(pod);
+        drop(entries);
+        self.listed(key);
     }
 
     /// The watch shows `pod` (slim): kept as the current copy when a request asked for that
@@ -127,6 +137,47 @@ impl PodMemo {
         }
         entry.reported = pod.resource_version();
         entry.read = Some(pod);
+        drop(entries);
+        self.listed(key);
+    }
+
+    /// The watch starts listing every pod again.
+    pub fn relist_started(&self) {
+        *self.relist() = Some(HashSet::new());
+    }
+
+    /// The relist is complete: every pod kept or asked for that it did not show (and nobody
+    /// read meanwhile) went while the watch was away, and is marked deleted. Returns those pods
+    /// (the last copy, or name, namespace and no more), for the requests naming them to be
+    /// looked at again.
+    pub fn relisted(&self) -> Vec<Pod> {
+        let Some(listed) = self.relist().take() else {
+            return Vec::new();
+        };
+        let mut gone = Vec::new();
+        for (key, entry) in self.entries().iter_mut() {
+            if listed.contains(key) || entry.deleted.is_some() {
+                continue;
+            }
+            let mut pod = entry.read.as_deref().cloned().unwrap_or_default();
+            if let Some((namespace, name)) = key.split_once('/') {
+                pod.metadata.namespace = Some(namespace.to_owned());
+                pod.metadata.name = Some(name.to_owned());
+            }
+            *entry = Entry {
+                deleted: Some(pod.metadata.uid.clone().unwrap_or_default()),
+                ..Default::default()
+            };
+            gone.push(pod);
+        }
+        gone
+    }
+
+    /// Notes that the pod `key` is known to be there, during a relist.
+    fn listed(&self, key: &str) {
+        if let Some(listed) = self.relist().as_mut() {
+            listed.insert(key.to_owned());
+        }
     }
 
     /// The watch reports the pod with `uid` deleted.
@@ -150,6 +201,7 @@ impl PodMemo {
     /// kept (and its deletion marked) as for a pod read.
     pub fn want(&self, key: &str) {
         self.entries().entry(key.to_owned()).or_default();
+        self.listed(key);
     }
 
     /// Whether a request asked for the pod ([`want`](Self::want)) and the watch has shown no
@@ -171,7 +223,7 @@ impl PodMemo {
             .entries()
             .get(key)
             .and_then(|entry| entry.deleted.as_deref())
-            .is_some_and(|deleted| deleted == uid)
+            .is_some_and(|deleted| deleted.is_empty() || deleted == uid)
         {
             return true;
         }
@@ -201,6 +253,13 @@ impl PodMemo {
     fn entries(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         // Each change under the lock is one insert, update or remove: consistent after a panic.
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn relist(&self) -> MutexGuard<'_, Option<HashSet<String>>> {
+        // One assignment or insert under the lock: consistent after a panic.
+        self.relisting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn deletions(&self) -> MutexGuard<'_, Deletions> {
@@ -326,6 +385,42 @@ mod tests {
         assert!(!memo.reported_deleted_at("ns/db", "u10", later + RECENT_DELETIONS));
         assert_eq!(memo.deletions().order.len(), 0);
         assert!(memo.deletions().uids.is_empty());
+    }
+
+    #[test]
+    fn a_pod_a_relist_no_longer_shows_went_while_the_watch_was_away() {
+        let memo = PodMemo::default();
+        memo.keep("ns/web", pod("u1", "5"));
+        memo.keep("ns/db", pod("u7", "2"));
+        memo.want("ns/cache");
+        memo.want("ns/queue");
+        memo.relist_started();
+        memo.seen("ns/db", pod("u7", "3"));
+        // Read by a reconcile during the relist: known to be there.
+        memo.keep("ns/queue", pod("u9", "4"));
+        memo.seen("ns/other", pod("u8", "1"));
+        let gone = memo.relisted();
+        let mut names: Vec<_> = gone.iter().map(|pod| pod.name_any()).collect();
+        names.sort();
+        assert_eq!(names, ["cache", "web"]);
+        assert_eq!(version(&memo), None, "web went");
+        assert!(memo.reported_deleted("ns/web", "u1"));
+        assert!(
+            memo.reported_deleted("ns/cache", "any"),
+            "never read: whichever pod it was"
+        );
+        assert_eq!(
+            memo.current("ns/db")
+                .and_then(|pod| pod.resource_version())
+                .as_deref(),
+            Some("3")
+        );
+        assert!(!memo.reported_deleted("ns/queue", "u9"));
+        // A new pod of the name, read fresh, is served.
+        memo.keep("ns/cache", pod("u10", "6"));
+        assert!(!memo.reported_deleted("ns/cache", "u10"));
+        // Outside a relist, nothing is marked.
+        assert!(memo.relisted().is_empty());
     }
 
     #[test]
