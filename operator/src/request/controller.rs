@@ -80,18 +80,21 @@ pub async fn reconcile(
         let pods: Api<SlimPod> = Api::namespaced(ctx.client.clone(), &namespace);
         let pod_key = format!("{namespace}/{}", crr.spec.pod_name);
         let now = Timestamp::now();
-        let admitted = reconcile::admitted_pod(&crr, now).filter(|admitted| {
-            let uid = admitted.metadata.uid.as_deref().unwrap_or_default();
-            let unchanged = reconcile::pod_need(&crr) == reconcile::PodNeed::Existence
-                || ctx.pod_memo.unchanged_since_wanted(&pod_key);
-            unchanged && !ctx.pod_memo.reported_deleted(&pod_key, uid)
-        });
+        // Looked up only when the memo holds no current copy (no memo lookups on the other paths).
+        let admitted = || {
+            reconcile::admitted_pod(&crr, now).filter(|admitted| {
+                let uid = admitted.metadata.uid.as_deref().unwrap_or_default();
+                let unchanged = reconcile::pod_need(&crr) == reconcile::PodNeed::Existence
+                    || ctx.pod_memo.unchanged_since_wanted(&pod_key);
+                unchanged && !ctx.pod_memo.reported_deleted(&pod_key, uid)
+            })
+        };
         let pod = if crr.spec.pod_name.is_empty() || !reconcile::needs_pod(&crr) {
             ctx.pod_memo.forget(&pod_key);
             None
         } else if let Some(pod) = ctx.pod_memo.current(&pod_key) {
             Some((*pod).clone())
-        } else if let Some(admitted) = admitted {
+        } else if let Some(admitted) = admitted() {
             // Not started on by the daemon (or started, and the pod has not changed since the
             // operator asked for it): the pod its admission saw, unless the watch said it went;
             // the watch's copies are kept from now on, for when the pod is read.

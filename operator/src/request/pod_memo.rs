@@ -50,8 +50,8 @@ pub const RECENT_DELETIONS: Duration = Duration::from_secs(120);
 /// The deletions the watch reported of pods no request had asked for, oldest first.
 #[derive(Debug, Default)]
 struct Deletions {
-    /// `namespace/name` → the UID deleted last under that name.
-    uids: HashMap<String, String>,
+    /// `namespace/name` → the UID deleted last under that name, and when.
+    uids: HashMap<String, (String, Instant)>,
     /// When each was reported, oldest first (a name deleted twice is listed twice).
     order: VecDeque<(Instant, String)>,
 }
@@ -59,7 +59,7 @@ struct Deletions {
 impl Deletions {
     fn record(&mut self, key: &str, uid: String, now: Instant) {
         self.expire(now);
-        self.uids.insert(key.to_owned(), uid);
+        self.uids.insert(key.to_owned(), (uid, now));
         self.order.push_back((now, key.to_owned()));
     }
 
@@ -68,11 +68,11 @@ impl Deletions {
             if now.duration_since(*at) < RECENT_DELETIONS {
                 break;
             }
-            let Some((_, key)) = self.order.pop_front() else {
+            let Some((at, key)) = self.order.pop_front() else {
                 break;
             };
             // Only its last deletion's turn removes a name deleted twice.
-            if !self.order.iter().any(|(_, later)| *later == key) {
+            if self.uids.get(&key).is_some_and(|(_, last)| *last == at) {
                 self.uids.remove(&key);
             }
         }
@@ -232,7 +232,7 @@ impl PodMemo {
         deletions
             .uids
             .get(key)
-            .is_some_and(|deleted| deleted == uid)
+            .is_some_and(|(deleted, _)| deleted == uid)
     }
 
     /// No request needs the pod any more.

@@ -126,7 +126,6 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
 }
 
-/// Decides what to do with `crr`, given its pod and the time.
 /// What [`plan`] reads of the request's pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodNeed {
@@ -184,19 +183,18 @@ pub const ADMITTED_POD_TRUSTED_FOR: Duration = Duration::from_secs(30);
 /// operator asked for it (the caller knows: `pod_memo`) so that there is nothing new to copy
 /// into the snapshot. `None` when its pod has to be read.
 pub fn admitted_pod(crr: &ContainerRecreateRequest, now: Timestamp) -> Option<Pod> {
-    let recreating_without_grace_to_start = pod_need(crr) == PodNeed::Whole
+    let need = pod_need(crr);
+    let recreating_without_grace_to_start = need == PodNeed::Whole
         && crr.phase() == Some(Phase::Recreating)
         && crr.finalizers().is_empty()
         && (crr.strategy().unready_grace_period_seconds.is_none()
             || pre_recreate_grace_started(crr));
-    if pod_need(crr) != PodNeed::Existence && !recreating_without_grace_to_start {
+    if need != PodNeed::Existence && !recreating_without_grace_to_start {
         return None;
     }
     let created = crr.metadata.creation_timestamp.as_ref()?.0;
-    let trusted_until = created
-        .checked_add(jiff::SignedDuration::try_from(ADMITTED_POD_TRUSTED_FOR).ok()?)
-        .ok()?;
-    if now >= trusted_until {
+    let trust = i64::try_from(ADMITTED_POD_TRUSTED_FOR.as_secs()).ok()?;
+    if deadline::has_passed(deadline::after(created, trust)?, now) {
         return None;
     }
     let uid = crr.labels().get(keys::LABEL_POD_UID)?;
@@ -207,6 +205,7 @@ pub fn admitted_pod(crr: &ContainerRecreateRequest, now: Timestamp) -> Option<Po
     Some(pod)
 }
 
+/// Decides what to do with `crr`, given its pod and the time.
 pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -> Plan {
     let mut actions = Vec::new();
     let holds_finalizer = crr
@@ -307,7 +306,7 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
             .unwrap_or_default();
         // The admitted pod was never read: no statuses to copy (the watch's next copy brings them).
         let read = pod.metadata.resource_version.is_some();
-        if let Some(next) = snapshot::update(&crr.spec.containers, pod, previous).filter(|_| read) {
+        if read && let Some(next) = snapshot::update(&crr.spec.containers, pod, previous) {
             actions.push(Action::PatchSnapshot(next));
         }
         if let Some(resync) = deadline::after(now, deadline::RECREATING_RESYNC.as_secs() as i64) {
