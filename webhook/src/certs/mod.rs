@@ -8,6 +8,7 @@
 //! PEM texts, the Secret's keys and the error type.
 
 pub mod bundle;
+pub mod follow;
 pub mod generate;
 pub mod publish;
 pub mod resolver;

@@ -7,10 +7,12 @@ use crr_runtime::events::EventPublisher;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use kube::{Client, Resource as _};
+use tokio::sync::Notify;
 
 use super::bundle::{Bundle, CertError, read_dir};
+use super::follow::{Followed, follow};
 use super::generate::{CaPair, first_der, unix_now};
-use super::publish::{CaTargets, publish_ca};
+use super::publish::{CaTargets, Watched, publish_ca};
 use super::resolver::CertResolver;
 use super::secret::{Stored, bundle_from_secret, ensure_secret, read_secret};
 use crate::metrics::CertificateRenewals;
@@ -62,10 +64,12 @@ pub struct Rotation {
     pub renewals: CertificateRenewals,
 }
 
-/// Certificate upkeep, every `interval`, forever. From files: reloads the serving certificate
-/// when they changed and keeps their CA published in `targets` (a re-applied manifest has none);
-/// nothing is rotated. From the self-managed Secret: the same, then the step of the rotation
-/// that is due ([`rotation::plan`]), written with the resourceVersion it was decided on.
+/// Certificate upkeep, every `interval` and whenever a watched object changes, forever. From
+/// files: reloads the serving certificate when they changed and keeps their CA published in
+/// `targets` (a re-applied manifest has none); nothing is rotated. From the self-managed Secret:
+/// the same, then the step of the rotation that is due ([`rotation::plan`]), written with the
+/// resourceVersion it was decided on. The Secret and the targets are read from watches by name
+/// (`follow`), so a pass with nothing to do makes no API call.
 pub async fn keep_up(
     client: Client,
     resolver: Arc<CertResolver>,
@@ -74,17 +78,38 @@ pub async fn keep_up(
     interval: std::time::Duration,
     rotation: Rotation,
 ) {
+    let changes = Arc::new(Notify::new());
+    let watched = Watched::start(&client, &targets, &changes);
+    let secret = match &source {
+        CertSource::Secret { namespace, name } => Some(follow(
+            Api::<Secret>::namespaced(client.clone(), namespace),
+            name,
+            std::convert::identity,
+            changes.clone(),
+        )),
+        CertSource::Dir(_) => None,
+    };
     loop {
         match &source {
             CertSource::Dir(dir) => {
                 reload(&resolver, read_dir(dir));
-                publish(&client, &targets, &resolver.bundle().ca_pem).await;
+                publish(&client, &targets, &watched, &resolver.bundle().ca_pem).await;
             }
             CertSource::Secret { namespace, name } => {
-                rotate(&client, &resolver, namespace, name, &targets, &rotation).await;
+                let pass = Pass {
+                    client: &client,
+                    resolver: &resolver,
+                    targets: &targets,
+                    watched: &watched,
+                    secret: secret.as_ref(),
+                };
+                pass.rotate(namespace, name, &rotation).await;
             }
         }
-        tokio::time::sleep(interval).await;
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = changes.notified() => {}
+        }
     }
 }
 
@@ -97,11 +122,11 @@ fn reload(resolver: &CertResolver, bundle: Result<Bundle, CertError>) {
 }
 
 /// Puts `ca` into every caBundle of `targets`; whether all of them hold it now.
-async fn publish(client: &Client, targets: &CaTargets, ca: &str) -> bool {
+async fn publish(client: &Client, targets: &CaTargets, watched: &Watched, ca: &str) -> bool {
     if ca.is_empty() {
         return false;
     }
-    match publish_ca(client, targets, ca).await {
+    match publish_ca(client, targets, watched, ca).await {
         Ok(0) => true,
         Ok(count) => {
             tracing::info!(objects = count, "published caBundle");
@@ -114,74 +139,89 @@ async fn publish(client: &Client, targets: &CaTargets, ca: &str) -> bool {
     }
 }
 
-/// One pass over the self-managed Secret: read it fresh, serve and publish what it holds, then
-/// take the rotation step that is due. Of replicas taking the same step, the first write wins
-/// (resourceVersion precondition); the others get a conflict and read the winner's Secret on
-/// their next pass, where the step is no longer due.
-async fn rotate(
-    client: &Client,
-    resolver: &CertResolver,
-    namespace: &str,
-    name: &str,
-    targets: &CaTargets,
-    rotation: &Rotation,
-) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = match secrets.get_opt(name).await {
-        Ok(Some(secret)) => secret,
-        Ok(None) => {
-            let bundle = ensure_secret(
-                client,
-                namespace,
-                name,
-                &rotation.dns_names,
-                &rotation.policy,
-            )
-            .await;
-            reload(resolver, bundle);
-            return;
-        }
-        Err(error) => {
-            tracing::warn!(%error, "reading the certificate Secret");
-            return;
-        }
-    };
-    let stored = Stored::from_secret(&secret);
-    reload(resolver, bundle_from_secret(&secret));
-    let published = publish(client, targets, &stored.ca_bundle).await;
-    let now = unix_now();
-    let facts = stored.facts(now, &rotation.dns_names, published);
-    let step = rotation::plan(&facts, now, &rotation.policy);
-    if step == RotationStep::Idle {
-        return;
-    }
-    let changed = match stored.apply(step, now, &rotation.policy, &rotation.dns_names) {
-        Ok(changed) => changed,
-        Err(error) => {
-            tracing::warn!(%error, %step, "certificate rotation");
-            return;
-        }
-    };
-    let mut updated = secret;
-    // Left out, the server keeps them; the resourceVersion read above stays: the precondition.
-    updated.metadata.managed_fields = None;
-    changed.write_into(&mut updated);
-    let params = PostParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    match secrets.replace(name, &params, &updated).await {
-        Ok(written) => {
-            reload(resolver, Ok(changed.bundle()));
-            if changed.ca_bundle != stored.ca_bundle {
-                publish(client, targets, &changed.ca_bundle).await;
+/// What one pass over the self-managed Secret works with.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    client: &'a Client,
+    resolver: &'a CertResolver,
+    targets: &'a CaTargets,
+    watched: &'a Watched,
+    /// The Secret as its watch shows it.
+    secret: Option<&'a Followed<Secret>>,
+}
+
+impl Pass<'_> {
+    /// One pass over the self-managed Secret: read it as last seen (by GET while its watch has
+    /// not listed it), serve and publish what it holds, then take the rotation step that is
+    /// due. Of replicas taking the same step, the first write wins (resourceVersion
+    /// precondition); the others get a conflict and see the winner's Secret on their next
+    /// pass, where the step is no longer due.
+    async fn rotate(&self, namespace: &str, name: &str, rotation: &Rotation) {
+        let Self {
+            client,
+            resolver,
+            targets,
+            watched,
+            secret: followed,
+        } = *self;
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+        let secret = match Followed::or_get(followed, &secrets, name, std::convert::identity).await
+        {
+            Ok(Some(secret)) => secret,
+            Ok(None) => {
+                let bundle = ensure_secret(
+                    client,
+                    namespace,
+                    name,
+                    &rotation.dns_names,
+                    &rotation.policy,
+                )
+                .await;
+                reload(resolver, bundle);
+                return;
             }
-            announce(rotation, &written, step, &changed, now).await;
+            Err(error) => {
+                tracing::warn!(%error, "reading the certificate Secret");
+                return;
+            }
+        };
+        let stored = Stored::from_secret(&secret);
+        reload(resolver, bundle_from_secret(&secret));
+        let published = publish(client, targets, watched, &stored.ca_bundle).await;
+        let now = unix_now();
+        let facts = stored.facts(now, &rotation.dns_names, published);
+        let step = rotation::plan(&facts, now, &rotation.policy);
+        if step == RotationStep::Idle {
+            return;
         }
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            tracing::info!(%step, "another replica changed the certificate Secret first; reading it again on the next pass");
+        let changed = match stored.apply(step, now, &rotation.policy, &rotation.dns_names) {
+            Ok(changed) => changed,
+            Err(error) => {
+                tracing::warn!(%error, %step, "certificate rotation");
+                return;
+            }
+        };
+        let mut updated = secret;
+        // Left out, the server keeps them; the resourceVersion read above stays: the precondition.
+        updated.metadata.managed_fields = None;
+        changed.write_into(&mut updated);
+        let params = PostParams {
+            field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match secrets.replace(name, &params, &updated).await {
+            Ok(written) => {
+                reload(resolver, Ok(changed.bundle()));
+                if changed.ca_bundle != stored.ca_bundle {
+                    publish(client, targets, watched, &changed.ca_bundle).await;
+                }
+                announce(rotation, &written, step, &changed, now).await;
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                tracing::info!(%step, "another replica changed the certificate Secret first; reading it again on the next pass");
+            }
+            Err(error) => tracing::warn!(%error, %step, "writing the certificate Secret"),
         }
-        Err(error) => tracing::warn!(%error, %step, "writing the certificate Secret"),
     }
 }
 
