@@ -4,7 +4,8 @@
 //!
 //! Pure: [`decide`] returns a reconcile's steps, from [`plan`] (which pods start now),
 //! [`request`] (the requests it creates, and what a request's state means to it) and [`status`]
-//! (the status and Events). At the edges: [`world`] reads the target's pods and budgets,
+//! (the status and Events). At the edges: [`world`] reads the target's pods (from the watches
+//! of [`pod_watches`]) and budgets,
 //! [`executor`] carries a decision out, [`controller`] wires the watches, the reconcile and the
 //! error policy; [`metrics`] and [`error`] are the wing's metrics and error type.
 
@@ -15,6 +16,7 @@ pub mod error;
 pub mod executor;
 pub mod metrics;
 pub mod plan;
+pub mod pod_watches;
 pub mod ready_flips;
 pub mod request;
 pub mod status;
@@ -66,8 +68,10 @@ pub fn start(
         let rollouts = rollouts.clone();
         move || rollouts.state()
     })));
+    let (pod_watches, pod_changes) = pod_watches::PodWatches::new(wing.client.clone());
     let context = Arc::new(RolloutContext::new(
         wing.client.clone(),
+        pod_watches,
         wing.events.clone(),
         wing.leader.clone(),
         requests,
@@ -87,17 +91,22 @@ pub fn start(
         if !served {
             return;
         }
-        controller::run(
+        let watches = context.clone();
+        let controller = controller::run(
             context,
             store,
             rollout_changes,
             request_changes,
             budget_changes,
             pod_readiness,
+            pod_changes,
             wing.became_leader(),
             wing.shutdown.requested(),
-        )
-        .await;
+        );
+        tokio::select! {
+            () = controller => {}
+            () = watches.pod_watches.stop_idle_forever() => {}
+        }
     }
     .boxed();
     RolloutWing { rollouts, work }

@@ -1,5 +1,5 @@
-//! What every rollout reconcile shares: the API client, Events, leadership, the request and
-//! PDB caches, the retry backoff, the metrics and the memory of announced budget waits.
+//! What every rollout reconcile shares: the API client, the scoped pod watches, Events,
+//! leadership, the request and PDB caches, the retry backoff, the metrics and the memory of announced budget waits.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,6 +14,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
 use super::metrics::RolloutMetrics;
+use super::pod_watches::PodWatches;
 use crate::reconcile_errors::{ControllerErrors, RETRY_BASE, RETRY_CAP};
 
 /// A budget wait is announced with an Event at most this often per rollout and PDB.
@@ -23,6 +24,8 @@ pub const BUDGET_EVENT_INTERVAL: Duration = Duration::from_secs(60);
 pub struct RolloutContext {
     /// API client.
     pub client: Client,
+    /// The watches of the pods running rollouts read.
+    pub pod_watches: PodWatches,
     /// Publishes Events.
     pub events: EventPublisher,
     /// `true` while this replica holds the Lease.
@@ -43,8 +46,10 @@ pub struct RolloutContext {
 
 impl RolloutContext {
     /// A context with no history.
+    #[allow(clippy::too_many_arguments)] // The wing's shared parts, wired once in `rollout::start`.
     pub fn new(
         client: Client,
+        pod_watches: PodWatches,
         events: EventPublisher,
         leader: watch::Receiver<bool>,
         requests: Store<ContainerRecreateRequest>,
@@ -54,6 +59,7 @@ impl RolloutContext {
     ) -> Self {
         Self {
             client,
+            pod_watches,
             events,
             leader,
             requests,

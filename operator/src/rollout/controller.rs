@@ -11,8 +11,11 @@
 //! * PodDisruptionBudgets (all namespaces): a PDB's change re-queues the unfinished rollouts of
 //!   its namespace. Its status moves when a selected pod's readiness does, so a rollout waiting
 //!   on a budget wakes when it can go on.
-//! * Pods are not watched: a reconcile lists the target's pods by label selector (`world`).
-//!   A rollout waiting for pods to turn Ready looks again after a second.
+//! * Pods: the pods a running rollout reads (its target's, its PDBs'), from a watch per
+//!   namespace and selector started by its first reconcile and stopped once no reconcile reads
+//!   it (`pod_watches`); a change of a watched pod's readiness or termination re-queues the
+//!   unfinished rollouts of its namespace. The request wing's watch of all pods re-queues them
+//!   on a readiness change too (`ready_flips`), before a scoped watch exists.
 //!
 //! # Leadership
 //! As the request controller: every replica watches, only the Lease holder reconciles, and
@@ -98,7 +101,13 @@ async fn read_world(
     rollout: &ContainerRecreateRollout,
     reading: &Reading,
 ) -> Result<World, Error> {
-    let target = world::read_target(&ctx.client, namespace, &rollout.spec.target).await?;
+    let target = world::read_target(
+        &ctx.client,
+        &ctx.pod_watches,
+        namespace,
+        &rollout.spec.target,
+    )
+    .await?;
     let budgets = if reading.respect_budgets {
         let in_namespace: Vec<_> = ctx
             .budgets
@@ -107,7 +116,15 @@ async fn read_world(
             .filter(|budget| budget.namespace().as_deref() == Some(namespace))
             .collect();
         let busy = pods_being_recreated(&ctx.requests, namespace);
-        world::read_budgets(&ctx.client, namespace, &target, &in_namespace, &busy).await?
+        world::read_budgets(
+            &ctx.client,
+            &ctx.pod_watches,
+            namespace,
+            &target,
+            &in_namespace,
+            &busy,
+        )
+        .await?
     } else {
         Vec::new()
     };
@@ -260,7 +277,8 @@ fn running_in(
 /// Runs the rollout controller until `shutdown`: `rollouts` and `rollout_changes` are
 /// [`rollout_watch`]'s, `requests` a subscription to the request cache's changes,
 /// `budget_changes` the PDB stream of [`budget_watch`], `pod_readiness` the pod watch's
-/// readiness reports (`ready_flips` picks the ones that wake a rollout).
+/// readiness reports (`ready_flips` picks the ones that wake a rollout), `pod_changes` the
+/// changes of pods the scoped watches show (`pod_watches`), each waking its namespace's.
 #[allow(clippy::too_many_arguments)] // The watches, wired once in `run.rs`.
 pub async fn run(
     ctx: Arc<RolloutContext>,
@@ -271,6 +289,7 @@ pub async fn run(
     requests: impl Stream<Item = Arc<ContainerRecreateRequest>> + Send + 'static,
     budget_changes: impl Stream<Item = Result<PodDisruptionBudget, watcher::Error>> + Send + 'static,
     pod_readiness: impl Stream<Item = PodReadiness> + Send + 'static,
+    pod_changes: impl Stream<Item = SlimPod> + Send + 'static,
     became_leader: impl Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -312,9 +331,10 @@ pub async fn run(
                 running_in(&rollouts, &budget.namespace().unwrap_or_default())
             }
         })
-        .watches_stream(ready_flips, move |pod: SlimPod| {
-            running_in(&rollouts, &pod.namespace().unwrap_or_default())
-        })
+        .watches_stream(
+            futures::stream::select(ready_flips, pod_changes.map(Ok)),
+            move |pod: SlimPod| running_in(&rollouts, &pod.namespace().unwrap_or_default()),
+        )
         .reconcile_all_on(became_leader)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

@@ -2,10 +2,11 @@
 //! workload's selector and ownership, or by the rollout's selector) and the PodDisruptionBudgets
 //! that select them, with every pod each of those selects.
 //!
-//! Pods are listed by label selector when a rollout is reconciled, decoded slim
-//! (`pod_view::SlimPod`: a tenant's 1 MB pods cost a list page's body, [`POD_PAGE`] of them, never
-//! a reconcile's worth of whole pods), and never watched: the operator's memory does not grow with
-//! the cluster's pods, and only running rollouts cost reads.
+//! Pods come from the watches of the scopes running rollouts read (`pod_watches`), decoded slim
+//! (`pod_view::SlimPod`): the operator's memory follows the pods of rollouts at work, not the
+//! cluster's. A scope whose watch has not listed its pods yet is listed by label selector, slim,
+//! [`POD_PAGE`] a page (a tenant's 1 MB pods cost a page's body, never a reconcile's worth of
+//! whole pods).
 //!
 //! [`POD_PAGE`]: crate::pod_view::POD_PAGE
 
@@ -22,6 +23,7 @@ use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, ResourceExt};
 
 use super::plan::{BudgetView, PodView};
+use super::pod_watches::PodWatches;
 use crate::pod_view::{POD_PAGE, SlimPod};
 
 /// Why the world could not be read.
@@ -74,16 +76,24 @@ pub struct Target {
 /// Reads the target of a rollout in `namespace`.
 pub async fn read_target(
     client: &Client,
+    watches: &PodWatches,
     namespace: &str,
     target: &RolloutTarget,
 ) -> Result<Target, ReadError> {
     if let Some(workload) = &target.workload_ref {
-        return read_workload(client, namespace, workload).await;
+        return read_workload(client, watches, namespace, workload).await;
     }
     let Some(selector) = &target.selector else {
         return Ok(Target::default());
     };
-    let listed = list_pods(client, namespace, selector, "the rollout's selector").await?;
+    let listed = pods(
+        client,
+        watches,
+        namespace,
+        selector,
+        "the rollout's selector",
+    )
+    .await?;
     Ok(Target {
         exists: true,
         selector: Some(selector.clone()),
@@ -94,6 +104,7 @@ pub async fn read_target(
 
 async fn read_workload(
     client: &Client,
+    watches: &PodWatches,
     namespace: &str,
     workload: &WorkloadRef,
 ) -> Result<Target, ReadError> {
@@ -118,7 +129,7 @@ async fn read_workload(
     else {
         return Ok(Target::default());
     };
-    let listed = list_pods(client, namespace, &selector, &what).await?;
+    let listed = pods(client, watches, namespace, &selector, &what).await?;
     let owners: Vec<String> = if workload.kind == "Deployment" {
         let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), namespace)
             .list(&list_params(&selector, &what)?)
@@ -157,6 +168,7 @@ async fn read_workload(
 /// `busy` (a request of anyone's in flight), is disrupted: not healthy, Ready or not.
 pub async fn read_budgets(
     client: &Client,
+    watches: &PodWatches,
     namespace: &str,
     target: &Target,
     budgets: &[std::sync::Arc<PodDisruptionBudget>],
@@ -184,7 +196,7 @@ pub async fn read_budgets(
         let pods = if target.selector.as_ref() == Some(&selector) {
             target.listed.clone()
         } else {
-            list_pods(client, namespace, &selector, &what).await?
+            pods(client, watches, namespace, &selector, &what).await?
         };
         let status = budget.status.clone().unwrap_or_default();
         let evicted = status.disrupted_pods.unwrap_or_default();
@@ -258,12 +270,30 @@ fn controller_uid<K: ResourceExt>(object: &K) -> Option<&str> {
         .map(|owner| owner.uid.as_str())
 }
 
-fn list_params(selector: &LabelSelector, what: &str) -> Result<ListParams, ReadError> {
-    let selector = Selector::try_from(selector.clone()).map_err(|source| ReadError::Selector {
+fn selector_of(selector: &LabelSelector, what: &str) -> Result<Selector, ReadError> {
+    Selector::try_from(selector.clone()).map_err(|source| ReadError::Selector {
         what: what.to_owned(),
         source,
-    })?;
-    Ok(ListParams::default().labels_from(&selector))
+    })
+}
+
+fn list_params(selector: &LabelSelector, what: &str) -> Result<ListParams, ReadError> {
+    Ok(ListParams::default().labels_from(&selector_of(selector, what)?))
+}
+
+/// The pods `selector` selects in `namespace`: from its scope's watch, or listed while the
+/// watch has not listed them.
+async fn pods(
+    client: &Client,
+    watches: &PodWatches,
+    namespace: &str,
+    selector: &LabelSelector,
+    what: &str,
+) -> Result<Vec<Pod>, ReadError> {
+    match watches.pods(namespace, &selector_of(selector, what)?) {
+        Some(watched) => Ok(watched),
+        None => list_pods(client, namespace, selector, what).await,
+    }
 }
 
 async fn list_pods(

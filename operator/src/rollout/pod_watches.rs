@@ -1,0 +1,287 @@
+//! The pods of running rollouts, from watches scoped to them: one watch per namespace and label
+//! selector a running rollout reads (its target's, and that of each PodDisruptionBudget that
+//! selects the target), its pods decoded slim ([`SlimPod`]) into a store. A reconcile reads its
+//! pods from there, with no list: the first reconcile that needs a scope starts its watch and
+//! lists this once; a watch that has not listed its pods, or that failed since, is read by a
+//! list too. A watch no reconcile has read for [`IDLE_AFTER`] stops, so the operator watches
+//! only the pods of rollouts at work, never the cluster's (and only the leader, which alone
+//! reconciles, watches any).
+//!
+//! A watched pod that turns Ready or unready, starts terminating, or goes, wakes the rollouts of
+//! its namespace ([`wakes`]) once the store shows it: the reconcile it causes reads the change.
+//! Like the disruption controller's own count, which a PDB's status comes from, what a watch
+//! shows may trail the API server by the watch's delay; pods with a request in flight count as
+//! disrupted whatever their copy shows (`world::read_budgets`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::Selector;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, Client};
+use tracing::{debug, warn};
+
+use crate::pod_view::{POD_PAGE, SlimPod};
+
+/// A scope's watch stops once no reconcile has read it for this long.
+pub const IDLE_AFTER: Duration = Duration::from_secs(120);
+
+/// How many wake-ups may wait for the controller; beyond that they are dropped (a rollout
+/// waiting on pods still looks again at `decide::READY_POLL`).
+const WAKE_BUFFER: usize = 256;
+
+/// A namespace and a label selector (as the API spells it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Scope {
+    namespace: String,
+    selector: String,
+}
+
+/// One scope's watch: its store, whether the store is current, when a reconcile last read it.
+struct Scoped {
+    store: Store<SlimPod>,
+    current: Arc<AtomicBool>,
+    last_read: Instant,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Scoped {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The scoped pod watches of the rollout wing.
+pub struct PodWatches {
+    client: Client,
+    wakes: mpsc::Sender<SlimPod>,
+    scopes: Mutex<HashMap<Scope, Scoped>>,
+}
+
+impl PodWatches {
+    /// No watches yet; a watched pod's change is sent to `wakes` (the pod's namespace, name and
+    /// UID) for the controller to wake the rollouts of its namespace.
+    pub fn new(client: Client) -> (Self, mpsc::Receiver<SlimPod>) {
+        let (wakes, woken) = mpsc::channel(WAKE_BUFFER);
+        let watches = Self {
+            client,
+            wakes,
+            scopes: Mutex::new(HashMap::new()),
+        };
+        (watches, woken)
+    }
+
+    /// The pods `selector` selects in `namespace`, from the scope's watch once it has listed
+    /// them; `None` until then (the watch is started by the first call): the caller lists.
+    pub fn pods(&self, namespace: &str, selector: &Selector) -> Option<Vec<Pod>> {
+        let scope = Scope {
+            namespace: namespace.to_owned(),
+            selector: selector.to_string(),
+        };
+        let mut scopes = self.lock();
+        let scoped = scopes
+            .entry(scope)
+            .or_insert_with_key(|scope| self.start(scope, selector));
+        scoped.last_read = Instant::now();
+        scoped.current.load(Ordering::Acquire).then(|| {
+            scoped
+                .store
+                .state()
+                .iter()
+                .map(|pod| pod.0.clone())
+                .collect()
+        })
+    }
+
+    /// Stops the watches no reconcile has read for [`IDLE_AFTER`]; how many are left.
+    pub fn stop_idle(&self, now: Instant) -> usize {
+        let mut scopes = self.lock();
+        scopes.retain(|scope, scoped| {
+            let keep = !idle(scoped.last_read, now);
+            if !keep {
+                debug!(namespace = %scope.namespace, selector = %scope.selector, "no rollout reads these pods: their watch stops");
+            }
+            keep
+        });
+        scopes.len()
+    }
+
+    /// Stops idle watches every half [`IDLE_AFTER`], forever.
+    pub async fn stop_idle_forever(&self) {
+        loop {
+            tokio::time::sleep(IDLE_AFTER / 2).await;
+            self.stop_idle(Instant::now());
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Scope, Scoped>> {
+        self.scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn start(&self, scope: &Scope, selector: &Selector) -> Scoped {
+        debug!(namespace = %scope.namespace, selector = %scope.selector, "watching the pods a rollout reads");
+        let api = Api::<SlimPod>::namespaced(self.client.clone(), &scope.namespace);
+        let config = watcher::Config::default()
+            .labels_from(selector)
+            .page_size(POD_PAGE);
+        let (store, mut writer) = reflector::store();
+        let current = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let store = store.clone();
+            let current = current.clone();
+            let mut wakes = self.wakes.clone();
+            let scope = scope.clone();
+            async move {
+                let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
+                while let Some(event) = stream.next().await {
+                    let event = match event {
+                        Ok(event) => event,
+                        Err(error) => {
+                            current.store(false, Ordering::Release);
+                            warn!(namespace = %scope.namespace, selector = %scope.selector, %error, "watching a rollout's pods; listing them until the watch recovers");
+                            continue;
+                        }
+                    };
+                    let woken = changed_pod(&store, &event);
+                    writer.apply_watcher_event(&event);
+                    if matches!(event, Event::InitDone) {
+                        current.store(true, Ordering::Release);
+                    }
+                    if let Some(pod) = woken {
+                        // A full buffer drops the wake-up: the controller is behind anyway.
+                        let _ = wakes.try_send(pod);
+                    }
+                }
+            }
+        });
+        Scoped {
+            store,
+            current,
+            last_read: Instant::now(),
+            task,
+        }
+    }
+}
+
+/// The pod of `event` when it changes what a rollout decides on (see [`wakes`]), against
+/// `store`'s copy from before it.
+fn changed_pod(store: &Store<SlimPod>, event: &Event<SlimPod>) -> Option<SlimPod> {
+    let (pod, after) = match event {
+        Event::Apply(pod) => (pod, Some(Standing::of(pod))),
+        Event::Delete(pod) => (pod, None),
+        Event::Init | Event::InitApply(_) | Event::InitDone => return None,
+    };
+    let before = store
+        .get(&ObjectRef::from_obj(pod))
+        .map(|old| Standing::of(&old));
+    wakes(before, after).then(|| pod.clone())
+}
+
+/// What a rollout's plan reads of a pod's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Standing {
+    ready: bool,
+    terminating: bool,
+}
+
+impl Standing {
+    fn of(pod: &SlimPod) -> Self {
+        Self {
+            ready: crr_crds::rules::pod_ready(pod),
+            terminating: pod.metadata.deletion_timestamp.is_some(),
+        }
+    }
+}
+
+/// Whether a pod's change from `before` to `after` (`None`: not there) wakes the rollouts of
+/// its namespace: a change of readiness or termination, a pod gone, or a new pod that is Ready
+/// (one that is not cannot free a slot).
+fn wakes(before: Option<Standing>, after: Option<Standing>) -> bool {
+    match (before, after) {
+        (None, None) => false,
+        (None, Some(after)) => after.ready,
+        (Some(_), None) => true,
+        (Some(before), Some(after)) => before != after,
+    }
+}
+
+/// Whether a watch last read at `last_read` is idle at `now`.
+fn idle(last_read: Instant, now: Instant) -> bool {
+    now.saturating_duration_since(last_read) >= IDLE_AFTER
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const READY: Standing = Standing {
+        ready: true,
+        terminating: false,
+    };
+    const UNREADY: Standing = Standing {
+        ready: false,
+        terminating: false,
+    };
+
+    #[test]
+    fn readiness_termination_and_departures_wake_and_a_repeat_does_not() {
+        assert!(wakes(Some(READY), Some(UNREADY)));
+        assert!(wakes(Some(UNREADY), Some(READY)));
+        assert!(
+            !wakes(Some(READY), Some(READY)),
+            "a status write, still Ready"
+        );
+        assert!(wakes(
+            Some(READY),
+            Some(Standing {
+                ready: true,
+                terminating: true
+            })
+        ));
+        assert!(wakes(Some(UNREADY), None), "a pod gone");
+        assert!(wakes(None, Some(READY)), "a new pod, Ready");
+        assert!(!wakes(None, Some(UNREADY)), "a new pod, not Ready yet");
+    }
+
+    #[test]
+    fn a_watch_is_idle_only_after_its_time() {
+        let read = Instant::now();
+        assert!(!idle(read, read + IDLE_AFTER - Duration::from_secs(1)));
+        assert!(idle(read, read + IDLE_AFTER));
+        assert!(
+            !idle(read + Duration::from_secs(5), read),
+            "a clock read before"
+        );
+    }
+
+    #[test]
+    fn the_store_copy_before_the_event_decides() {
+        let (store, mut writer) = reflector::store::<SlimPod>();
+        let pod = |ready: &str| {
+            SlimPod::of(
+                &serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "web-1", "namespace": "ns", "uid": "u"},
+                    "status": {"conditions": [{"type": "Ready", "status": ready}]},
+                }))
+                .expect("a pod"),
+            )
+        };
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(pod("True")));
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(changed_pod(&store, &Event::Apply(pod("True"))).is_none());
+        let woken = changed_pod(&store, &Event::Apply(pod("False"))).expect("turned unready");
+        assert_eq!(woken.metadata.uid.as_deref(), Some("u"));
+        assert!(changed_pod(&store, &Event::Delete(pod("True"))).is_some());
+        assert!(changed_pod(&store, &Event::InitDone).is_none());
+    }
+}
