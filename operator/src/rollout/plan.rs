@@ -196,7 +196,6 @@ pub fn plan(
     let mut pending: Vec<&PodView> = Vec::new();
     let mut failures: Vec<RolloutFailure> = Vec::new();
     let mut unavailable = 0;
-    let mut in_flight_uids = BTreeSet::new();
     for pod in &target {
         let state = requests.get(&pod.uid);
         if !pod.ready || state == Some(&RequestState::InFlight) {
@@ -204,10 +203,7 @@ pub fn plan(
         }
         match state {
             None => pending.push(pod),
-            Some(RequestState::InFlight) => {
-                counts.in_flight += 1;
-                in_flight_uids.insert(pod.uid.as_str());
-            }
+            Some(RequestState::InFlight) => counts.in_flight += 1,
             Some(RequestState::Succeeded) => counts.recreated += 1,
             Some(RequestState::Failed { container, message }) => {
                 counts.failed += 1;
@@ -266,6 +262,13 @@ pub fn plan(
     }
 
     let limit = settings.max_unavailable.resolve(counts.target_pods);
+    // Every pod with a request in flight is disrupted, in the target or not (one that began
+    // terminating, say): no budget counts it healthy.
+    let in_flight_uids: BTreeSet<&str> = requests
+        .iter()
+        .filter(|(_, state)| **state == RequestState::InFlight)
+        .map(|(uid, _)| uid.as_str())
+        .collect();
     let mut allowed: Vec<i64> = budgets
         .iter()
         .map(|budget| fresh_allowance(budget, &in_flight_uids))
