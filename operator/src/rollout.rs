@@ -5,7 +5,7 @@
 //! Pure: [`decide`] returns a reconcile's steps, from [`plan`] (which pods start now),
 //! [`request`] (the requests it creates, and what a request's state means to it) and [`status`]
 //! (the status and Events). At the edges: [`world`] reads the target's pods (from the watches
-//! of [`pod_watches`]) and budgets,
+//! of [`scoped_watches`]) and budgets,
 //! [`executor`] carries a decision out, [`controller`] wires the watches, the reconcile and the
 //! error policy; [`metrics`] and [`error`] are the wing's metrics and error type.
 
@@ -16,9 +16,9 @@ pub mod error;
 pub mod executor;
 pub mod metrics;
 pub mod plan;
-pub mod pod_watches;
 pub mod ready_flips;
 pub mod request;
+pub mod scoped_watches;
 pub mod status;
 pub mod world;
 
@@ -68,10 +68,10 @@ pub fn start(
         let rollouts = rollouts.clone();
         move || rollouts.state()
     })));
-    let (pod_watches, pod_changes) = pod_watches::PodWatches::new(wing.client.clone());
+    let (watches, pod_changes) = scoped_watches::ScopedWatches::new(wing.client.clone());
     let context = Arc::new(RolloutContext::new(
         wing.client.clone(),
-        pod_watches,
+        watches,
         wing.events.clone(),
         wing.leader.clone(),
         requests,
@@ -91,7 +91,7 @@ pub fn start(
         if !served {
             return;
         }
-        let watches = context.clone();
+        let shared = context.clone();
         let controller = controller::run(
             context,
             store,
@@ -105,7 +105,7 @@ pub fn start(
         );
         tokio::select! {
             () = controller => {}
-            () = watches.pod_watches.stop_idle_forever() => {}
+            () = shared.watches.stop_idle_forever() => {}
         }
     }
     .boxed();

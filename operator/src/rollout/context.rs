@@ -14,7 +14,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
 use super::metrics::RolloutMetrics;
-use super::pod_watches::PodWatches;
+use super::scoped_watches::ScopedWatches;
 use crate::reconcile_errors::{ControllerErrors, RETRY_BASE, RETRY_CAP};
 
 /// A budget wait is announced with an Event at most this often per rollout and PDB.
@@ -24,8 +24,8 @@ pub const BUDGET_EVENT_INTERVAL: Duration = Duration::from_secs(60);
 pub struct RolloutContext {
     /// API client.
     pub client: Client,
-    /// The watches of the pods running rollouts read.
-    pub pod_watches: PodWatches,
+    /// The watches of the pods and ReplicaSets running rollouts read.
+    pub watches: ScopedWatches,
     /// Publishes Events.
     pub events: EventPublisher,
     /// `true` while this replica holds the Lease.
@@ -49,7 +49,7 @@ impl RolloutContext {
     #[allow(clippy::too_many_arguments)] // The wing's shared parts, wired once in `rollout::start`.
     pub fn new(
         client: Client,
-        pod_watches: PodWatches,
+        watches: ScopedWatches,
         events: EventPublisher,
         leader: watch::Receiver<bool>,
         requests: Store<ContainerRecreateRequest>,
@@ -59,7 +59,7 @@ impl RolloutContext {
     ) -> Self {
         Self {
             client,
-            pod_watches,
+            watches,
             events,
             leader,
             requests,

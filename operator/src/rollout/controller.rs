@@ -13,7 +13,7 @@
 //!   on a budget wakes when it can go on.
 //! * Pods: the pods a running rollout reads (its target's, its PDBs'), from a watch per
 //!   namespace and selector started by its first reconcile and stopped once no reconcile reads
-//!   it (`pod_watches`); a change of a watched pod's readiness or termination re-queues the
+//!   it (`scoped_watches`); a change of a watched pod's readiness or termination re-queues the
 //!   unfinished rollouts of its namespace. The request wing's watch of all pods re-queues them
 //!   on a readiness change too (`ready_flips`), before a scoped watch exists.
 //!
@@ -101,13 +101,8 @@ async fn read_world(
     rollout: &ContainerRecreateRollout,
     reading: &Reading,
 ) -> Result<World, Error> {
-    let target = world::read_target(
-        &ctx.client,
-        &ctx.pod_watches,
-        namespace,
-        &rollout.spec.target,
-    )
-    .await?;
+    let target =
+        world::read_target(&ctx.client, &ctx.watches, namespace, &rollout.spec.target).await?;
     let budgets = if reading.respect_budgets {
         let in_namespace: Vec<_> = ctx
             .budgets
@@ -118,7 +113,7 @@ async fn read_world(
         let busy = pods_being_recreated(&ctx.requests, namespace);
         world::read_budgets(
             &ctx.client,
-            &ctx.pod_watches,
+            &ctx.watches,
             namespace,
             &target,
             &in_namespace,
@@ -278,7 +273,7 @@ fn running_in(
 /// [`rollout_watch`]'s, `requests` a subscription to the request cache's changes,
 /// `budget_changes` the PDB stream of [`budget_watch`], `pod_readiness` the pod watch's
 /// readiness reports (`ready_flips` picks the ones that wake a rollout), `pod_changes` the
-/// changes of pods the scoped watches show (`pod_watches`), each waking its namespace's.
+/// changes of pods the scoped watches show (`scoped_watches`), each waking its namespace's.
 #[allow(clippy::too_many_arguments)] // The watches, wired once in `run.rs`.
 pub async fn run(
     ctx: Arc<RolloutContext>,

@@ -1,11 +1,13 @@
-//! The pods of running rollouts, from watches scoped to them: one watch per namespace and label
-//! selector a running rollout reads (its target's, and that of each PodDisruptionBudget that
-//! selects the target), its pods decoded slim ([`SlimPod`]) into a store. A reconcile reads its
-//! pods from there, with no list: the first reconcile that needs a scope starts its watch and
-//! lists this once; a watch that has not listed its pods, or that failed since, is read by a
-//! list too. A watch no reconcile has read for [`IDLE_AFTER`] stops, so the operator watches
-//! only the pods of rollouts at work, never the cluster's (and only the leader, which alone
-//! reconciles, watches any).
+//! The pods of running rollouts, and the ReplicaSets their Deployments own, from watches
+//! scoped to them: one watch per namespace and label selector a running rollout reads (its
+//! target's, and that of each PodDisruptionBudget that selects the target), its pods decoded
+//! slim ([`SlimPod`]) into a store, and for a Deployment one metadata-only watch of the
+//! ReplicaSets its selector selects (which of them the Deployment controls: their owner
+//! references). A reconcile reads from there, with no list: the first reconcile that needs a
+//! scope starts its watch and lists this once; a watch that has not listed yet, or that failed
+//! since, is read by a list too. A watch no reconcile has read for [`IDLE_AFTER`] stops, so the
+//! operator watches only what rollouts at work read, never the cluster's pods (and only the
+//! leader, which alone reconciles, watches any).
 //!
 //! A watched pod that turns Ready or unready, starts terminating, or goes, wakes the rollouts of
 //! its namespace ([`wakes`]) once the store shows it: the reconcile it causes reads the change.
@@ -18,14 +20,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::Selector;
+use kube::core::{PartialObjectMeta, Selector};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use tracing::{debug, warn};
 
 use crate::pod_view::{POD_PAGE, SlimPod};
@@ -44,28 +47,133 @@ struct Scope {
     selector: String,
 }
 
+impl Scope {
+    fn new(namespace: &str, selector: &Selector) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            selector: selector.to_string(),
+        }
+    }
+}
+
 /// One scope's watch: its store, whether the store is current, when a reconcile last read it.
-struct Scoped {
-    store: Store<SlimPod>,
+struct Scoped<K: Resource<DynamicType = ()> + 'static> {
+    store: Store<K>,
     current: Arc<AtomicBool>,
     last_read: Instant,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for Scoped {
+impl<K: Resource<DynamicType = ()> + 'static> Drop for Scoped<K> {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-/// The scoped pod watches of the rollout wing.
-pub struct PodWatches {
-    client: Client,
-    wakes: mpsc::Sender<SlimPod>,
-    scopes: Mutex<HashMap<Scope, Scoped>>,
+/// The watches of one kind, by scope.
+struct Scopes<K: Resource<DynamicType = ()> + 'static> {
+    what: &'static str,
+    scopes: Mutex<HashMap<Scope, Scoped<K>>>,
 }
 
-impl PodWatches {
+impl<K> Scopes<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    fn new(what: &'static str) -> Self {
+        Self {
+            what,
+            scopes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// What `scope`'s watch shows once it has listed; `None` until then (`start` starts the
+    /// watch at the first read).
+    fn read(&self, scope: Scope, start: impl FnOnce(&Scope) -> Scoped<K>) -> Option<Vec<Arc<K>>> {
+        let mut scopes = self.lock();
+        let scoped = scopes.entry(scope).or_insert_with_key(|scope| {
+            debug!(namespace = %scope.namespace, selector = %scope.selector, what = self.what, "watching what a rollout reads");
+            start(scope)
+        });
+        scoped.last_read = Instant::now();
+        scoped
+            .current
+            .load(Ordering::Acquire)
+            .then(|| scoped.store.state())
+    }
+
+    /// Stops the watches no reconcile has read for [`IDLE_AFTER`]; how many are left.
+    fn stop_idle(&self, now: Instant) -> usize {
+        let mut scopes = self.lock();
+        scopes.retain(|scope, scoped| {
+            let keep = !idle(scoped.last_read, now);
+            if !keep {
+                debug!(namespace = %scope.namespace, selector = %scope.selector, what = self.what, "no rollout reads these: their watch stops");
+            }
+            keep
+        });
+        scopes.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Scope, Scoped<K>>> {
+        self.scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Runs `events` into a new store until the watch is dropped; `seen` is told each event with
+/// the store as it was before it.
+fn spawn_watch<K>(
+    scope: &Scope,
+    events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+    mut seen: impl FnMut(&Store<K>, &Event<K>) + Send + 'static,
+) -> Scoped<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let (store, mut writer) = reflector::store();
+    let current = Arc::new(AtomicBool::new(false));
+    let task = tokio::spawn({
+        let store = store.clone();
+        let current = current.clone();
+        let scope = scope.clone();
+        async move {
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error) => {
+                        current.store(false, Ordering::Release);
+                        warn!(namespace = %scope.namespace, selector = %scope.selector, %error, "watching what a rollout reads; listing it until the watch recovers");
+                        continue;
+                    }
+                };
+                seen(&store, &event);
+                writer.apply_watcher_event(&event);
+                if matches!(event, Event::InitDone) {
+                    current.store(true, Ordering::Release);
+                }
+            }
+        }
+    });
+    Scoped {
+        store,
+        current,
+        last_read: Instant::now(),
+        task,
+    }
+}
+
+/// The scoped watches of the rollout wing.
+pub struct ScopedWatches {
+    client: Client,
+    wakes: mpsc::Sender<SlimPod>,
+    pods: Scopes<SlimPod>,
+    replica_sets: Scopes<PartialObjectMeta<ReplicaSet>>,
+}
+
+impl ScopedWatches {
     /// No watches yet; a watched pod's change is sent to `wakes` (the pod's namespace, name and
     /// UID) for the controller to wake the rollouts of its namespace.
     pub fn new(client: Client) -> (Self, mpsc::Receiver<SlimPod>) {
@@ -73,7 +181,8 @@ impl PodWatches {
         let watches = Self {
             client,
             wakes,
-            scopes: Mutex::new(HashMap::new()),
+            pods: Scopes::new("pods"),
+            replica_sets: Scopes::new("replicasets"),
         };
         (watches, woken)
     }
@@ -81,36 +190,54 @@ impl PodWatches {
     /// The pods `selector` selects in `namespace`, from the scope's watch once it has listed
     /// them; `None` until then (the watch is started by the first call): the caller lists.
     pub fn pods(&self, namespace: &str, selector: &Selector) -> Option<Vec<Pod>> {
-        let scope = Scope {
-            namespace: namespace.to_owned(),
-            selector: selector.to_string(),
+        let start = |scope: &Scope| {
+            let api = Api::<SlimPod>::namespaced(self.client.clone(), &scope.namespace);
+            let config = watcher::Config::default()
+                .labels_from(selector)
+                .page_size(POD_PAGE);
+            let mut wakes = self.wakes.clone();
+            spawn_watch(
+                scope,
+                watcher(api, config).default_backoff(),
+                move |store, event| {
+                    if let Some(pod) = changed_pod(store, event) {
+                        // A full buffer drops the wake-up: the controller is behind anyway.
+                        let _ = wakes.try_send(pod);
+                    }
+                },
+            )
         };
-        let mut scopes = self.lock();
-        let scoped = scopes
-            .entry(scope)
-            .or_insert_with_key(|scope| self.start(scope, selector));
-        scoped.last_read = Instant::now();
-        scoped.current.load(Ordering::Acquire).then(|| {
-            scoped
-                .store
-                .state()
-                .iter()
-                .map(|pod| pod.0.clone())
-                .collect()
-        })
+        let pods = self.pods.read(Scope::new(namespace, selector), start)?;
+        Some(pods.iter().map(|pod| pod.0.clone()).collect())
+    }
+
+    /// The metadata of the ReplicaSets `selector` selects in `namespace`, as [`Self::pods`].
+    pub fn replica_sets(
+        &self,
+        namespace: &str,
+        selector: &Selector,
+    ) -> Option<Vec<Arc<PartialObjectMeta<ReplicaSet>>>> {
+        let start = |scope: &Scope| {
+            let api = Api::<PartialObjectMeta<ReplicaSet>>::namespaced(
+                self.client.clone(),
+                &scope.namespace,
+            );
+            let config = watcher::Config::default().labels_from(selector);
+            spawn_watch(
+                scope,
+                watcher(api, config)
+                    .default_backoff()
+                    .modify(|replica_set| replica_set.metadata.managed_fields = None),
+                |_, _| {},
+            )
+        };
+        self.replica_sets
+            .read(Scope::new(namespace, selector), start)
     }
 
     /// Stops the watches no reconcile has read for [`IDLE_AFTER`]; how many are left.
     pub fn stop_idle(&self, now: Instant) -> usize {
-        let mut scopes = self.lock();
-        scopes.retain(|scope, scoped| {
-            let keep = !idle(scoped.last_read, now);
-            if !keep {
-                debug!(namespace = %scope.namespace, selector = %scope.selector, "no rollout reads these pods: their watch stops");
-            }
-            keep
-        });
-        scopes.len()
+        self.pods.stop_idle(now) + self.replica_sets.stop_idle(now)
     }
 
     /// Stops idle watches every half [`IDLE_AFTER`], forever.
@@ -118,56 +245,6 @@ impl PodWatches {
         loop {
             tokio::time::sleep(IDLE_AFTER / 2).await;
             self.stop_idle(Instant::now());
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Scope, Scoped>> {
-        self.scopes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn start(&self, scope: &Scope, selector: &Selector) -> Scoped {
-        debug!(namespace = %scope.namespace, selector = %scope.selector, "watching the pods a rollout reads");
-        let api = Api::<SlimPod>::namespaced(self.client.clone(), &scope.namespace);
-        let config = watcher::Config::default()
-            .labels_from(selector)
-            .page_size(POD_PAGE);
-        let (store, mut writer) = reflector::store();
-        let current = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn({
-            let store = store.clone();
-            let current = current.clone();
-            let mut wakes = self.wakes.clone();
-            let scope = scope.clone();
-            async move {
-                let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
-                while let Some(event) = stream.next().await {
-                    let event = match event {
-                        Ok(event) => event,
-                        Err(error) => {
-                            current.store(false, Ordering::Release);
-                            warn!(namespace = %scope.namespace, selector = %scope.selector, %error, "watching a rollout's pods; listing them until the watch recovers");
-                            continue;
-                        }
-                    };
-                    let woken = changed_pod(&store, &event);
-                    writer.apply_watcher_event(&event);
-                    if matches!(event, Event::InitDone) {
-                        current.store(true, Ordering::Release);
-                    }
-                    if let Some(pod) = woken {
-                        // A full buffer drops the wake-up: the controller is behind anyway.
-                        let _ = wakes.try_send(pod);
-                    }
-                }
-            }
-        });
-        Scoped {
-            store,
-            current,
-            last_read: Instant::now(),
-            task,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! workload's selector and ownership, or by the rollout's selector) and the PodDisruptionBudgets
 //! that select them, with every pod each of those selects.
 //!
-//! Pods come from the watches of the scopes running rollouts read (`pod_watches`), decoded slim
+//! Pods come from the watches of the scopes running rollouts read (`scoped_watches`), decoded slim
 //! (`pod_view::SlimPod`): the operator's memory follows the pods of rollouts at work, not the
 //! cluster's. A scope whose watch has not listed its pods yet is listed by label selector, slim,
 //! [`POD_PAGE`] a page (a tenant's 1 MB pods cost a page's body, never a reconcile's worth of
@@ -17,13 +17,13 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::ListParams;
 use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, ResourceExt};
 
 use super::plan::{BudgetView, PodView};
-use super::pod_watches::PodWatches;
+use super::scoped_watches::ScopedWatches;
 use crate::pod_view::{POD_PAGE, SlimPod};
 
 /// Why the world could not be read.
@@ -76,7 +76,7 @@ pub struct Target {
 /// Reads the target of a rollout in `namespace`.
 pub async fn read_target(
     client: &Client,
-    watches: &PodWatches,
+    watches: &ScopedWatches,
     namespace: &str,
     target: &RolloutTarget,
 ) -> Result<Target, ReadError> {
@@ -104,7 +104,7 @@ pub async fn read_target(
 
 async fn read_workload(
     client: &Client,
-    watches: &PodWatches,
+    watches: &ScopedWatches,
     namespace: &str,
     workload: &WorkloadRef,
 ) -> Result<Target, ReadError> {
@@ -131,18 +131,25 @@ async fn read_workload(
     };
     let listed = pods(client, watches, namespace, &selector, &what).await?;
     let owners: Vec<String> = if workload.kind == "Deployment" {
-        let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), namespace)
-            .list(&list_params(&selector, &what)?)
-            .await
-            .map_err(|source| ReadError::Api {
-                what: format!("listing the ReplicaSets of {what}"),
-                source,
-            })?;
+        let watched = watches.replica_sets(namespace, &selector_of(&selector, &what)?);
+        let replica_sets = match watched {
+            Some(watched) => watched.iter().map(|meta| meta.metadata.clone()).collect(),
+            None => Api::<ReplicaSet>::namespaced(client.clone(), namespace)
+                .list_metadata(&list_params(&selector, &what)?)
+                .await
+                .map_err(|source| ReadError::Api {
+                    what: format!("listing the ReplicaSets of {what}"),
+                    source,
+                })?
+                .items
+                .into_iter()
+                .map(|meta| meta.metadata)
+                .collect::<Vec<_>>(),
+        };
         replica_sets
-            .items
             .iter()
-            .filter(|replica_set| controller_uid(*replica_set) == Some(uid.as_str()))
-            .filter_map(ResourceExt::uid)
+            .filter(|meta| controller_uid(meta) == Some(uid.as_str()))
+            .filter_map(|meta| meta.uid.clone())
             .collect()
     } else {
         vec![uid]
@@ -150,7 +157,7 @@ async fn read_workload(
     let pods = listed
         .iter()
         .filter(|pod| {
-            controller_uid(*pod).is_some_and(|owner| owners.iter().any(|uid| uid == owner))
+            controller_uid(&pod.metadata).is_some_and(|owner| owners.iter().any(|uid| uid == owner))
         })
         .cloned()
         .collect();
@@ -168,7 +175,7 @@ async fn read_workload(
 /// `busy` (a request of anyone's in flight), is disrupted: not healthy, Ready or not.
 pub async fn read_budgets(
     client: &Client,
-    watches: &PodWatches,
+    watches: &ScopedWatches,
     namespace: &str,
     target: &Target,
     budgets: &[std::sync::Arc<PodDisruptionBudget>],
@@ -262,10 +269,10 @@ fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
-fn controller_uid<K: ResourceExt>(object: &K) -> Option<&str> {
-    object
-        .owner_references()
+fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    meta.owner_references
         .iter()
+        .flatten()
         .find(|owner| owner.controller == Some(true))
         .map(|owner| owner.uid.as_str())
 }
@@ -285,7 +292,7 @@ fn list_params(selector: &LabelSelector, what: &str) -> Result<ListParams, ReadE
 /// watch has not listed them.
 async fn pods(
     client: &Client,
-    watches: &PodWatches,
+    watches: &ScopedWatches,
     namespace: &str,
     selector: &LabelSelector,
     what: &str,

@@ -21,7 +21,7 @@ use crate::reconcile_errors::ControllerErrors;
 use crate::rollout::decide::{self, BudgetWait, Stage, World};
 use crate::rollout::metrics::RolloutMetrics;
 use crate::rollout::plan::{PodView, RequestState};
-use crate::rollout::pod_watches::PodWatches;
+use crate::rollout::scoped_watches::ScopedWatches;
 
 const REQUESTS_PATH: &str = "/apis/apps.kruise.io/v1beta1/namespaces/ns/containerrecreaterequests";
 const ROLLOUT_PATH: &str = "/apis/crr.dev/v1alpha1/namespaces/ns/containerrecreaterollouts/restart";
@@ -32,7 +32,7 @@ fn context(leader: bool) -> (Arc<RolloutContext>, Handle, watch::Sender<bool>) {
     let (leader_tx, leader_rx) = watch::channel(leader);
     let ctx = RolloutContext::new(
         client.clone(),
-        PodWatches::new(client.clone()).0,
+        ScopedWatches::new(client.clone()).0,
         EventPublisher::new(client, FIELD_MANAGER, "test"),
         leader_rx,
         reflector::store().0,
