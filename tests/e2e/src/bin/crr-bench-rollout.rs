@@ -1,16 +1,22 @@
 //! `crr-bench-rollout`: restarting a whole Deployment, rescheduling against in place, on the
 //! local test bed with crr installed (`bench/rollout.sh`, `make bench-rollout`).
 //!
-//! One Deployment of `CRR_ROLLOUT_PODS` (60) two-container pods (`app` serves HTTP, `sidecar`
-//! sleeps), a readiness probe that passes once `app` listens (httpGet, every second), a
-//! PodDisruptionBudget of `maxUnavailable: 10%`. Then, in turn:
-//! - **floor**: one kubelet restart of `app` (its container killed, until the pod is Ready);
+//! One Deployment of `CRR_ROLLOUT_PODS` (60) two-container pods (`app` serves HTTP and exits
+//! on SIGTERM at once, `sidecar` sleeps), a 3 s termination grace period, a readiness probe
+//! that passes once `app` listens (httpGet, every second), a PodDisruptionBudget of
+//! `maxUnavailable: 10%`. Then, in turn:
+//! - **floor**: one kubelet restart of `app` (its container killed, until the pod is Ready), the
+//!   median of 5 pods;
 //! - **a)** `kubectl rollout restart deployment`: time until every pod is new and Ready, pods
 //!   rescheduled, the most pods unavailable at once (a pod watch), API writes (audit log, every
 //!   user);
 //! - **b)** a ContainerRecreateRollout of `app`, `maxUnavailable: 10%`: the same figures, crr's
 //!   own API requests per pod (audit log, crr's service accounts, every verb), and the operator
 //!   processes' peak RSS (sampled every 250 ms).
+//!
+//! For b it also prints where a slot's time goes: per pod, the steps between crr's writes (the
+//! audit log's times) and the pod turning Ready (the pod watch), and how long a freed slot
+//! waited for its next request; median and 90th percentile.
 //!
 //! The ideal for b is ceil(pods / maxUnavailable) batches of one kubelet restart. Writes
 //! `bench/results/<date>-rollout.{md,json}`.
@@ -21,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, anyhow, ensure};
+use anyhow::{Context as _, ensure};
 use crr_crds::rollout::ContainerRecreateRollout;
 use crr_e2e::rollout::{apply, wait_phase};
 use crr_e2e::{BUSYBOX, Ctx, EXIT_ON_TERM_LOOP, id_and_restarts, kill_container, pod_ready};
@@ -34,6 +40,12 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 const APP: &str = "bench";
+/// Pods whose kubelet restart gives the floor (their median).
+const FLOOR_SAMPLES: usize = 5;
+/// The app: serves HTTP (the readiness probe's), and exits at once on SIGTERM: the shell is
+/// PID 1 and traps it, the server is its child.
+const APP_COMMAND: &str = "mkdir -p /www && echo ok > /www/index.html && trap 'exit 0' TERM; \
+                           httpd -f -p 8080 -h /www & wait $!";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -84,7 +96,9 @@ fn deployment(replicas: usize) -> Value {
                     "terminationGracePeriodSeconds": 3,
                     "containers": [
                         {"name": "app", "image": BUSYBOX,
-                         "command": ["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www"],
+                         // Exits on SIGTERM, as a server that shuts down gracefully does (busybox
+                         // httpd as PID 1 ignores it and would wait out the grace period).
+                         "command": ["sh", "-c", APP_COMMAND],
                          "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1}},
                         {"name": "sidecar", "image": BUSYBOX,
                          "command": ["sh", "-c", EXIT_ON_TERM_LOOP]},
@@ -95,11 +109,13 @@ fn deployment(replicas: usize) -> Value {
     })
 }
 
-/// What a pod watch saw: the most pods not Ready at once, and every pod name.
+/// What a pod watch saw: the most pods not Ready at once, every pod name, and when each pod
+/// was last seen turning Ready.
 #[derive(Default)]
 struct Seen {
     most_unavailable: usize,
     names: BTreeSet<String>,
+    turned_ready: BTreeMap<String, jiff::Timestamp>,
 }
 
 fn watch_pods(ctx: &Ctx) -> (Arc<Mutex<Seen>>, tokio::task::JoinHandle<()>) {
@@ -117,7 +133,11 @@ fn watch_pods(ctx: &Ctx) -> (Arc<Mutex<Seen>>, tokio::task::JoinHandle<()>) {
                         // A terminating pod of a rolling restart is unavailable until it is gone.
                         let available =
                             pod_ready(&pod) && pod.metadata.deletion_timestamp.is_none();
-                        ready.insert(pod.name_any(), available);
+                        if ready.insert(pod.name_any(), available) == Some(false) && available {
+                            let mut seen = seen.lock().expect("the sample");
+                            seen.turned_ready
+                                .insert(pod.name_any(), jiff::Timestamp::now());
+                        }
                     }
                     watcher::Event::Delete(pod) => {
                         ready.remove(&pod.name_any());
@@ -189,6 +209,191 @@ fn all_writes(path: &str, start: jiff::Timestamp, end: jiff::Timestamp) -> anyho
     Ok(writes)
 }
 
+/// When crr's writes about one pod of b happened (the audit log's `stageTimestamp`).
+#[derive(Debug, Default)]
+struct Marks {
+    /// The pod's request was admitted: the mutating webhook's read of the pod (an audit entry
+    /// of a create names no object).
+    created: Option<jiff::Timestamp>,
+    /// The operator's first write of the pod's status after that: `KruisePodReady` False (only
+    /// with `unreadyGracePeriodSeconds`, which this bench does not set).
+    unready: Option<jiff::Timestamp>,
+    /// The daemon's first and last successful status writes of the request: a kill's outcome,
+    /// and the completion.
+    daemon_first: Option<jiff::Timestamp>,
+    daemon_last: Option<jiff::Timestamp>,
+    /// The operator's first write of the pod's status after the completion: `KruisePodReady`
+    /// True again.
+    released: Option<jiff::Timestamp>,
+}
+
+/// The marks of each pod of b (by name; `names` maps pod UIDs to names: a rollout's request is
+/// named `<rollout>-<pod UID>`), from the audit log within [start, end].
+fn slot_marks(
+    path: &str,
+    start: jiff::Timestamp,
+    end: jiff::Timestamp,
+    rollout: &str,
+    names: &BTreeMap<String, String>,
+) -> anyhow::Result<BTreeMap<String, Marks>> {
+    use std::io::BufRead as _;
+    let file = std::fs::File::open(path).with_context(|| format!("reading {path}"))?;
+    let mut marks: BTreeMap<String, Marks> = BTreeMap::new();
+    for line in std::io::BufReader::new(file).lines() {
+        let Ok(event) = serde_json::from_str::<Value>(&line?) else {
+            continue;
+        };
+        if event["stage"] != "ResponseComplete"
+            || event["responseStatus"]["code"].as_u64() >= Some(300)
+        {
+            continue;
+        }
+        let Some(at) = event["stageTimestamp"]
+            .as_str()
+            .and_then(|time| time.parse::<jiff::Timestamp>().ok())
+            .filter(|at| *at >= start && *at <= end)
+        else {
+            continue;
+        };
+        let user = event["user"]["username"].as_str().unwrap_or_default();
+        let object = &event["objectRef"];
+        let name = object["name"].as_str().unwrap_or_default();
+        let (resource, subresource) = (
+            object["resource"].as_str().unwrap_or_default(),
+            object["subresource"].as_str(),
+        );
+        let request_pod = || {
+            name.strip_prefix(rollout)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .and_then(|uid| names.get(uid))
+        };
+        match (
+            user.rsplit(':').next(),
+            event["verb"].as_str(),
+            resource,
+            subresource,
+        ) {
+            (Some("crr-webhook"), Some("get"), "pods", None)
+                if names.values().any(|pod| pod == name) =>
+            {
+                marks
+                    .entry(name.to_owned())
+                    .or_default()
+                    .created
+                    .get_or_insert(at);
+            }
+            (
+                Some("crr-node-daemon"),
+                Some("patch"),
+                "containerrecreaterequests",
+                Some("status"),
+            ) => {
+                if let Some(pod) = request_pod() {
+                    let marks = marks.entry(pod.clone()).or_default();
+                    marks.daemon_first.get_or_insert(at);
+                    marks.daemon_last = Some(at);
+                }
+            }
+            (Some("crr-operator"), Some("patch"), "pods", Some("status")) => {
+                let Some(marks) = marks.get_mut(name) else {
+                    continue;
+                };
+                if marks.daemon_last.is_some() {
+                    marks.released.get_or_insert(at);
+                } else if marks.created.is_some() {
+                    marks.unready.get_or_insert(at);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(marks)
+}
+
+/// Where a slot's time goes in b: per pod, each step between crr's writes and the pod's Ready,
+/// and how long a freed slot waited for its next request; median and 90th percentile over the
+/// pods, in seconds.
+fn slot_timeline(
+    marks: &BTreeMap<String, Marks>,
+    turned_ready: &BTreeMap<String, jiff::Timestamp>,
+    budget: usize,
+) -> (String, Value) {
+    const STEPS: [&str; 5] = [
+        "request admitted → pod made not-ready (operator; only with an unready grace)",
+        "admitted or not-ready → first daemon status write (pick-up, stop)",
+        "first → last daemon status write (kubelet restart, probe, completion)",
+        "completion → KruisePodReady restored (operator; only with an unready grace)",
+        "completion or restored → pod Ready seen (kubelet, watch)",
+    ];
+    // Each pod's moments in order; step i runs from the last moment before i + 1 the pod has
+    // (no unready grace: no operator writes) to moment i + 1.
+    let moments = |pod: &str, m: &Marks| {
+        let ready = turned_ready.get(pod).copied();
+        [
+            m.created,
+            m.unready,
+            m.daemon_first,
+            m.daemon_last,
+            m.released,
+            ready,
+        ]
+    };
+    let mut rows = String::new();
+    let mut json = serde_json::Map::new();
+    // A step no pod went through (no unready grace: no operator writes) adds nothing.
+    let mut row = |label: &str, values: &[f64]| {
+        let summary = crr_e2e::measure::summarize(values);
+        if summary.samples == 0 {
+            rows.push_str(&format!("| {label} | 0 | | |\n"));
+            return 0.0;
+        }
+        rows.push_str(&format!(
+            "| {label} | {} | {:.2} | {:.2} |\n",
+            summary.samples, summary.median, summary.p90
+        ));
+        json.insert(
+            label.to_owned(),
+            json!({"samples": summary.samples, "median": summary.median, "p90": summary.p90}),
+        );
+        summary.median
+    };
+    let mut total = 0.0;
+    for (index, label) in STEPS.iter().enumerate() {
+        let values: Vec<f64> = marks
+            .iter()
+            .filter_map(|(pod, m)| {
+                let moments = moments(pod, m);
+                let to = moments[index + 1]?;
+                let from = moments[..=index].iter().rev().find_map(|moment| *moment)?;
+                Some(to.duration_since(from).as_secs_f64())
+            })
+            .collect();
+        total += row(label, &values);
+    }
+    // A pod started after the first batch took a freed slot: from the last pod turning Ready
+    // before its request to the request.
+    let mut created: Vec<jiff::Timestamp> = marks.values().filter_map(|m| m.created).collect();
+    created.sort();
+    let readies: Vec<jiff::Timestamp> = turned_ready.values().copied().collect();
+    let waits: Vec<f64> = created
+        .iter()
+        .skip(budget)
+        .filter_map(|at| {
+            let freed = readies.iter().filter(|ready| *ready <= at).max()?;
+            Some(at.duration_since(*freed).as_secs_f64())
+        })
+        .collect();
+    total += row(
+        "a pod Ready → the next request created (rollout woken, reconcile)",
+        &waits,
+    );
+    rows.push_str(&format!(
+        "| **one slot's cycle, medians summed** | | **{total:.2}** | |\n"
+    ));
+    json.insert("cycle_median_sum".to_owned(), json!(total));
+    (rows, Value::Object(json))
+}
+
 async fn measure(ctx: &Ctx, pods: usize, audit_log: &str) -> anyhow::Result<(String, Value)> {
     let budget = pods.div_ceil(10).max(1);
     apply(ctx, deployment(pods)).await?;
@@ -202,23 +407,27 @@ async fn measure(ctx: &Ctx, pods: usize, audit_log: &str) -> anyhow::Result<(Str
     let original = ready_pods(ctx, pods, Duration::from_secs(300)).await?;
     eprintln!("bench-rollout: {pods} pods Ready");
 
-    // The floor: one kubelet restart of app.
-    let first = original
-        .iter()
-        .next()
-        .ok_or_else(|| anyhow!("no pod"))?
-        .clone();
-    let pod = ctx.pods().get(&first).await?;
-    let (id, restarts) = id_and_restarts(&pod, "app")?;
-    let started = Instant::now();
-    kill_container(&id).await?;
-    ctx.wait_pod(&first, "restarted", Duration::from_secs(60), |pod: &Pod| {
-        id_and_restarts(pod, "app").is_ok_and(|(new, count)| new != id && count > restarts)
-            && pod_ready(pod)
-    })
-    .await?;
-    let floor = started.elapsed().as_secs_f64();
-    eprintln!("bench-rollout: floor {floor:.2}s");
+    // The floor: one kubelet restart of app, the median of FLOOR_SAMPLES pods (one sample
+    // moves with where the kill falls in the kubelet's relist and probe periods).
+    let mut samples = Vec::new();
+    for name in original.iter().take(FLOOR_SAMPLES) {
+        let pod = ctx.pods().get(name).await?;
+        let (id, restarts) = id_and_restarts(&pod, "app")?;
+        let started = Instant::now();
+        kill_container(&id).await?;
+        ctx.wait_pod(name, "restarted", Duration::from_secs(60), |pod: &Pod| {
+            id_and_restarts(pod, "app").is_ok_and(|(new, count)| new != id && count > restarts)
+                && pod_ready(pod)
+        })
+        .await?;
+        samples.push(started.elapsed().as_secs_f64());
+    }
+    let floor_summary = crr_e2e::measure::summarize(&samples);
+    let floor = floor_summary.median;
+    eprintln!(
+        "bench-rollout: floor {floor:.2}s (median of {}, {:.2} to {:.2})",
+        floor_summary.samples, floor_summary.min, floor_summary.max
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // a) kubectl rollout restart.
@@ -278,6 +487,14 @@ async fn measure(ctx: &Ctx, pods: usize, audit_log: &str) -> anyhow::Result<(Str
 
     // b) a ContainerRecreateRollout of app.
     let before = ready_pods(ctx, pods, Duration::from_secs(120)).await?;
+    let names: BTreeMap<String, String> = ctx
+        .pods()
+        .list(&ListParams::default().labels(&format!("app={APP}")))
+        .await?
+        .items
+        .iter()
+        .filter_map(|pod| Some((pod.metadata.uid.clone()?, pod.name_any())))
+        .collect();
     let (seen, watch) = watch_pods(ctx);
     let peak_rss = Arc::new(Mutex::new(0u64));
     let sampler = tokio::spawn({
@@ -314,7 +531,12 @@ async fn measure(ctx: &Ctx, pods: usize, audit_log: &str) -> anyhow::Result<(Str
     let writes_b = all_writes(audit_log, wall_b, end_b)?;
     let crr_requests = crr_e2e::measure::audit_counts(audit_log, wall_b, end_b)?;
     watch.abort();
-    let most_b = seen.lock().expect("the sample").most_unavailable;
+    let (most_b, turned_ready) = {
+        let seen = seen.lock().expect("the sample");
+        (seen.most_unavailable, seen.turned_ready.clone())
+    };
+    let marks = slot_marks(audit_log, wall_b, end_b, "bench", &names)?;
+    let (timeline, timeline_json) = slot_timeline(&marks, &turned_ready, budget);
     let rescheduled_b = after.difference(&before).count();
     let status = done.status.unwrap_or_default();
     ensure!(
@@ -344,11 +566,14 @@ async fn measure(ctx: &Ctx, pods: usize, audit_log: &str) -> anyhow::Result<(Str
          | pods rescheduled | {rescheduled_a} | {rescheduled_b} |\n\
          | most pods unavailable at once (watch) | {most_a} | {most_b} |\n\
          | API writes, every user (audit log) | {writes_a} | {writes_b} |\n\n\
-         - one kubelet restart (the floor): {floor:.2} s; the ideal for b: {} batches × the floor = {ideal:.1} s\n\
+         - one kubelet restart (the floor): {floor:.2} s, the median of {} pods ({:.2} to {:.2} s); the ideal for b: {} batches × the floor = {ideal:.1} s\n\
          - **b / ideal = {:.2}** (target ≤ 1.25); **b / a = {:.2}** (target ≤ 0.5)\n\
-         - crr's API requests per pod in b, every verb, Events and reads included: **{per_pod:.1}** (target ≤ 12)\n\
+         - crr's API requests per pod in b, every verb, Events and reads included: **{per_pod:.1}** (target ≤ 10)\n\
          - operator peak RSS during b (largest replica): **{peak_mib:.1} MiB** (target ≤ 30)\n\n\
          crr's requests in b by component, verb and resource:\n\n| component verb resource | requests | per pod |\n|---|---|---|\n",
+        floor_summary.samples,
+        floor_summary.min,
+        floor_summary.max,
         pods.div_ceil(budget),
         rollout_seconds / ideal,
         rollout_seconds / restart_seconds,
@@ -359,11 +584,16 @@ async fn measure(ctx: &Ctx, pods: usize, audit_log: &str) -> anyhow::Result<(Str
             *count as f64 / pods as f64
         ));
     }
+    report.push_str(&format!(
+        "\nWhere a slot's time goes in b (per pod, from the audit log's write times and this bench's pod watch; \
+         seconds):\n\n| step | pods | median | p90 |\n|---|---|---|---|\n{timeline}"
+    ));
     let json = json!({
         "pods": pods, "budget": budget, "floor_seconds": floor, "ideal_seconds": ideal,
         "restart": {"seconds": restart_seconds, "rescheduled": rescheduled_a, "most_unavailable": most_a, "writes": writes_a},
         "rollout": {"seconds": rollout_seconds, "rescheduled": rescheduled_b, "most_unavailable": most_b, "writes": writes_b,
-                    "crr_requests_per_pod": per_pod, "operator_peak_rss_mib": peak_mib, "crr_requests": by_kind},
+                    "crr_requests_per_pod": per_pod, "operator_peak_rss_mib": peak_mib, "crr_requests": by_kind,
+                    "slot_timeline": timeline_json},
     });
     Ok((report, json))
 }
