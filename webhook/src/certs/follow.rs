@@ -153,6 +153,15 @@ mod tests {
         tracking.take(Ok(event), |value| value)
     }
 
+    /// A tracking whose watch has listed `value`.
+    fn listed(value: u32) -> Tracking<u32> {
+        let mut tracking = Tracking::default();
+        take(&mut tracking, Event::Init);
+        take(&mut tracking, Event::InitApply(value));
+        take(&mut tracking, Event::InitDone);
+        tracking
+    }
+
     #[test]
     fn unknown_until_listed_then_present_or_absent() {
         let mut tracking = Tracking::default();
@@ -171,10 +180,7 @@ mod tests {
 
     #[test]
     fn changes_and_deletions_follow_and_a_repeat_is_no_change() {
-        let mut tracking = Tracking::default();
-        take(&mut tracking, Event::Init);
-        take(&mut tracking, Event::InitApply(1));
-        take(&mut tracking, Event::InitDone);
+        let mut tracking = listed(1);
         assert!(!take(&mut tracking, Event::Apply(1)), "the same projection");
         assert!(take(&mut tracking, Event::Apply(2)));
         assert_eq!(tracking.seen(), &Seen::Present(2));
@@ -184,10 +190,7 @@ mod tests {
 
     #[test]
     fn a_failed_watch_is_unknown_until_it_lists_again_and_a_relist_replaces() {
-        let mut tracking = Tracking::default();
-        take(&mut tracking, Event::Init);
-        take(&mut tracking, Event::InitApply(1));
-        take(&mut tracking, Event::InitDone);
+        let mut tracking = listed(1);
         take(&mut tracking, Event::Init);
         assert!(tracking.take(Err(watcher::Error::NoResourceVersion), |value: u32| value));
         assert_eq!(tracking.seen(), &Seen::Unknown);
