@@ -92,7 +92,9 @@ pub fn watch_pods(
         _ => None,
     };
     let api: Api<Pod> = namespaced_or_all(client, only_namespace);
-    let config = watcher::Config::default().fields(&format!("spec.nodeName={}", watch.node));
+    let config = watcher::Config::default()
+        .fields(&format!("spec.nodeName={}", watch.node))
+        .page_size(crate::view::POD_PAGE);
     let events = watcher(api, config).modify(crate::view::slim_pod);
     reflector::reflector(writer, events).default_backoff()
 }

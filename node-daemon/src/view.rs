@@ -15,6 +15,12 @@ use crr_crds::v1beta1::ContainerRecreateRequest;
 
 pub use crate::live_pod::slim_pod;
 
+/// Pods per page of the node's pod watch's lists. A page is held whole, and copied once, before
+/// its pods are slimmed, and a pod can be 1.5 MB: 4 of the largest cost about 12 MB at the peak
+/// of a relist, a fifth of the daemon's 64 Mi limit (kube's default page of 500 would hold a
+/// whole node's 110 pods). The client reads one page at a time (`crr_runtime::list_pages`).
+pub const POD_PAGE: u32 = 4;
+
 /// Keeps of a request what the daemon decides on (`recreate`, `schedule`, `round`): see the
 /// module's table. On top of what every store drops ([`crr_crds::slim::drop_tenant_bulk`]), the
 /// daemon drops the finalizers: it neither reads nor writes them.

@@ -5,6 +5,9 @@ use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, PatchParams};
 use kube::{Api, Client, Resource};
 
+/// How many list pages a component reads at once ([`crate::list_pages`]).
+pub const LIST_PAGES_AT_ONCE: usize = 1;
+
 /// A kube client plus the field manager of every write this component makes.
 #[derive(Clone)]
 pub struct ApiClient {
@@ -13,9 +16,16 @@ pub struct ApiClient {
 }
 
 impl ApiClient {
-    /// Connects with the usual inference (in-cluster service account, else `KUBECONFIG`).
+    /// Connects with the usual inference (in-cluster service account, else `KUBECONFIG`),
+    /// reading one list page at a time ([`crate::list_pages`]).
     pub async fn infer(field_manager: &'static str) -> Result<Self, kube::Error> {
-        Ok(Self::new(Client::try_default().await?, field_manager))
+        let config = kube::Config::infer()
+            .await
+            .map_err(kube::Error::InferConfig)?;
+        let client = kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&crate::list_pages::ListPages::new(LIST_PAGES_AT_ONCE))
+            .build();
+        Ok(Self::new(client, field_manager))
     }
 
     /// Wraps an existing client (tests build one over a mock service).

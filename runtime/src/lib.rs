@@ -15,6 +15,7 @@ pub mod args;
 pub mod backoff;
 pub mod client;
 pub mod events;
+pub mod list_pages;
 pub mod logging;
 pub mod memory;
 pub mod metrics;

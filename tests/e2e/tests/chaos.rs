@@ -991,6 +991,25 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<(Vec<String>, Vec<St
         Err(error) => failures.push(format!("{error:#}")),
     }
 
+    // The API server restarts under the fat load: every watch of every crr process reconnects,
+    // and those too far behind list the fat objects again (all pods and the gated ones, the
+    // Deployments, the queued requests), several at once in one process. The memory bounds are
+    // checked over this too.
+    match faults::restart_daemon("kube-apiserver", 2).await {
+        Ok(gone) => {
+            let line = format!(
+                "kube-apiserver restarted in {:.1}s under the fat load",
+                gone.as_secs_f64()
+            );
+            println!("chaos:   {line}");
+            figures.push(line);
+            if let Err(error) = faults::control_plane_settled(&ctx.client).await {
+                failures.push(format!("after the API server restart: {error:#}"));
+            }
+        }
+        Err(error) => failures.push(format!("restarting the API server: {error:#}")),
+    }
+
     // The queued requests end and go.
     let ends = Duration::from_secs(FAT_DEADLINE_SECONDS + FAT_TTL_SECONDS + 90)
         .saturating_sub(created.elapsed());
@@ -1125,7 +1144,8 @@ async fn fat_cleanup(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<()> {
 }
 
 // A fat tenant: 100 Pending pods and 60 Deployments of 1 MB each, 250 requests of 190 KiB queued
-// on one pod; then another tenant's plain request on another pod of the same node. Every crr
+// on one pod; then another tenant's plain request on another pod of the same node; then the API
+// server restarts, so that the crr processes' watches list the fat objects again. Every crr
 // process's RSS is sampled every second throughout (cleanup included); demanded: each under 70%
 // of its container's memory limit, no crr container restarted, the plain request Completed within
 // 10 s, and the fat tenant's work done (gates injected and started, Deployments recorded, the
