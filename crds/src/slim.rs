@@ -10,11 +10,12 @@
 
 use crate::v1beta1::ContainerRecreateRequest;
 
-/// Requests per page of a request watch's lists (the operator's and the node daemon's). A page
-/// is decoded whole before its requests are slimmed, and a request can be as large as the
-/// webhook's 256 KiB review cap lets it be: 50 of the largest are 12.5 MiB of JSON, where kube's
-/// default page of 500 would be 125 MiB, past the operator's memory limit and twice the node
-/// daemon's. A flood of 20,000 small requests is listed in 400 pages.
+/// Requests per page of the operator's request watch's lists. A page is decoded whole before its
+/// requests are slimmed, and a request can be as large as the webhook's 256 KiB review cap lets
+/// it be: 50 of the largest are 12.5 MiB of JSON, where kube's default page of 500 would be
+/// 125 MiB, past the operator's memory limit. A flood of 20,000 small requests is listed in 400
+/// pages. The node daemon, with half the memory and only its node's requests, pages smaller
+/// (`crr-node-daemon`'s `view::REQUEST_PAGE`).
 pub const REQUEST_PAGE: u32 = 50;
 
 /// The label prefixes crr sets and reads on a request: `crr.apps.kruise.io/` (node name, pod

@@ -62,7 +62,7 @@ pub fn watch_requests(
     let api: Api<ContainerRecreateRequest> = namespaced_or_all(client, only_namespace);
     let config = watcher::Config::default()
         .labels(&selector(&watch.node))
-        .page_size(crr_crds::slim::REQUEST_PAGE);
+        .page_size(crate::view::REQUEST_PAGE);
     let namespaces = watch.namespaces.clone();
     let wanted = move |event: &watcher::Event<ContainerRecreateRequest>| {
         let namespace = match event {

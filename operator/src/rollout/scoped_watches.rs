@@ -3,9 +3,10 @@
 //! target's, and that of each PodDisruptionBudget that selects the target), its pods decoded
 //! slim ([`SlimPod`]) into a store, and for a Deployment one metadata-only watch of the
 //! ReplicaSets its selector selects (which of them the Deployment controls: their owner
-//! references). A reconcile reads from there, with no list: the first reconcile that needs a
-//! scope starts its watch and lists this once; a watch that has not listed yet, or that failed
-//! since, is read by a list too. A watch no reconcile has read for [`IDLE_AFTER`] stops, so the
+//! references). A reconcile reads from there, with no list of its own: the first reconcile that
+//! needs a scope starts its watch and waits for the watch's first list (up to [`FIRST_LIST_WAIT`]);
+//! only a watch that has not listed by then, or that failed and shows no event since, is read by
+//! a list of the reconcile's. A watch no reconcile has read for [`IDLE_AFTER`] stops, so the
 //! operator watches only what rollouts at work read, never the cluster's pods (and only the
 //! leader, which alone reconciles, watches any).
 //!
@@ -16,7 +17,6 @@
 //! disrupted whatever their copy shows (`world::read_budgets`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,9 @@ use crate::pod_view::{POD_PAGE, SlimPod};
 
 /// A scope's watch stops once no reconcile has read it for this long.
 pub const IDLE_AFTER: Duration = Duration::from_secs(120);
+
+/// How long a reconcile waits for a new watch's first list before it lists for itself.
+pub const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 
 /// How many wake-ups may wait for the controller; beyond that they are dropped (a rollout
 /// waiting on pods still looks again at `decide::READY_POLL`).
@@ -59,7 +62,7 @@ impl Scope {
 /// One scope's watch: its store, whether the store is current, when a reconcile last read it.
 struct Scoped<K: Resource<DynamicType = ()> + 'static> {
     store: Store<K>,
-    current: Arc<AtomicBool>,
+    current: tokio::sync::watch::Receiver<bool>,
     last_read: Instant,
     task: tokio::task::JoinHandle<()>,
 }
@@ -87,19 +90,25 @@ where
         }
     }
 
-    /// What `scope`'s watch shows once it has listed; `None` until then (`start` starts the
-    /// watch at the first read).
-    fn read(&self, scope: Scope, start: impl FnOnce(&Scope) -> Scoped<K>) -> Option<Vec<Arc<K>>> {
-        let mut scopes = self.lock();
-        let scoped = scopes.entry(scope).or_insert_with_key(|scope| {
-            debug!(namespace = %scope.namespace, selector = %scope.selector, what = self.what, "watching what a rollout reads");
-            start(scope)
-        });
-        scoped.last_read = Instant::now();
-        scoped
-            .current
-            .load(Ordering::Acquire)
-            .then(|| scoped.store.state())
+    /// What `scope`'s watch shows once it is current, waiting up to `within` for that (`start`
+    /// starts the watch at the first read); `None` if it is not current by then.
+    async fn read(
+        &self,
+        scope: Scope,
+        start: impl FnOnce(&Scope) -> Scoped<K>,
+        within: Duration,
+    ) -> Option<Vec<Arc<K>>> {
+        let (store, mut current) = {
+            let mut scopes = self.lock();
+            let scoped = scopes.entry(scope).or_insert_with_key(|scope| {
+                debug!(namespace = %scope.namespace, selector = %scope.selector, what = self.what, "watching what a rollout reads");
+                start(scope)
+            });
+            scoped.last_read = Instant::now();
+            (scoped.store.clone(), scoped.current.clone())
+        };
+        let waited = tokio::time::timeout(within, current.wait_for(|current| *current)).await;
+        matches!(waited, Ok(Ok(_))).then(|| store.state())
     }
 
     /// Stops the watches no reconcile has read for [`IDLE_AFTER`]; how many are left.
@@ -123,7 +132,8 @@ where
 }
 
 /// Runs `events` into a new store until the watch is dropped; `seen` is told each event with
-/// the store as it was before it.
+/// the store as it was before it. The store is current from the first list's end until an error,
+/// and again from the next event (a relist's end, or a change the resumed watch delivers).
 fn spawn_watch<K>(
     scope: &Scope,
     events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
@@ -133,10 +143,9 @@ where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
     let (store, mut writer) = reflector::store();
-    let current = Arc::new(AtomicBool::new(false));
+    let (is_current, current) = tokio::sync::watch::channel(false);
     let task = tokio::spawn({
         let store = store.clone();
-        let current = current.clone();
         let scope = scope.clone();
         async move {
             let mut events = std::pin::pin!(events);
@@ -144,15 +153,15 @@ where
                 let event = match event {
                     Ok(event) => event,
                     Err(error) => {
-                        current.store(false, Ordering::Release);
+                        is_current.send_replace(false);
                         warn!(namespace = %scope.namespace, selector = %scope.selector, %error, "watching what a rollout reads; listing it until the watch recovers");
                         continue;
                     }
                 };
                 seen(&store, &event);
                 writer.apply_watcher_event(&event);
-                if matches!(event, Event::InitDone) {
-                    current.store(true, Ordering::Release);
+                if is_current_after(&event) {
+                    is_current.send_replace(true);
                 }
             }
         }
@@ -187,9 +196,10 @@ impl ScopedWatches {
         (watches, woken)
     }
 
-    /// The pods `selector` selects in `namespace`, from the scope's watch once it has listed
-    /// them; `None` until then (the watch is started by the first call): the caller lists.
-    pub fn pods(&self, namespace: &str, selector: &Selector) -> Option<Vec<Pod>> {
+    /// The pods `selector` selects in `namespace`, from the scope's watch (started by the first
+    /// call, which waits for its first list); `None` if it is not current within
+    /// [`FIRST_LIST_WAIT`]: the caller lists.
+    pub async fn pods(&self, namespace: &str, selector: &Selector) -> Option<Vec<Pod>> {
         let start = |scope: &Scope| {
             let api = Api::<SlimPod>::namespaced(self.client.clone(), &scope.namespace);
             let config = watcher::Config::default()
@@ -207,12 +217,15 @@ impl ScopedWatches {
                 },
             )
         };
-        let pods = self.pods.read(Scope::new(namespace, selector), start)?;
+        let pods = self
+            .pods
+            .read(Scope::new(namespace, selector), start, FIRST_LIST_WAIT)
+            .await?;
         Some(pods.iter().map(|pod| pod.0.clone()).collect())
     }
 
     /// The metadata of the ReplicaSets `selector` selects in `namespace`, as [`Self::pods`].
-    pub fn replica_sets(
+    pub async fn replica_sets(
         &self,
         namespace: &str,
         selector: &Selector,
@@ -232,7 +245,8 @@ impl ScopedWatches {
             )
         };
         self.replica_sets
-            .read(Scope::new(namespace, selector), start)
+            .read(Scope::new(namespace, selector), start, FIRST_LIST_WAIT)
+            .await
     }
 
     /// Stops the watches no reconcile has read for [`IDLE_AFTER`]; how many are left.
@@ -291,6 +305,12 @@ fn wakes(before: Option<Standing>, after: Option<Standing>) -> bool {
     }
 }
 
+/// Whether a watch's store is current after `event` (it may not be after an error): at the end
+/// of a list, and at a change, which a resumed watch delivers only once it is back.
+fn is_current_after<K>(event: &Event<K>) -> bool {
+    matches!(event, Event::InitDone | Event::Apply(_) | Event::Delete(_))
+}
+
 /// Whether a watch last read at `last_read` is idle at `now`.
 fn idle(last_read: Instant, now: Instant) -> bool {
     now.saturating_duration_since(last_read) >= IDLE_AFTER
@@ -327,6 +347,81 @@ mod tests {
         assert!(wakes(Some(UNREADY), None), "a pod gone");
         assert!(wakes(None, Some(READY)), "a new pod, Ready");
         assert!(!wakes(None, Some(UNREADY)), "a new pod, not Ready yet");
+    }
+
+    fn web_pod(name: &str) -> SlimPod {
+        SlimPod::of(
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns", "uid": name},
+            }))
+            .expect("a pod"),
+        )
+    }
+
+    /// A read waits for the watch's first list, and after an error for the next event; it never
+    /// answers from a store that is not current.
+    #[tokio::test]
+    async fn a_read_waits_for_the_first_list_and_after_an_error_for_the_next_event() {
+        let (events, stream) = futures::channel::mpsc::unbounded();
+        let mut stream = Some(stream);
+        let scopes = Scopes::<SlimPod>::new("pods");
+        let scope = Scope {
+            namespace: "ns".into(),
+            selector: "app=web".into(),
+        };
+        let wait = Duration::from_millis(50);
+        let start = |stream: &mut Option<_>| {
+            let stream = stream.take().expect("one watch started");
+            move |scope: &Scope| spawn_watch(scope, stream, |_, _| {})
+        };
+        let names = |pods: Option<Vec<Arc<SlimPod>>>| {
+            pods.map(|pods| {
+                let mut names: Vec<String> = pods.iter().map(|pod| pod.name_any()).collect();
+                names.sort();
+                names
+            })
+        };
+        use kube::ResourceExt as _;
+
+        // Started, not listed yet.
+        assert_eq!(
+            names(scopes.read(scope.clone(), start(&mut stream), wait).await),
+            None
+        );
+        events.unbounded_send(Ok(Event::Init)).unwrap();
+        events
+            .unbounded_send(Ok(Event::InitApply(web_pod("web-1"))))
+            .unwrap();
+        assert_eq!(
+            names(scopes.read(scope.clone(), |_| unreachable!(), wait).await),
+            None
+        );
+        // The list ends while a read waits: the read answers.
+        let read = scopes.read(scope.clone(), |_| unreachable!(), Duration::from_secs(5));
+        let listed = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            events.unbounded_send(Ok(Event::InitDone)).unwrap();
+        };
+        let (read, ()) = tokio::join!(read, listed);
+        assert_eq!(names(read), Some(vec!["web-1".to_owned()]));
+
+        // An error: not current until the resumed watch delivers a change.
+        events
+            .unbounded_send(Err(watcher::Error::NoResourceVersion))
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            names(scopes.read(scope.clone(), |_| unreachable!(), wait).await),
+            None
+        );
+        events
+            .unbounded_send(Ok(Event::Apply(web_pod("web-2"))))
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            names(scopes.read(scope, |_| unreachable!(), wait).await),
+            Some(vec!["web-1".to_owned(), "web-2".to_owned()])
+        );
     }
 
     #[test]

@@ -131,7 +131,9 @@ async fn read_workload(
     };
     let listed = pods(client, watches, namespace, &selector, &what).await?;
     let owners: Vec<String> = if workload.kind == "Deployment" {
-        let watched = watches.replica_sets(namespace, &selector_of(&selector, &what)?);
+        let watched = watches
+            .replica_sets(namespace, &selector_of(&selector, &what)?)
+            .await;
         let replica_sets = match watched {
             Some(watched) => watched.iter().map(|meta| meta.metadata.clone()).collect(),
             None => Api::<ReplicaSet>::namespaced(client.clone(), namespace)
@@ -297,7 +299,7 @@ async fn pods(
     selector: &LabelSelector,
     what: &str,
 ) -> Result<Vec<Pod>, ReadError> {
-    match watches.pods(namespace, &selector_of(selector, what)?) {
+    match watches.pods(namespace, &selector_of(selector, what)?).await {
         Some(watched) => Ok(watched),
         None => list_pods(client, namespace, selector, what).await,
     }
