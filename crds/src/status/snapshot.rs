@@ -82,6 +82,22 @@ pub fn compute(
         .collect()
 }
 
+/// Whether `snapshot` shows every one of `containers` as a new container, Ready. With no
+/// `minStartedSeconds` to wait, that is what the node daemon completes a request on, reading it
+/// from its own watch of the node's pods, and it writes this snapshot with the completion: the
+/// operator then leaves that write to the daemon (two status writes of one request at the same
+/// moment would make one of them a conflict, and a write more).
+pub fn shows_all_ready(
+    containers: &[ContainerRecreateRequestContainer],
+    snapshot: &[ContainerRecreateRequestSyncContainerStatus],
+) -> bool {
+    containers.iter().all(|container| {
+        snapshot
+            .iter()
+            .any(|entry| entry.name == container.name && entry.ready)
+    })
+}
+
 /// The snapshot to write, or `None` when the stored one is already right.
 pub fn update(
     containers: &[ContainerRecreateRequestContainer],
@@ -259,5 +275,36 @@ mod tests {
         }];
         let pod = pod(vec![running("app", "containerd://x", 0, true)]);
         assert_eq!(compute(&containers, &pod, &[]).len(), 1);
+    }
+
+    #[test]
+    fn all_ready_only_when_every_requested_container_has_a_ready_entry() {
+        let containers = [
+            requested("app", "containerd://a1", 0),
+            requested("sidecar", "containerd://s1", 0),
+        ];
+        let entry = |name: &str, ready: bool| ContainerRecreateRequestSyncContainerStatus {
+            name: name.to_owned(),
+            ready,
+            restart_count: 1,
+            container_id: format!("containerd://{name}2"),
+        };
+        assert!(shows_all_ready(
+            &containers,
+            &[entry("app", true), entry("sidecar", true)]
+        ));
+        assert!(!shows_all_ready(
+            &containers,
+            &[entry("app", true), entry("sidecar", false)]
+        ));
+        assert!(
+            !shows_all_ready(&containers, &[entry("app", true)]),
+            "sidecar not back yet"
+        );
+        assert!(!shows_all_ready(&containers, &[]));
+        assert!(
+            shows_all_ready(&[], &[]),
+            "nothing requested: nothing to wait for"
+        );
     }
 }

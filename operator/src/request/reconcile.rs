@@ -307,7 +307,13 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
         // The admitted pod was never read: no statuses to copy (the watch's next copy brings them).
         let read = pod.metadata.resource_version.is_some();
         if read && let Some(next) = snapshot::update(&crr.spec.containers, pod, previous) {
-            actions.push(Action::PatchSnapshot(next));
+            // Every container back and Ready, no minStartedSeconds: the daemon completes now and
+            // writes this snapshot with the completion (docs/behaviour.md, §4, ours).
+            let the_daemon_writes_it = crr.strategy().min_started_seconds == 0
+                && snapshot::shows_all_ready(&crr.spec.containers, &next);
+            if !the_daemon_writes_it {
+                actions.push(Action::PatchSnapshot(next));
+            }
         }
         if let Some(resync) = deadline::after(now, deadline::RECREATING_RESYNC.as_secs() as i64) {
             wake_ups.push(resync);

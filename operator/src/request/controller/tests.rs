@@ -293,13 +293,14 @@ async fn expired_ttl_deletes_with_a_uid_precondition() {
     server.await.expect("scripted API server");
 }
 
-/// `pod` with container `app` running as a new container (restarted once).
+/// `pod` with container `app` running as a new container (restarted once), not Ready yet (a
+/// snapshot showing it Ready is the daemon's to write, with the completion).
 fn with_new_app_container(mut pod: Pod) -> Pod {
     pod.status.get_or_insert_default().container_statuses = Some(vec![ContainerStatus {
         name: "app".to_owned(),
         container_id: Some("containerd://app-1".to_owned()),
         restart_count: 1,
-        ready: true,
+        ready: false,
         state: Some(ContainerState {
             running: Some(ContainerStateRunning::default()),
             ..Default::default()
@@ -325,7 +326,7 @@ async fn snapshot_write_is_preconditioned_on_the_request_read() {
             json!({
                 "metadata": {"resourceVersion": "7"},
                 "status": {"containerStatusSnapshot": [{
-                    "name": "app", "ready": true, "restartCount": 1,
+                    "name": "app", "ready": false, "restartCount": 1,
                     "containerID": "containerd://app-1",
                 }]},
             })

@@ -399,6 +399,41 @@ fn recreating_request_snapshots_new_containers_and_resyncs_every_three_seconds()
     assert_eq!(again.requeue_after, secs(3));
 }
 
+/// Every requested container back and Ready: with no minStartedSeconds the daemon completes now
+/// and writes that snapshot with the completion, so the operator does not race it; with
+/// minStartedSeconds to wait, the operator writes it as before.
+#[test]
+fn a_snapshot_of_every_container_ready_is_left_to_the_daemon_unless_it_must_wait() {
+    let mut pod = pod();
+    pod.status.get_or_insert_default().container_statuses = Some(vec![app_recreated_and_ready()]);
+    let mut request = with_phase(crr(), Phase::Recreating);
+    request
+        .spec
+        .containers
+        .retain(|container| container.name == "app");
+    let plan_now = plan(&request, Some(&pod), at(5));
+    assert!(
+        !plan_now
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::PatchSnapshot(_))),
+        "{:?}",
+        plan_now.actions
+    );
+    assert_eq!(plan_now.requeue_after, secs(3), "still looked at again");
+
+    request.spec.strategy = Some(ContainerRecreateRequestStrategy {
+        min_started_seconds: 5,
+        ..Default::default()
+    });
+    let waiting = plan(&request, Some(&pod), at(5));
+    assert!(
+        matches!(waiting.actions.first(), Some(Action::PatchSnapshot(snapshot)) if snapshot[0].ready),
+        "{:?}",
+        waiting.actions
+    );
+}
+
 #[test]
 fn unready_grace_takes_the_gated_pod_out_of_endpoints_finalizer_first() {
     let request = with_unready_grace(with_phase(crr(), Phase::Recreating));
