@@ -579,6 +579,11 @@ pub fn installed_suite_main(suite: &str, scenarios: Vec<Scenario>) {
         .into_iter()
         .map(|scenario| (scenario, Expect::Pass))
         .collect();
+    installed_suite_main_expecting(suite, scenarios);
+}
+
+/// [`installed_suite_main`] with an expectation per scenario (a known failure named).
+pub fn installed_suite_main_expecting(suite: &str, scenarios: Vec<(Scenario, Expect)>) {
     suite_main(
         suite,
         scenarios,

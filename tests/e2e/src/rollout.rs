@@ -99,25 +99,46 @@ pub struct Unavailable {
 
 impl Unavailable {
     pub fn watch(ctx: &Ctx, app: &str) -> Self {
+        Self::watch_selected(ctx, &format!("app={app}"), None)
+    }
+
+    /// As [`Self::watch`], for the pods `selector` selects; with `expected`, a pod missing from
+    /// that many (evicted, its replacement not made yet) and a terminating one count unavailable
+    /// too, as a PodDisruptionBudget counts them.
+    pub fn watch_selected(ctx: &Ctx, selector: &str, expected: Option<usize>) -> Self {
         let most = Arc::new(Mutex::new(0));
         let pods = ctx.pods();
-        let config = watcher::Config::default().labels(&format!("app={app}"));
+        let config = watcher::Config::default().labels(selector);
         let task = tokio::spawn({
             let most = most.clone();
             async move {
                 let mut ready: BTreeMap<String, bool> = BTreeMap::new();
+                // Counted against `expected` only once the first list is whole.
+                let mut listed = expected.is_none();
                 let mut events = watcher(pods, config).default_backoff().boxed();
                 while let Some(Ok(event)) = events.next().await {
                     match event {
+                        watcher::Event::InitDone => listed = true,
                         watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
-                            ready.insert(pod.name_any(), pod_ready(&pod));
+                            let available = pod_ready(&pod)
+                                && (expected.is_none()
+                                    || pod.metadata.deletion_timestamp.is_none());
+                            ready.insert(pod.name_any(), available);
                         }
                         watcher::Event::Delete(pod) => {
                             ready.remove(&pod.name_any());
                         }
                         _ => {}
                     }
-                    let now = ready.values().filter(|ready| !**ready).count();
+                    if !listed {
+                        continue;
+                    }
+                    let now = match expected {
+                        None => ready.values().filter(|ready| !**ready).count(),
+                        Some(expected) => {
+                            expected.saturating_sub(ready.values().filter(|ready| **ready).count())
+                        }
+                    };
                     let mut most = most.lock().expect("the sample");
                     *most = (*most).max(now);
                 }

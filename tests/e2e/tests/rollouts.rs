@@ -53,14 +53,38 @@ fn scenarios() -> Vec<Scenario> {
             run: |ctx| Box::pin(refused(ctx)),
         },
         Scenario {
+            name: "rollout-budget-drain",
+            run: |ctx| Box::pin(budget_drain(ctx)),
+        },
+        Scenario {
             name: "rollout-plugin",
             run: |ctx| Box::pin(plugin(ctx)),
         },
     ]
 }
 
+/// Measured on the test bed, 2026-11-29 (docs/decisions.md, "A rollout's slots are not
+/// reserved in the PodDisruptionBudget"): the two rollouts alone never had more than 2 of the 8
+/// pods unavailable, but with the drain 5 were. The eviction API reads only the PDB's status,
+/// which shows crr's slots once the disruption controller has seen those pods unready; before
+/// that it lets evictions through, and it lets an unready pod (one crr is recreating) be evicted
+/// without counting it at all.
+const DRAIN_RACE: &str = "evictions see a rollout's slots only once the disruption controller \
+    has seen the pods unready: 5 of 8 unavailable under maxUnavailable 2 (the rollouts alone: 2)";
+
 fn main() {
-    crr_e2e::installed_suite_main("rollouts", scenarios());
+    let scenarios = scenarios()
+        .into_iter()
+        .map(|scenario| {
+            let expect = if scenario.name == "rollout-budget-drain" {
+                crr_e2e::Expect::KnownFailure(DRAIN_RACE)
+            } else {
+                crr_e2e::Expect::Pass
+            };
+            (scenario, expect)
+        })
+        .collect();
+    crr_e2e::installed_suite_main_expecting("rollouts", scenarios);
 }
 
 async fn deployment(ctx: Ctx) -> anyhow::Result<()> {
@@ -129,6 +153,152 @@ async fn budget(ctx: Ctx) -> anyhow::Result<()> {
         format!("{most} pods were unavailable at once under minAvailable 7 of 8")
     })?;
     recreated_in_place(&ctx, &before, 1).await
+}
+
+/// Two rollouts of two Deployments under one PodDisruptionBudget (maxUnavailable 2 of 8), and a
+/// `kubectl drain` of a node meanwhile (cordon, then the Eviction API for each of the node's
+/// pods, retried on 429 as kubectl does): a pod watch checks that never more than 2 of the 8
+/// were unavailable (not Ready, terminating, or evicted and not replaced yet), whoever took them.
+async fn budget_drain(ctx: Ctx) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::EvictParams;
+
+    const EACH: i32 = 4;
+    const EXPECTED: usize = 8;
+    for name in ["web-a", "web-b"] {
+        let mut template = pod_template(name);
+        template["metadata"]["labels"]["tier"] = json!("web");
+        apply(
+            &ctx,
+            json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name},
+                "spec": {"replicas": EACH, "selector": {"matchLabels": {"app": name}},
+                         "template": template},
+            }),
+        )
+        .await?;
+    }
+    for name in ["web-a", "web-b"] {
+        all_ready(&ctx, name, EACH).await?;
+    }
+    apply(
+        &ctx,
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "web"},
+               "spec": {"maxUnavailable": 2, "selector": {"matchLabels": {"tier": "web"}}}}),
+    )
+    .await?;
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    wait(
+        pdbs,
+        "web",
+        Duration::from_secs(60),
+        |pdb: Option<&k8s_openapi::api::policy::v1::PodDisruptionBudget>| {
+            pdb.and_then(|pdb| pdb.status.as_ref())
+                .is_some_and(|status| {
+                    status.current_healthy == 8 && status.disruptions_allowed == 2
+                })
+        },
+    )
+    .await
+    .context("the PDB never allowed two disruptions")?;
+
+    // The node with the most of the tier's pods is drained.
+    let tier = ListParams::default().labels("tier=web");
+    let pods = ctx.pods().list(&tier).await?.items;
+    let mut by_node = std::collections::BTreeMap::<String, usize>::new();
+    for pod in &pods {
+        let node = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
+        *by_node.entry(node.unwrap_or_default()).or_default() += 1;
+    }
+    let (drained, on_it) = by_node
+        .into_iter()
+        .max_by_key(|(_, count)| *count)
+        .ok_or_else(|| anyhow!("no pods of the tier"))?;
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let cordon = |unschedulable: bool| {
+        let nodes = nodes.clone();
+        let drained = drained.clone();
+        async move {
+            nodes
+                .patch(
+                    &drained,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"unschedulable": unschedulable}})),
+                )
+                .await
+                .with_context(|| format!("cordoning {drained}: {unschedulable}"))
+        }
+    };
+
+    let unavailable = Unavailable::watch_selected(&ctx, "tier=web", Some(EXPECTED));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cordon(true).await?;
+    let outcome = async {
+        for name in ["web-a", "web-b"] {
+            create_rollout(
+                &ctx,
+                &format!("restart-{name}"),
+                json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}},
+                       "containers": ["app"], "maxUnavailable": 2}),
+            )
+            .await?;
+        }
+        let pods: Api<Pod> = ctx.pods();
+        let drain = async {
+            let mut evicted = 0;
+            let mut refused = 0;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+            loop {
+                let mut left: Vec<Pod> = pods.list(&tier).await?.items;
+                left.retain(|pod| {
+                    pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref())
+                        == Some(drained.as_str())
+                        && pod.metadata.deletion_timestamp.is_none()
+                });
+                if left.is_empty() {
+                    return anyhow::Ok((evicted, refused));
+                }
+                for pod in left {
+                    match pods.evict(&pod.name_any(), &EvictParams::default()).await {
+                        Ok(_) => evicted += 1,
+                        Err(kube::Error::Api(status)) if status.code == 429 => refused += 1,
+                        Err(kube::Error::Api(status)) if status.code == 404 => {}
+                        Err(error) => return Err(error).context("evicting"),
+                    }
+                }
+                if tokio::time::Instant::now() > deadline {
+                    return Err(anyhow!(
+                        "the drain of {drained} had not ended after 180 s ({evicted} evicted)"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        };
+        let (drained_out, a, b) = tokio::join!(
+            drain,
+            wait_phase(&ctx, "restart-web-a", "Completed"),
+            wait_phase(&ctx, "restart-web-b", "Completed"),
+        );
+        let (evicted, refused) = drained_out?;
+        a?;
+        b?;
+        println!(
+            "rollouts:   {drained} drained of its {on_it} pods of the tier ({evicted} evictions, \
+             {refused} refused by the budget) while both rollouts ran"
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    cordon(false).await?;
+    outcome?;
+    let most = unavailable.most();
+    println!("rollouts:   at most {most} of {EXPECTED} unavailable at once");
+    check(most <= 2, || {
+        format!("{most} of {EXPECTED} pods were unavailable at once under maxUnavailable 2")
+    })
 }
 
 async fn statefulset_order(ctx: Ctx) -> anyhow::Result<()> {
