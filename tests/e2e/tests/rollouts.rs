@@ -114,30 +114,41 @@ async fn deployment(ctx: Ctx) -> anyhow::Result<()> {
     recreated_in_place(&ctx, &before, 1).await
 }
 
-async fn budget(ctx: Ctx) -> anyhow::Result<()> {
-    let before = deployment_of(&ctx, "web", 8).await?;
+/// Applies PodDisruptionBudget `web` with `spec` over 8 pods, and waits until its status counts
+/// the 8 healthy and allows `allowed` disruptions.
+async fn budget_web(ctx: &Ctx, spec: Value, allowed: i32) -> anyhow::Result<()> {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     apply(
-        &ctx,
+        ctx,
         json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-               "metadata": {"name": "web"},
-               "spec": {"minAvailable": 7, "selector": {"matchLabels": {"app": "web"}}}}),
+               "metadata": {"name": "web"}, "spec": spec}),
     )
     .await?;
-    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
-        Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
     wait(
         pdbs,
         "web",
         Duration::from_secs(60),
-        |pdb: Option<&k8s_openapi::api::policy::v1::PodDisruptionBudget>| {
+        |pdb: Option<&PodDisruptionBudget>| {
             pdb.and_then(|pdb| pdb.status.as_ref())
                 .is_some_and(|status| {
-                    status.current_healthy == 8 && status.disruptions_allowed == 1
+                    status.current_healthy == 8 && status.disruptions_allowed == allowed
                 })
         },
     )
     .await
-    .context("the PDB never allowed one disruption")?;
+    .with_context(|| format!("the PDB never allowed {allowed} disruptions of 8 healthy pods"))?;
+    Ok(())
+}
+
+async fn budget(ctx: Ctx) -> anyhow::Result<()> {
+    let before = deployment_of(&ctx, "web", 8).await?;
+    budget_web(
+        &ctx,
+        json!({"minAvailable": 7, "selector": {"matchLabels": {"app": "web"}}}),
+        1,
+    )
+    .await?;
     let unavailable = Unavailable::watch(&ctx, "web");
     tokio::time::sleep(Duration::from_millis(500)).await;
     create_rollout(
@@ -182,28 +193,12 @@ async fn budget_drain(ctx: Ctx) -> anyhow::Result<()> {
     for name in ["web-a", "web-b"] {
         all_ready(&ctx, name, EACH).await?;
     }
-    apply(
+    budget_web(
         &ctx,
-        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-               "metadata": {"name": "web"},
-               "spec": {"maxUnavailable": 2, "selector": {"matchLabels": {"tier": "web"}}}}),
+        json!({"maxUnavailable": 2, "selector": {"matchLabels": {"tier": "web"}}}),
+        2,
     )
     .await?;
-    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
-        Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    wait(
-        pdbs,
-        "web",
-        Duration::from_secs(60),
-        |pdb: Option<&k8s_openapi::api::policy::v1::PodDisruptionBudget>| {
-            pdb.and_then(|pdb| pdb.status.as_ref())
-                .is_some_and(|status| {
-                    status.current_healthy == 8 && status.disruptions_allowed == 2
-                })
-        },
-    )
-    .await
-    .context("the PDB never allowed two disruptions")?;
 
     // The node with the most of the tier's pods is drained.
     let tier = ListParams::default().labels("tier=web");
