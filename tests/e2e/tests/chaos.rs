@@ -120,14 +120,20 @@ fn scenarios() -> Vec<(Scenario, Expect)> {
         // fat objects: before every client read one list page at a time
         // (`crr_runtime::list_pages`), the operator replicas reached 95 and 99% and a daemon 74%;
         // after, 52 to 57% (BENCHMARKS.md, "Relists under a fat tenant"). The fresh-clone CI run
-        // of 9105832 passed it (6.34 s; operator 55%, daemon 52%), as did the bed's run of b7893df
-        // and the next CI run: it is expected to pass.
+        // of 9105832 passed it (6.34 s; operator 55%, daemon 52%), and so did the run of 185307e
+        // (5.74 s), but the run of 4fdd36f took 37.2 s again (memory within bounds): the slow
+        // case is still there, and the mark stays until its cause is found.
         (
             Scenario {
                 name: "fat-tenant",
                 run: |ctx| Box::pin(fat_tenant(ctx)),
             },
-            Expect::Pass,
+            Expect::KnownFailure(
+                "on the three-node bed the plain request took 30-47 s in some CI runs after \
+                 rollout-apiserver-restart (37 s in one of three on 2026-11-29; 1.9-6.6 s in the \
+                 others and on the bed): the API server's watches delivered to the node daemon \
+                 13-16 s late on two saturated cores",
+            ),
         ),
     ]
 }
