@@ -59,10 +59,20 @@ impl Scope {
     }
 }
 
+/// Whether a scope's store shows what the API server has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Currency {
+    /// The watch has not ended its first list (a read waits for that, a while).
+    NotListedYet,
+    Current,
+    /// The watch failed and has shown nothing since (a read does not wait).
+    Stale,
+}
+
 /// One scope's watch: its store, whether the store is current, when a reconcile last read it.
 struct Scoped<K: Resource<DynamicType = ()> + 'static> {
     store: Store<K>,
-    current: tokio::sync::watch::Receiver<bool>,
+    current: tokio::sync::watch::Receiver<Currency>,
     last_read: Instant,
     task: tokio::task::JoinHandle<()>,
 }
@@ -107,8 +117,14 @@ where
             scoped.last_read = Instant::now();
             (scoped.store.clone(), scoped.current.clone())
         };
-        let waited = tokio::time::timeout(within, current.wait_for(|current| *current)).await;
-        matches!(waited, Ok(Ok(_))).then(|| store.state())
+        // Only a watch that has not listed yet is waited for: one that failed since is read by
+        // the caller's list at once.
+        let waited = tokio::time::timeout(
+            within,
+            current.wait_for(|current| *current != Currency::NotListedYet),
+        )
+        .await;
+        matches!(waited, Ok(Ok(current)) if *current == Currency::Current).then(|| store.state())
     }
 
     /// Stops the watches no reconcile has read for [`IDLE_AFTER`]; how many are left.
@@ -143,7 +159,7 @@ where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
     let (store, mut writer) = reflector::store();
-    let (is_current, current) = tokio::sync::watch::channel(false);
+    let (is_current, current) = tokio::sync::watch::channel(Currency::NotListedYet);
     let task = tokio::spawn({
         let store = store.clone();
         let scope = scope.clone();
@@ -153,7 +169,7 @@ where
                 let event = match event {
                     Ok(event) => event,
                     Err(error) => {
-                        is_current.send_replace(false);
+                        is_current.send_replace(Currency::Stale);
                         warn!(namespace = %scope.namespace, selector = %scope.selector, %error, "watching what a rollout reads; listing it until the watch recovers");
                         continue;
                     }
@@ -161,7 +177,7 @@ where
                 seen(&store, &event);
                 writer.apply_watcher_event(&event);
                 if is_current_after(&event) {
-                    is_current.send_replace(true);
+                    is_current.send_replace(Currency::Current);
                 }
             }
         }
@@ -410,9 +426,19 @@ mod tests {
             .unbounded_send(Err(watcher::Error::NoResourceVersion))
             .unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
+        // ...and a read of it does not wait: the caller lists at once.
+        let asked = tokio::time::Instant::now();
         assert_eq!(
-            names(scopes.read(scope.clone(), |_| unreachable!(), wait).await),
+            names(
+                scopes
+                    .read(scope.clone(), |_| unreachable!(), Duration::from_secs(5))
+                    .await
+            ),
             None
+        );
+        assert!(
+            asked.elapsed() < Duration::from_secs(4),
+            "a failed watch was waited for"
         );
         events
             .unbounded_send(Ok(Event::Apply(web_pod("web-2"))))
