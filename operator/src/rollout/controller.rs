@@ -111,6 +111,7 @@ async fn read_world(
             .filter(|budget| budget.namespace().as_deref() == Some(namespace))
             .collect();
         let busy = pods_being_recreated(&ctx.requests, namespace);
+        let own = own_requests(&ctx.requests, namespace, &rollout.name_any());
         world::read_budgets(
             &ctx.client,
             &ctx.watches,
@@ -118,6 +119,7 @@ async fn read_world(
             &target,
             &in_namespace,
             &busy,
+            &own,
         )
         .await?
     } else {
@@ -163,6 +165,33 @@ fn rollout_requests(
         .filter_map(|crr| {
             let uid = pod_uid(name, crr.metadata.name.as_deref()?)?;
             Some((uid.to_owned(), request_state(crr)))
+        })
+        .collect()
+}
+
+/// The requests of rollout `name` in `namespace` by pod name, as its budgets' reading needs
+/// them (to tell its own entries in a PDB's `disruptedPods`).
+fn own_requests(
+    requests: &Store<ContainerRecreateRequest>,
+    namespace: &str,
+    name: &str,
+) -> BTreeMap<String, world::OwnRequest> {
+    requests
+        .state()
+        .iter()
+        .filter(|crr| {
+            crr.namespace().as_deref() == Some(namespace)
+                && crr.labels().get(keys::LABEL_ROLLOUT).map(String::as_str) == Some(name)
+        })
+        .filter_map(|crr| {
+            let created = crr.metadata.creation_timestamp.as_ref()?.0;
+            Some((
+                crr.spec.pod_name.clone(),
+                world::OwnRequest {
+                    created,
+                    finished: crr_crds::status::is_finished(crr),
+                },
+            ))
         })
         .collect()
 }

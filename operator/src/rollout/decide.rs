@@ -59,9 +59,50 @@ pub struct BudgetWait {
     pub pod: String,
 }
 
+/// A merge patch of a PDB's status that reserves and releases a rollout's slots
+/// ([`plan::BudgetWrite`]), preconditioned on the resourceVersion read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BudgetPatch {
+    /// The PDB's name.
+    pub budget: String,
+    /// The patch.
+    pub patch: serde_json::Value,
+}
+
+impl BudgetPatch {
+    /// The patch of `write`, its reservations entered at `now` (the eviction API's form: the
+    /// disruption controller drops an entry two minutes after its time, or once the pod is
+    /// being deleted).
+    pub fn of(write: &plan::BudgetWrite, now: Timestamp) -> Self {
+        let mut entries = serde_json::Map::new();
+        for pod in &write.release {
+            entries.insert(pod.clone(), serde_json::Value::Null);
+        }
+        let at = serde_json::to_value(Time(now)).unwrap_or(serde_json::Value::Null);
+        for pod in &write.reserve {
+            entries.insert(pod.clone(), at.clone());
+        }
+        Self {
+            budget: write.budget.clone(),
+            patch: serde_json::json!({
+                "metadata": {"resourceVersion": write.resource_version},
+                "status": {
+                    "disruptedPods": entries,
+                    "disruptionsAllowed": write.disruptions_allowed,
+                    "currentHealthy": write.current_healthy,
+                },
+            }),
+        }
+    }
+}
+
 /// The steps of one reconcile, in the order the executor takes them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
+    /// 0. The PDB status writes that reserve the slots of the pods to start (and release the
+    ///    rollout's finished ones), each preconditioned: a conflict ends the reconcile before
+    ///    any request is created.
+    pub budgets: Vec<BudgetPatch>,
     /// 1. The requests to create, one per pod to start, in the plan's order. A request that
     ///    exists already (its name is the rollout's and the pod's UID) counts as created.
     pub create: Vec<ContainerRecreateRequest>,
@@ -81,6 +122,7 @@ impl Decision {
     /// Nothing to do until something changes.
     pub fn idle() -> Self {
         Self {
+            budgets: Vec::new(),
             create: Vec::new(),
             status: None,
             events: Vec::new(),
@@ -172,6 +214,11 @@ pub fn decide(
         target_exists: world.target_exists,
     };
     let plan = plan::plan(&settings, &world.pods, requests, &world.budgets);
+    let budgets = plan
+        .budget_writes
+        .iter()
+        .map(|write| BudgetPatch::of(write, now))
+        .collect();
     let create = plan
         .start
         .iter()
@@ -213,6 +260,7 @@ pub fn decide(
         _ => None,
     };
     Ok(Decision {
+        budgets,
         create,
         status,
         events,

@@ -1,17 +1,20 @@
 //! Carries out a rollout's [`Decision`] against the API server, step by step in its order:
-//! create the requests, write the status (preconditioned), publish the Events that follow the
-//! write, announce a budget wait (at most once a minute per rollout and PDB), delete the
-//! rollout after its TTL. Leadership is checked before every write.
+//! reserve the budgets' slots (each write preconditioned on the PDB's resourceVersion), create
+//! the requests, write the status (preconditioned), publish the Events that follow the write,
+//! announce a budget wait (at most once a minute per rollout and PDB), delete the rollout after
+//! its TTL. Leadership is checked before every write.
 //!
-//! A conflict on the status write ends the reconcile with [`Error::Conflict`] before any Event:
-//! the rollout changed since it was read, and the next reconcile decides again from the new
-//! copy. Metrics of a status change (`RolloutMetrics::observe`) also follow a written status
-//! only, so one change is counted once.
+//! A conflict on a budget write or the status write ends the reconcile with
+//! [`Error::Conflict`] before any Event: the PDB or the rollout changed since it was read, and
+//! the next reconcile decides again from the new copy. Metrics of a status change
+//! (`RolloutMetrics::observe`) also follow a written status only, so one change is counted
+//! once.
 
 use std::time::Duration;
 
 use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::v1beta1::ContainerRecreateRequest;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, Patch, PostParams, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -61,6 +64,7 @@ impl<'a> Executor<'a> {
     /// Takes the steps of `decision`; returns when to look again.
     pub async fn carry_out(&self, decision: Decision) -> Result<Action, Error> {
         let Decision {
+            budgets,
             create,
             status,
             events,
@@ -68,6 +72,24 @@ impl<'a> Executor<'a> {
             delete,
             next,
         } = decision;
+        let pdbs: Api<PodDisruptionBudget> =
+            Api::namespaced(self.ctx.client.clone(), &self.namespace);
+        for write in &budgets {
+            self.leading()?;
+            pdbs.patch_status(
+                &write.budget,
+                &crr_runtime::client::patch_params(FIELD_MANAGER),
+                &Patch::Merge(&write.patch),
+            )
+            .await
+            .map_err(|source| {
+                Error::of_write(
+                    "reserving the rollout's slots",
+                    format!("PodDisruptionBudget {}/{}", self.namespace, write.budget),
+                    source,
+                )
+            })?;
+        }
         let requests: Api<ContainerRecreateRequest> =
             Api::namespaced(self.ctx.client.clone(), &self.namespace);
         for request in &create {

@@ -23,6 +23,10 @@
 //!   the status was computed for another set of pods than the one read (`expectedPods` differs:
 //!   a scale or a replacement under way), the status's own `disruptionsAllowed` bounds it too;
 //!   a PDB whose status is older than its spec allows nothing.
+//! - Every Ready pod started is reserved in the status of each PDB that selects it before its
+//!   request is created ([`BudgetWrite`]), as the eviction API takes a slot, so a drain sees the
+//!   rollout's slots; this rollout's entries whose requests finished are released in the same
+//!   write.
 //! - Pods go in order: not Ready first, then StatefulSet pods from the highest ordinal, then the
 //!   oldest, ties by name. The first pod that cannot start stops the pass (its reason is the
 //!   Progressing condition's), so the order is kept exactly.
@@ -84,9 +88,43 @@ pub struct BudgetView {
     /// `status.expectedPods`: how many pods the status was computed for.
     pub expected_pods: i32,
     /// The UIDs of the pods about to be disrupted although maybe still Ready: evicted
-    /// (`status.disruptedPods`: a drain, say) or with a request of anyone's in flight (another
-    /// rollout, a user). No budget counts them healthy.
+    /// (`status.disruptedPods`: a drain, say), reserved by a rollout, or with a request of
+    /// anyone's in flight (another rollout, a user). No budget counts them healthy.
     pub disrupted: BTreeSet<String>,
+    /// `status.currentHealthy`.
+    pub current_healthy: i32,
+    /// The PDB's resourceVersion as read: a write of its status is preconditioned on it, so an
+    /// eviction (or another rollout) that took a slot meanwhile makes the write fail.
+    pub resource_version: String,
+    /// The names of the pods whose entry in `status.disruptedPods` this rollout wrote and whose
+    /// request has finished: the slot is free again, the entry goes in the next write. They are
+    /// not in `disrupted`.
+    pub released: BTreeSet<String>,
+}
+
+/// A write of a PDB's status, before the plan's requests are created: it reserves the slots of
+/// the Ready pods the plan starts (as the eviction API takes one: an entry in
+/// `status.disruptedPods`, `disruptionsAllowed` and `currentHealthy` lowered) and releases this
+/// rollout's entries whose requests have finished. Preconditioned on the resourceVersion read,
+/// so a drain's eviction and a rollout's start are ordered by the PDB itself: whichever writes
+/// second reads again and decides again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetWrite {
+    /// The PDB's name.
+    pub budget: String,
+    /// Its resourceVersion as read (the precondition).
+    pub resource_version: String,
+    /// The pods to enter into `status.disruptedPods`, by name, in the plan's order.
+    pub reserve: Vec<String>,
+    /// The entries to remove, by pod name (sorted).
+    pub release: Vec<String>,
+    /// `status.disruptionsAllowed` after the write: never more than the status said less the
+    /// slots reserved, nor more than the pods read allow after this plan's starts; never below 0
+    /// (the eviction API refuses every eviction of a PDB whose allowance is negative).
+    pub disruptions_allowed: i32,
+    /// `status.currentHealthy` after the write, lowered the same way: the eviction API deletes a
+    /// pod that is not Ready without taking a slot only while `currentHealthy >= desiredHealthy`.
+    pub current_healthy: i32,
 }
 
 /// What the plan is given besides the pods, requests and budgets.
@@ -146,6 +184,8 @@ pub struct Plan {
     pub counts: Counts,
     /// The first failed pods (at most [`MAX_LISTED_FAILURES`]), by pod name.
     pub failures: Vec<RolloutFailure>,
+    /// The budget writes to make before the requests are created.
+    pub budget_writes: Vec<BudgetWrite>,
 }
 
 /// A pod to start.
@@ -180,6 +220,29 @@ pub const REASON_TARGET_GONE: &str = "TargetGone";
 /// Plans the next step of a rollout that has not ended. `requests` maps a pod UID to its
 /// request's state; `pods` are the pods the target's selector matches now (any order).
 pub fn plan(
+    settings: &Settings,
+    pods: &[PodView],
+    requests: &BTreeMap<String, RequestState>,
+    budgets: &[BudgetView],
+) -> Plan {
+    let mut plan = plan_starts(settings, pods, requests, budgets);
+    if settings.respect_budgets {
+        plan.budget_writes = budget_writes(budgets, &in_flight(requests), &plan.start);
+    }
+    plan
+}
+
+/// The UIDs of the pods whose request of this rollout is in flight.
+fn in_flight(requests: &BTreeMap<String, RequestState>) -> BTreeSet<&str> {
+    requests
+        .iter()
+        .filter(|(_, state)| **state == RequestState::InFlight)
+        .map(|(uid, _)| uid.as_str())
+        .collect()
+}
+
+/// The starts and the status, without the budget writes.
+fn plan_starts(
     settings: &Settings,
     pods: &[PodView],
     requests: &BTreeMap<String, RequestState>,
@@ -227,6 +290,7 @@ pub fn plan(
         failed_reason: reason,
         counts,
         failures: failures.clone(),
+        budget_writes: Vec::new(),
     };
     if !settings.target_exists && counts.in_flight == 0 {
         return ended(RolloutPhase::Failed, Some(REASON_TARGET_GONE), counts);
@@ -249,6 +313,7 @@ pub fn plan(
         failed_reason: None,
         counts,
         failures: failures.clone(),
+        budget_writes: Vec::new(),
     };
     if over_limit {
         return holding(Waiting::FailureLimit);
@@ -264,11 +329,7 @@ pub fn plan(
     let limit = settings.max_unavailable.resolve(counts.target_pods);
     // Every pod with a request in flight is disrupted, in the target or not (one that began
     // terminating, say): no budget counts it healthy.
-    let in_flight_uids: BTreeSet<&str> = requests
-        .iter()
-        .filter(|(_, state)| **state == RequestState::InFlight)
-        .map(|(uid, _)| uid.as_str())
-        .collect();
+    let in_flight_uids = in_flight(requests);
     let mut allowed: Vec<i64> = budgets
         .iter()
         .map(|budget| fresh_allowance(budget, &in_flight_uids))
@@ -315,7 +376,61 @@ pub fn plan(
         failed_reason: None,
         counts,
         failures,
+        budget_writes: Vec::new(),
     }
+}
+
+/// The budget writes for `start` (the plan's starts): for every PDB that selects a Ready pod
+/// started, or holds an entry this rollout may release.
+fn budget_writes(
+    budgets: &[BudgetView],
+    in_flight: &BTreeSet<&str>,
+    start: &[PodRef],
+) -> Vec<BudgetWrite> {
+    let mut after = in_flight.clone();
+    after.extend(start.iter().map(|pod| pod.uid.as_str()));
+    budgets
+        .iter()
+        .filter_map(|budget| {
+            let reserve: Vec<String> = start
+                .iter()
+                .filter(|pod| budget.pods.get(&pod.uid) == Some(&true))
+                .map(|pod| pod.name.clone())
+                .collect();
+            let release: Vec<String> = budget.released.iter().cloned().collect();
+            if reserve.is_empty() && release.is_empty() {
+                return None;
+            }
+            let taken = i64::try_from(reserve.len()).unwrap_or(i64::MAX);
+            let healthy = healthy(budget, &after);
+            let allowed = (healthy - i64::from(budget.desired_healthy))
+                .min(i64::from(budget.disruptions_allowed) - taken)
+                .max(0);
+            let current = healthy
+                .min(i64::from(budget.current_healthy) - taken)
+                .max(0);
+            Some(BudgetWrite {
+                budget: budget.name.clone(),
+                resource_version: budget.resource_version.clone(),
+                reserve,
+                release,
+                disruptions_allowed: i32::try_from(allowed).unwrap_or(i32::MAX),
+                current_healthy: i32::try_from(current).unwrap_or(i32::MAX),
+            })
+        })
+        .collect()
+}
+
+/// The pods of `budget` it counts healthy: Ready, not in flight, not disrupted.
+fn healthy(budget: &BudgetView, in_flight: &BTreeSet<&str>) -> i64 {
+    let healthy = budget
+        .pods
+        .iter()
+        .filter(|(uid, ready)| {
+            **ready && !in_flight.contains(uid.as_str()) && !budget.disrupted.contains(*uid)
+        })
+        .count();
+    i64::try_from(healthy).unwrap_or(i64::MAX)
 }
 
 /// How many more disruptions a PDB allows now, judged from the pods as read: Ready, not in
@@ -325,14 +440,7 @@ fn fresh_allowance(budget: &BudgetView, in_flight: &BTreeSet<&str>) -> i64 {
     if !budget.status_current {
         return 0;
     }
-    let healthy = budget
-        .pods
-        .iter()
-        .filter(|(uid, ready)| {
-            **ready && !in_flight.contains(uid.as_str()) && !budget.disrupted.contains(*uid)
-        })
-        .count();
-    let seen = i64::try_from(healthy).unwrap_or(i64::MAX) - i64::from(budget.desired_healthy);
+    let seen = healthy(budget, in_flight) - i64::from(budget.desired_healthy);
     let same_pods =
         i64::try_from(budget.pods.len()).unwrap_or(i64::MAX) == i64::from(budget.expected_pods);
     if same_pods {

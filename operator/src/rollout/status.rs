@@ -230,6 +230,7 @@ mod tests {
             failed_reason: None,
             counts,
             failures: Vec::new(),
+            budget_writes: Vec::new(),
         }
     }
 

@@ -10,7 +10,7 @@
 //!
 //! [`POD_PAGE`]: crate::pod_view::POD_PAGE
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crr_crds::rollout::{RolloutTarget, WorkloadRef};
 use jiff::Timestamp;
@@ -171,17 +171,43 @@ async fn read_workload(
     })
 }
 
+/// A request of the rollout being planned, as its budgets' reading needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnRequest {
+    /// When the request was created.
+    pub created: Timestamp,
+    /// Whether it has finished.
+    pub finished: bool,
+}
+
+/// How far before its request's creation (or after it, for clocks apart) a rollout's entry in
+/// a PDB's `status.disruptedPods` is taken for its own: the rollout writes the entry just
+/// before it creates the request, and writes it again on every try until the request exists.
+const OWN_ENTRY_BEFORE: jiff::SignedDuration = jiff::SignedDuration::from_secs(30);
+const OWN_ENTRY_AFTER: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
+
+/// Whether an entry of `disruptedPods` made at `entry` is the reservation of `request`'s slot.
+/// An eviction's entry is not: the eviction API deletes the pod at once, and the entries of a
+/// pod being deleted are never taken for a rollout's.
+pub fn is_own_entry(entry: Timestamp, request: &OwnRequest) -> bool {
+    entry >= request.created - OWN_ENTRY_BEFORE && entry <= request.created + OWN_ENTRY_AFTER
+}
+
 /// The PDBs of `budgets` (the namespace's) that select at least one of `target`'s pods, each
 /// with every pod it selects. A PDB without a selector selects nothing; an empty one selects
-/// every pod of the namespace (policy/v1). A pod the PDB's status lists as evicted, or one in
-/// `busy` (a request of anyone's in flight), is disrupted: not healthy, Ready or not.
+/// every pod of the namespace (policy/v1). A pod the PDB's status lists in `disruptedPods`
+/// (evicted, or reserved by a rollout), or one in `busy` (a request of anyone's in flight), is
+/// disrupted: not healthy, Ready or not. The exception is an entry of this rollout's own
+/// (`own`, its requests by pod name; [`is_own_entry`]) whose request has finished: that slot is
+/// free, and the entry is `released`.
 pub async fn read_budgets(
     client: &Client,
     watches: &ScopedWatches,
     namespace: &str,
     target: &Target,
     budgets: &[std::sync::Arc<PodDisruptionBudget>],
-    busy: &std::collections::BTreeSet<String>,
+    busy: &BTreeSet<String>,
+    own: &BTreeMap<String, OwnRequest>,
 ) -> Result<Vec<BudgetView>, ReadError> {
     let mut views = Vec::new();
     for budget in budgets {
@@ -208,19 +234,16 @@ pub async fn read_budgets(
             pods(client, watches, namespace, &selector, &what).await?
         };
         let status = budget.status.clone().unwrap_or_default();
-        let evicted = status.disrupted_pods.unwrap_or_default();
-        let disrupted = pods
-            .iter()
-            .filter_map(|pod| {
-                let uid = pod.uid()?;
-                (evicted.contains_key(&pod.name_any()) || busy.contains(&uid)).then_some(uid)
-            })
-            .collect();
+        let entries = status.disrupted_pods.unwrap_or_default();
+        let (disrupted, released) = disrupted_and_released(&pods, &entries, busy, own);
         views.push(BudgetView {
             name,
             disruptions_allowed: status.disruptions_allowed,
             desired_healthy: status.desired_healthy,
             expected_pods: status.expected_pods,
+            current_healthy: status.current_healthy,
+            resource_version: budget.resource_version().unwrap_or_default(),
+            released,
             disrupted,
             status_current: status.observed_generation.unwrap_or(0)
                 >= budget.metadata.generation.unwrap_or(0),
@@ -236,6 +259,38 @@ pub async fn read_budgets(
         });
     }
     Ok(views)
+}
+
+/// Of `pods` (a PDB's), the UIDs of the disrupted ones (an entry in `entries`, the PDB's
+/// `disruptedPods`, or a request in flight: `busy`) and the names of those whose entry the
+/// rollout may release (its own entry, its request finished, the pod not being deleted).
+fn disrupted_and_released(
+    pods: &[Pod],
+    entries: &BTreeMap<String, k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    busy: &BTreeSet<String>,
+    own: &BTreeMap<String, OwnRequest>,
+) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut disrupted = BTreeSet::new();
+    let mut released = BTreeSet::new();
+    for pod in pods {
+        let Some(uid) = pod.uid() else { continue };
+        let name = pod.name_any();
+        if let Some(entry) = entries.get(&name) {
+            let releasable = !is_terminating(pod)
+                && own
+                    .get(&name)
+                    .is_some_and(|request| request.finished && is_own_entry(entry.0, request));
+            if releasable {
+                released.insert(name);
+            } else {
+                disrupted.insert(uid.clone());
+            }
+        }
+        if busy.contains(&uid) {
+            disrupted.insert(uid);
+        }
+    }
+    (disrupted, released)
 }
 
 /// A pod as the plan sees it.
@@ -365,5 +420,76 @@ mod tests {
         })));
         assert_eq!(view.ordinal, None);
         assert!(view.terminating && !view.ready);
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).expect("a valid time")
+    }
+
+    #[test]
+    fn a_rollouts_entry_is_released_once_its_request_finished_and_only_then() {
+        let named = |name: &str, terminating: bool| {
+            let mut value =
+                serde_json::json!({"metadata": {"name": name, "uid": format!("uid-{name}")}});
+            if terminating {
+                value["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z".into();
+            }
+            pod(value)
+        };
+        let pods = [
+            named("done", false),
+            named("running", false),
+            named("evicted", true),
+            named("stranger", false),
+            named("old", false),
+            named("free", false),
+        ];
+        let time = |seconds| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(seconds));
+        let entries = BTreeMap::from([
+            // Reserved a second before the request was made; the request has finished.
+            ("done".to_owned(), time(99)),
+            // Reserved; the request is in flight.
+            ("running".to_owned(), time(100)),
+            // Evicted after its request finished: the pod is being deleted.
+            ("evicted".to_owned(), time(100)),
+            // An eviction's entry: no request of this rollout.
+            ("stranger".to_owned(), time(100)),
+            // An entry made long before this rollout's request: not its reservation.
+            ("old".to_owned(), time(10)),
+        ]);
+        let own = |finished| OwnRequest {
+            created: at(100),
+            finished,
+        };
+        let own = BTreeMap::from([
+            ("done".to_owned(), own(true)),
+            ("running".to_owned(), own(false)),
+            ("evicted".to_owned(), own(true)),
+            ("old".to_owned(), own(true)),
+            ("free".to_owned(), own(true)),
+        ]);
+        let busy = BTreeSet::from(["uid-running".to_owned()]);
+        let (disrupted, released) = disrupted_and_released(&pods, &entries, &busy, &own);
+        assert_eq!(released, BTreeSet::from(["done".to_owned()]));
+        assert_eq!(
+            disrupted,
+            ["uid-running", "uid-evicted", "uid-stranger", "uid-old"]
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<BTreeSet<_>>()
+        );
+    }
+
+    #[test]
+    fn an_entry_is_a_rollouts_own_only_near_its_requests_creation() {
+        let request = OwnRequest {
+            created: at(100),
+            finished: true,
+        };
+        assert!(is_own_entry(at(100), &request));
+        assert!(is_own_entry(at(70), &request));
+        assert!(is_own_entry(at(105), &request));
+        assert!(!is_own_entry(at(69), &request));
+        assert!(!is_own_entry(at(106), &request));
     }
 }

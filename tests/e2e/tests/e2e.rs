@@ -1493,8 +1493,8 @@ fn refused_by(output: &std::process::Output, message: &str) -> bool {
 
 // The identities narrowed to the field each writes (templates/least-privilege.yaml): the
 // webhook's may change only caBundle of its webhook configurations and of the CRD, the
-// operator's only the KruisePodReady condition of a pod's status and its two annotations of a
-// workload, and it creates only the requests of a rollout. Each forbidden change is
+// operator's only the KruisePodReady condition of a pod's status, its two annotations of a
+// workload and a budget's reservations, and it creates only the requests of a rollout. Each forbidden change is
 // refused by its policy and the needed one passes, through the real API server.
 async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
     // The webhook: a longer timeout on its own webhook is refused; the caBundle it holds, passes.
@@ -1654,6 +1654,73 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
             )
         },
     )?;
+    // The operator writes a PodDisruptionBudget's status only to reserve a rollout's slots (and
+    // release them): raising the allowance or changing another field is refused; an entry of
+    // disruptedPods with the allowance and currentHealthy lowered passes.
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "plain-budget"},
+        "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "plain"}}},
+    }))?;
+    budgets.create(&PostParams::default(), &budget).await?;
+    crr_e2e::wait(
+        budgets.clone(),
+        "plain-budget",
+        Duration::from_secs(60),
+        |budget: Option<&PodDisruptionBudget>| {
+            budget
+                .and_then(|budget| budget.status.as_ref())
+                .is_some_and(|status| {
+                    status.current_healthy == 1 && status.disruptions_allowed == 1
+                })
+        },
+    )
+    .await
+    .context("waiting for plain-budget's status")?;
+    let mut config = kube::Config::infer().await?;
+    config.auth_info.impersonate = Some(format!(
+        "system:serviceaccount:{}:crr-operator",
+        crr_e2e::SYSTEM_NAMESPACE
+    ));
+    let budgets_as_operator: Api<PodDisruptionBudget> =
+        Api::namespaced(kube::Client::try_from(config)?, &ctx.namespace);
+    let budget_patch = |patch: Value| {
+        let budgets = budgets_as_operator.clone();
+        async move {
+            budgets
+                .patch_status(
+                    "plain-budget",
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+        }
+    };
+    for (what, patch) in [
+        (
+            "raised a budget's allowance",
+            json!({"status": {"disruptionsAllowed": 5}}),
+        ),
+        (
+            "changed a budget's desiredHealthy",
+            json!({"status": {"desiredHealthy": 3}}),
+        ),
+    ] {
+        let answer = budget_patch(patch).await;
+        check(
+            matches!(&answer, Err(kube::Error::Api(status)) if status.code == 403
+                && status.message.contains("crr-operator-budget-reservations-only")),
+            || format!("the operator {what}: {answer:?}"),
+        )?;
+    }
+    let reserved = budget_patch(json!({"status": {
+        "disruptedPods": {"plain": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()},
+        "disruptionsAllowed": 0, "currentHealthy": 0}}))
+    .await;
+    check(reserved.is_ok(), || {
+        format!("the operator could not reserve a slot: {reserved:?}")
+    })?;
     // The operator's triggers patch workloads: only their two annotations pass; a label or
     // another annotation is refused.
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",

@@ -118,6 +118,9 @@ fn a_budget_that_allows_nothing_is_a_wait_to_announce() {
         pods: BTreeMap::from([("uid-a".to_owned(), true)]),
         expected_pods: 1,
         disrupted: Default::default(),
+        current_healthy: 1,
+        resource_version: "7".to_owned(),
+        released: Default::default(),
     }];
     let decision = decide(
         &rollout,

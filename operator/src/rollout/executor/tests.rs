@@ -20,7 +20,7 @@ use crate::api_mock::{self, Handle, api_status, expect, respond};
 use crate::reconcile_errors::ControllerErrors;
 use crate::rollout::decide::{self, BudgetWait, Stage, World};
 use crate::rollout::metrics::RolloutMetrics;
-use crate::rollout::plan::{PodView, RequestState};
+use crate::rollout::plan::{BudgetView, PodView, RequestState};
 use crate::rollout::scoped_watches::ScopedWatches;
 
 const REQUESTS_PATH: &str = "/apis/apps.kruise.io/v1beta1/namespaces/ns/containerrecreaterequests";
@@ -79,6 +79,16 @@ fn decision(
     pods: Vec<PodView>,
     requests: &[(&str, RequestState)],
 ) -> Decision {
+    decision_under(rollout, pods, requests, Vec::new())
+}
+
+/// [`decision`] with the PDBs `budgets` read.
+fn decision_under(
+    rollout: &ContainerRecreateRollout,
+    pods: Vec<PodView>,
+    requests: &[(&str, RequestState)],
+    budgets: Vec<BudgetView>,
+) -> Decision {
     let now: Timestamp = "2030-01-01T00:00:10Z".parse().expect("a time");
     let Stage::ReadWorld(reading) = decide::before_reading(rollout, now) else {
         panic!("an unfinished rollout reads the world");
@@ -89,7 +99,7 @@ fn decision(
         .collect();
     let world = World {
         pods,
-        budgets: Vec::new(),
+        budgets,
         target_exists: true,
     };
     decide::decide(rollout, &reading, &world, &requests, now).expect("decided")
@@ -189,6 +199,73 @@ async fn a_conflicting_status_write_publishes_nothing_and_decides_again_soon() {
         Action::requeue(CONFLICT_RETRY)
     );
     assert_eq!(ctx.errors.get("conflict"), 1);
+}
+
+const BUDGET_STATUS_PATH: &str =
+    "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/web-pdb/status";
+
+/// PDB `web-pdb` over `pods`, all Ready, `desired` of them wanted healthy, its status caught up;
+/// `released` holds this rollout's entries whose requests finished.
+fn web_pdb(pods: &[&str], desired: i32, released: &[&str]) -> BudgetView {
+    let count = i32::try_from(pods.len()).expect("a few pods");
+    BudgetView {
+        name: "web-pdb".to_owned(),
+        disruptions_allowed: count - desired - i32::try_from(released.len()).expect("a few"),
+        desired_healthy: desired,
+        status_current: true,
+        pods: pods
+            .iter()
+            .map(|pod| (format!("uid-{pod}"), true))
+            .collect(),
+        expected_pods: count,
+        disrupted: Default::default(),
+        current_healthy: count - i32::try_from(released.len()).expect("a few"),
+        resource_version: "7".to_owned(),
+        released: released.iter().map(|pod| (*pod).to_owned()).collect(),
+    }
+}
+
+#[tokio::test]
+async fn the_budget_is_reserved_before_any_request_and_a_conflict_starts_nothing() {
+    let (ctx, mut handle, _leader) = context(true);
+    let rollout = rollout(json!({}));
+    // a finished: its entry is released in the write that reserves b and c.
+    let decision = decision_under(
+        &rollout,
+        vec![
+            pod("a", true),
+            pod("b", true),
+            pod("c", true),
+            pod("d", true),
+        ],
+        &[("a", RequestState::Succeeded)],
+        vec![web_pdb(&["a", "b", "c", "d"], 2, &["a"])],
+    );
+    assert_eq!(decision.create.len(), 2);
+    let server = tokio::spawn(async move {
+        let (body, send) = expect(&mut handle, Method::PATCH, BUDGET_STATUS_PATH).await;
+        assert_eq!(
+            body,
+            json!({
+                "metadata": {"resourceVersion": "7"},
+                "status": {
+                    "disruptedPods": {"a": null, "b": "2030-01-01T00:00:10Z", "c": "2030-01-01T00:00:10Z"},
+                    // The status allowed 1 (a's entry held a slot) and 2 are taken: never below 0.
+                    "disruptionsAllowed": 0,
+                    "currentHealthy": 1,
+                },
+            })
+        );
+        // An eviction took a slot since the PDB was read: nothing starts.
+        send.send_response(respond(StatusCode::CONFLICT, &api_status(409, "Conflict")));
+        expect_nothing_more(&mut handle).await;
+    });
+    let error = Executor::new(&ctx, &rollout)
+        .carry_out(decision)
+        .await
+        .expect_err("a conflict");
+    assert_eq!(error.kind(), "conflict");
+    server.await.expect("scripted API server");
 }
 
 #[tokio::test]

@@ -50,6 +50,9 @@ fn budget(name: &str, allowed: i32, desired: i32, pods: &[&PodView]) -> BudgetVi
             .collect(),
         expected_pods: i32::try_from(pods.len()).unwrap(),
         disrupted: BTreeSet::new(),
+        current_healthy: allowed + desired,
+        resource_version: format!("rv-{name}"),
+        released: BTreeSet::new(),
     }
 }
 
@@ -387,6 +390,18 @@ fn any_world() -> impl Strategy<Value = World> {
                         .take(usize::from(index % 2 == 1))
                         .cloned()
                         .collect();
+                    // Every even budget held entries of this rollout's that it may release:
+                    // its selected pods whose request succeeded (and were not evicted since).
+                    let released: BTreeSet<String> = views
+                        .iter()
+                        .filter(|pod| {
+                            index % 2 == 0
+                                && pods.contains_key(&pod.uid)
+                                && requests.get(&pod.uid) == Some(&RequestState::Succeeded)
+                        })
+                        .map(|pod| pod.name.clone())
+                        .collect();
+                    let current_healthy = allowed + desired;
                     BudgetView {
                         name: format!("pdb-{index}"),
                         disruptions_allowed: allowed,
@@ -395,6 +410,9 @@ fn any_world() -> impl Strategy<Value = World> {
                         pods,
                         expected_pods: i32::try_from(expected).unwrap(),
                         disrupted,
+                        current_healthy,
+                        resource_version: format!("rv-{index}"),
+                        released,
                     }
                 })
                 .collect();
@@ -505,6 +523,45 @@ proptest! {
     }
 
     #[test]
+    fn budget_writes_reserve_every_ready_start_and_never_raise_an_allowance(world in any_world()) {
+        let plan = plan(&world.settings, &world.pods, &world.requests, &world.budgets);
+        if !world.settings.respect_budgets {
+            prop_assert!(plan.budget_writes.is_empty());
+            return Ok(());
+        }
+        let mut after = in_flight(&world.requests);
+        after.extend(plan.start.iter().map(|pod| pod.uid.as_str()));
+        for budget in &world.budgets {
+            let reserve: Vec<String> = plan
+                .start
+                .iter()
+                .filter(|pod| budget.pods.get(&pod.uid) == Some(&true))
+                .map(|pod| pod.name.clone())
+                .collect();
+            let write = plan.budget_writes.iter().find(|write| write.budget == budget.name);
+            if reserve.is_empty() && budget.released.is_empty() {
+                prop_assert!(write.is_none(), "{}: nothing to write", budget.name);
+                continue;
+            }
+            let write = write.expect("a write");
+            prop_assert_eq!(&write.reserve, &reserve);
+            prop_assert_eq!(write.release.iter().cloned().collect::<BTreeSet<_>>(), budget.released.clone());
+            prop_assert_eq!(&write.resource_version, &budget.resource_version);
+            let taken = i32::try_from(reserve.len()).unwrap();
+            prop_assert!(write.disruptions_allowed >= 0 && write.current_healthy >= 0);
+            // Never more than the status allowed, less what this plan takes: an eviction racing
+            // the rollout reads no slot the rollout took.
+            prop_assert!(write.disruptions_allowed <= (budget.disruptions_allowed - taken).max(0));
+            prop_assert!(write.current_healthy <= (budget.current_healthy - taken).max(0));
+            // Nor more than the pods as read allow after the starts.
+            let allowed_after = healthy(budget, &after) - i64::from(budget.desired_healthy);
+            prop_assert!(i64::from(write.disruptions_allowed) <= allowed_after.max(0));
+            prop_assert!(i64::from(write.current_healthy) <= healthy(budget, &after));
+        }
+        prop_assert!(plan.budget_writes.len() <= world.budgets.len());
+    }
+
+    #[test]
     fn paused_failed_or_finished_rollouts_start_nothing(world in any_world()) {
         let plan = plan(&world.settings, &world.pods, &world.requests, &world.budgets);
         if world.settings.paused || plan.counts.failed > world.settings.max_failed_pods {
@@ -578,4 +635,49 @@ fn a_pod_turning_ready_frees_its_slot_before_the_budgets_status_shows_it() {
     pdb.disruptions_allowed = 1;
     let plan = super::plan(&settings(2), &pods, &BTreeMap::new(), &[pdb]);
     assert_eq!(names(&plan), ["p0"], "{plan:?}");
+}
+
+#[test]
+fn a_finished_pods_released_entry_frees_its_slot_at_once_and_goes_with_the_next_reservation() {
+    let (a, b, c) = (pod("a", 0, true), pod("b", 0, true), pod("c", 0, true));
+    let mut web = budget("web", 0, 2, &[&a, &b, &c]);
+    // a's request finished; its entry (this rollout's) is still in disruptedPods, so the
+    // status allows nothing yet, but the slot is free.
+    web.released = BTreeSet::from(["a".to_owned()]);
+    web.current_healthy = 2;
+    let plan = plan(
+        &settings(1),
+        &[a.clone(), b.clone(), c.clone()],
+        &requests(&[("a", RequestState::Succeeded)]),
+        &[web],
+    );
+    assert_eq!(names(&plan), ["b"]);
+    assert_eq!(
+        plan.budget_writes,
+        [BudgetWrite {
+            budget: "web".to_owned(),
+            resource_version: "rv-web".to_owned(),
+            reserve: vec!["b".to_owned()],
+            release: vec!["a".to_owned()],
+            disruptions_allowed: 0,
+            current_healthy: 1,
+        }]
+    );
+}
+
+#[test]
+fn a_rollout_that_ignores_budgets_writes_none() {
+    let a = pod("a", 0, true);
+    let web = budget("web", 1, 0, &[&a]);
+    let plan = plan(
+        &Settings {
+            respect_budgets: false,
+            ..settings(1)
+        },
+        std::slice::from_ref(&a),
+        &BTreeMap::new(),
+        &[web],
+    );
+    assert_eq!(names(&plan), ["a"]);
+    assert!(plan.budget_writes.is_empty());
 }
