@@ -440,7 +440,8 @@ pub fn api_server_webhook_client() -> (PathBuf, PathBuf) {
     )
 }
 
-fn cluster_dir() -> String {
+/// The test bed's folder (`$CRR_CLUSTER_DIR`, by default `/var/lib/crr-cluster`).
+pub fn cluster_dir() -> String {
     std::env::var("CRR_CLUSTER_DIR").unwrap_or_else(|_| "/var/lib/crr-cluster".into())
 }
 

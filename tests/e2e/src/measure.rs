@@ -184,6 +184,53 @@ pub fn audit_counts(
     Ok(counts)
 }
 
+/// The writes of every user, and crr's reads, on objects of `namespace`, from the audit log's
+/// `ResponseComplete` events, in the order received: one line each, `received (+took) user verb
+/// resource[/subresource] name code`. What a slow request's time went to, told by the API
+/// server.
+pub fn audit_timeline(path: &str, namespace: &str) -> anyhow::Result<Vec<String>> {
+    let file = std::fs::File::open(path).with_context(|| format!("reading {path}"))?;
+    let mut lines = Vec::new();
+    for line in std::io::BufReader::new(file).lines() {
+        let line = line?;
+        if !line.contains(namespace) {
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let object = &event["objectRef"];
+        if event["stage"] != "ResponseComplete" || object["namespace"] != namespace {
+            continue;
+        }
+        let user = event["user"]["username"].as_str().unwrap_or_default();
+        let verb = event["verb"].as_str().unwrap_or_default();
+        let crr = user.starts_with(SYSTEM_ACCOUNTS);
+        if !crr && matches!(verb, "get" | "list" | "watch") {
+            continue;
+        }
+        let time = |field: &str| -> Option<jiff::Timestamp> { event[field].as_str()?.parse().ok() };
+        let (Some(received), Some(done)) =
+            (time("requestReceivedTimestamp"), time("stageTimestamp"))
+        else {
+            continue;
+        };
+        let mut resource = object["resource"].as_str().unwrap_or("(none)").to_owned();
+        if let Some(sub) = object["subresource"].as_str() {
+            resource = format!("{resource}/{sub}");
+        }
+        lines.push(format!(
+            "{} (+{:.3}s) {} {verb} {resource} {} {}",
+            received.strftime("%H:%M:%S%.3f"),
+            done.duration_since(received).as_secs_f64(),
+            user.rsplit(':').next().unwrap_or(user),
+            object["name"].as_str().unwrap_or("-"),
+            event["responseStatus"]["code"].as_i64().unwrap_or(0),
+        ));
+    }
+    Ok(lines)
+}
+
 /// RSS at the end and CPU over `window` of every crr process, one entry per process; the
 /// operator's are marked `leader` or `follower`.
 pub async fn sample_processes(client: &Client, window: Duration) -> Value {
@@ -373,6 +420,50 @@ pub fn memory_bytes(quantity: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_audit_timeline_keeps_writes_and_crrs_reads_in_the_namespace() {
+        let event = |user: &str, verb: &str, namespace: &str, sub: Option<&str>| {
+            let mut object = json!({"resource": "pods", "namespace": namespace, "name": "plain"});
+            if let Some(sub) = sub {
+                object["subresource"] = json!(sub);
+            }
+            json!({"stage": "ResponseComplete", "verb": verb, "user": {"username": user},
+                   "objectRef": object, "responseStatus": {"code": 200},
+                   "requestReceivedTimestamp": "2026-11-29T10:00:01.250000Z",
+                   "stageTimestamp": "2026-11-29T10:00:01.500000Z"})
+            .to_string()
+        };
+        let log = [
+            event("system:node:crr-node", "patch", "plain-ns", Some("status")),
+            event("admin", "get", "plain-ns", None),
+            event(
+                "system:serviceaccount:crr-system:crr-webhook",
+                "get",
+                "plain-ns",
+                None,
+            ),
+            event(
+                "system:node:crr-node",
+                "patch",
+                "plain-ns-2",
+                Some("status"),
+            ),
+            "not json plain-ns".to_owned(),
+        ]
+        .join("\n");
+        let path = std::env::temp_dir().join(format!("audit-timeline-{}.log", std::process::id()));
+        std::fs::write(&path, log).expect("a temporary file");
+        let lines = audit_timeline(path.to_str().expect("a UTF-8 path"), "plain-ns");
+        std::fs::remove_file(&path).ok();
+        assert_eq!(
+            lines.expect("read"),
+            [
+                "10:00:01.250 (+0.250s) crr-node patch pods/status plain 200",
+                "10:00:01.250 (+0.250s) crr-webhook get pods plain 200",
+            ]
+        );
+    }
 
     #[test]
     fn a_process_is_found_by_its_full_or_truncated_name_only() {

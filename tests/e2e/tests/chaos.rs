@@ -990,6 +990,16 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<(Vec<String>, Vec<St
             if let Err(error) = crr_e2e::succeeded(&crr, 1) {
                 failures.push(format!("the plain request did not succeed: {error:#}"));
             }
+            // What its time went to, as the API server saw it (CI keeps no audit log).
+            let audit = format!("{}/audit/audit.log", crr_e2e::cluster_dir());
+            match crr_e2e::measure::audit_timeline(&audit, &plain.namespace) {
+                Ok(lines) => {
+                    for line in lines {
+                        println!("chaos:     {line}");
+                    }
+                }
+                Err(error) => println!("chaos:     no audit timeline: {error:#}"),
+            }
             if took > PLAIN_WITHIN {
                 failures.push(format!(
                     "the plain request took {:.2}s, over {}s",
