@@ -148,6 +148,19 @@ fn pods_being_recreated(
         .collect()
 }
 
+/// The requests of rollout `name` in `namespace` (labelled with its name), from the request
+/// cache.
+fn of_rollout<'a>(
+    requests: &Store<ContainerRecreateRequest>,
+    namespace: &'a str,
+    name: &'a str,
+) -> impl Iterator<Item = Arc<ContainerRecreateRequest>> + 'a {
+    requests.state().into_iter().filter(move |crr| {
+        crr.namespace().as_deref() == Some(namespace)
+            && crr.labels().get(keys::LABEL_ROLLOUT).map(String::as_str) == Some(name)
+    })
+}
+
 /// The states of the requests of rollout `name` in `namespace`, by pod UID, from the request
 /// cache.
 fn rollout_requests(
@@ -155,16 +168,10 @@ fn rollout_requests(
     namespace: &str,
     name: &str,
 ) -> BTreeMap<String, RequestState> {
-    requests
-        .state()
-        .iter()
-        .filter(|crr| {
-            crr.namespace().as_deref() == Some(namespace)
-                && crr.labels().get(keys::LABEL_ROLLOUT).map(String::as_str) == Some(name)
-        })
+    of_rollout(requests, namespace, name)
         .filter_map(|crr| {
             let uid = pod_uid(name, crr.metadata.name.as_deref()?)?;
-            Some((uid.to_owned(), request_state(crr)))
+            Some((uid.to_owned(), request_state(&crr)))
         })
         .collect()
 }
@@ -176,20 +183,14 @@ fn own_requests(
     namespace: &str,
     name: &str,
 ) -> BTreeMap<String, world::OwnRequest> {
-    requests
-        .state()
-        .iter()
-        .filter(|crr| {
-            crr.namespace().as_deref() == Some(namespace)
-                && crr.labels().get(keys::LABEL_ROLLOUT).map(String::as_str) == Some(name)
-        })
+    of_rollout(requests, namespace, name)
         .filter_map(|crr| {
             let created = crr.metadata.creation_timestamp.as_ref()?.0;
             Some((
                 crr.spec.pod_name.clone(),
                 world::OwnRequest {
                     created,
-                    finished: crr_crds::status::is_finished(crr),
+                    finished: crr_crds::status::is_finished(&crr),
                 },
             ))
         })
