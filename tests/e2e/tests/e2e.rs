@@ -1491,6 +1491,17 @@ fn refused_by(output: &std::process::Output, message: &str) -> bool {
     !output.status.success() && String::from_utf8_lossy(&output.stderr).contains(message)
 }
 
+/// A client that acts as the operator's service account (impersonated by the admin), for the
+/// writes only its identity makes.
+async fn client_as_operator() -> anyhow::Result<kube::Client> {
+    let mut config = kube::Config::infer().await?;
+    config.auth_info.impersonate = Some(format!(
+        "system:serviceaccount:{}:crr-operator",
+        crr_e2e::SYSTEM_NAMESPACE
+    ));
+    Ok(kube::Client::try_from(config)?)
+}
+
 // The identities narrowed to the field each writes (templates/least-privilege.yaml): the
 // webhook's may change only caBundle of its webhook configurations and of the CRD, the
 // operator's only the KruisePodReady condition of a pod's status, its two annotations of a
@@ -1585,12 +1596,8 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
     // the pod's IP is refused; KruisePodReady passes. Through the API as the operator writes
     // (it may patch pods/status, not read it, so not with kubectl patch).
     ctx.two_container_pod("privilege", gated).await?;
-    let mut config = kube::Config::infer().await?;
-    config.auth_info.impersonate = Some(format!(
-        "system:serviceaccount:{}:crr-operator",
-        crr_e2e::SYSTEM_NAMESPACE
-    ));
-    let as_operator: Api<Pod> = Api::namespaced(kube::Client::try_from(config)?, &ctx.namespace);
+    let operator = client_as_operator().await?;
+    let as_operator: Api<Pod> = Api::namespaced(operator.clone(), &ctx.namespace);
     let status_patch = |patch: Value| {
         let pods = as_operator.clone();
         async move {
@@ -1678,13 +1685,7 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
     )
     .await
     .context("waiting for plain-budget's status")?;
-    let mut config = kube::Config::infer().await?;
-    config.auth_info.impersonate = Some(format!(
-        "system:serviceaccount:{}:crr-operator",
-        crr_e2e::SYSTEM_NAMESPACE
-    ));
-    let budgets_as_operator: Api<PodDisruptionBudget> =
-        Api::namespaced(kube::Client::try_from(config)?, &ctx.namespace);
+    let budgets_as_operator: Api<PodDisruptionBudget> = Api::namespaced(operator, &ctx.namespace);
     let budget_patch = |patch: Value| {
         let budgets = budgets_as_operator.clone();
         async move {
