@@ -76,8 +76,9 @@ pub async fn reconcile(
                 return Ok(controller::Action::await_change());
             }
             Stage::ReadWorld(reading) => {
-                let world = read_world(&ctx, &namespace, &rollout, &reading).await?;
-                let requests = rollout_requests(&ctx.requests, &namespace, &name);
+                let mine: Vec<_> = of_rollout(&ctx.requests, &namespace, &name).collect();
+                let world = read_world(&ctx, &namespace, &rollout, &reading, &mine).await?;
+                let requests = rollout_requests(&mine, &name);
                 decide::decide(&rollout, &reading, &world, &requests, now)?
             }
         };
@@ -94,12 +95,14 @@ pub async fn reconcile(
 }
 
 /// Reads what [`decide::decide`] needs of the cluster: the target's pods and, when the rollout
-/// respects them, the budgets of its namespace (from the PDB cache) that select them.
+/// respects them, the budgets of its namespace (from the PDB cache) that select them; `mine` are
+/// the rollout's requests (to tell its own entries in a PDB's status).
 async fn read_world(
     ctx: &RolloutContext,
     namespace: &str,
     rollout: &ContainerRecreateRollout,
     reading: &Reading,
+    mine: &[Arc<ContainerRecreateRequest>],
 ) -> Result<World, Error> {
     let target =
         world::read_target(&ctx.client, &ctx.watches, namespace, &rollout.spec.target).await?;
@@ -111,7 +114,7 @@ async fn read_world(
             .filter(|budget| budget.namespace().as_deref() == Some(namespace))
             .collect();
         let busy = pods_being_recreated(&ctx.requests, namespace);
-        let own = own_requests(&ctx.requests, namespace, &rollout.name_any());
+        let own = own_requests(mine);
         world::read_budgets(
             &ctx.client,
             &ctx.watches,
@@ -161,36 +164,30 @@ fn of_rollout<'a>(
     })
 }
 
-/// The states of the requests of rollout `name` in `namespace`, by pod UID, from the request
-/// cache.
+/// The states of `mine`, the requests of rollout `name`, by pod UID.
 fn rollout_requests(
-    requests: &Store<ContainerRecreateRequest>,
-    namespace: &str,
+    mine: &[Arc<ContainerRecreateRequest>],
     name: &str,
 ) -> BTreeMap<String, RequestState> {
-    of_rollout(requests, namespace, name)
+    mine.iter()
         .filter_map(|crr| {
             let uid = pod_uid(name, crr.metadata.name.as_deref()?)?;
-            Some((uid.to_owned(), request_state(&crr)))
+            Some((uid.to_owned(), request_state(crr)))
         })
         .collect()
 }
 
-/// The requests of rollout `name` in `namespace` by pod name, as its budgets' reading needs
-/// them (to tell its own entries in a PDB's `disruptedPods`).
-fn own_requests(
-    requests: &Store<ContainerRecreateRequest>,
-    namespace: &str,
-    name: &str,
-) -> BTreeMap<String, world::OwnRequest> {
-    of_rollout(requests, namespace, name)
+/// `mine`, the requests of a rollout, by pod name, as its budgets' reading needs them (to tell
+/// its own entries in a PDB's `disruptedPods`).
+fn own_requests(mine: &[Arc<ContainerRecreateRequest>]) -> BTreeMap<String, world::OwnRequest> {
+    mine.iter()
         .filter_map(|crr| {
             let created = crr.metadata.creation_timestamp.as_ref()?.0;
             Some((
                 crr.spec.pod_name.clone(),
                 world::OwnRequest {
                     created,
-                    finished: crr_crds::status::is_finished(&crr),
+                    finished: crr_crds::status::is_finished(crr),
                 },
             ))
         })
