@@ -78,7 +78,9 @@ impl BudgetPatch {
         for pod in &write.release {
             entries.insert(pod.clone(), serde_json::Value::Null);
         }
-        let at = serde_json::to_value(Time(now)).unwrap_or(serde_json::Value::Null);
+        // The API's time format (`metav1.Time`: RFC 3339, whole seconds), written directly: a
+        // null here would remove the entry instead of reserving it.
+        let at = serde_json::Value::String(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
         for pod in &write.reserve {
             entries.insert(pod.clone(), at.clone());
         }
