@@ -24,6 +24,7 @@ use crr_runtime::events::EventPublisher;
 use futures::{Stream, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{Api, Patch};
+use crr_runtime::backoff::WatchBackoffExt as _;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -76,7 +77,7 @@ pub fn watch_requests(
     let events = watcher(api, config)
         .modify(crate::view::slim_request)
         .try_filter(move |event| std::future::ready(wanted(event)));
-    reflector::reflector(writer, events).default_backoff()
+    reflector::reflector(writer, events).watch_backoff()
 }
 
 /// The watch of the pods of `watch`'s node (field selector `spec.nodeName`), slimmed to what a
@@ -96,7 +97,7 @@ pub fn watch_pods(
         .fields(&format!("spec.nodeName={}", watch.node))
         .page_size(crate::view::POD_PAGE);
     let events = watcher(api, config).modify(crate::view::slim_pod);
-    reflector::reflector(writer, events).default_backoff()
+    reflector::reflector(writer, events).watch_backoff()
 }
 
 /// `namespace/name` of a request.

@@ -88,3 +88,82 @@ where
         None => Api::all_with(client, resource),
     }
 }
+
+/// Whether `error` is a connection that could not be made: the request never reached the API
+/// server, so reading again is safe. Right after the API server restarts, in-cluster clients
+/// see this for a moment (its `kubernetes` Service has no endpoint until it registers again).
+pub fn is_connect_error(error: &kube::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = source {
+        if let Some(client) = error.downcast_ref::<hyper_util::client::legacy::Error>() {
+            return client.is_connect();
+        }
+        source = error.source();
+    }
+    false
+}
+
+/// Delays between the tries of [`read_retrying_connect`]: about 3 s in all, inside an admission
+/// review's time limit.
+pub const CONNECT_RETRIES: [std::time::Duration; 4] = [
+    std::time::Duration::from_millis(200),
+    std::time::Duration::from_millis(400),
+    std::time::Duration::from_millis(800),
+    std::time::Duration::from_millis(1600),
+];
+
+/// Runs `read` (a GET or LIST: never a write) again after [`CONNECT_RETRIES`] while its
+/// connection cannot be made; any other outcome is returned as it is.
+pub async fn read_retrying_connect<T, F, Fut>(mut read: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut delays = CONNECT_RETRIES.iter();
+    loop {
+        match read().await {
+            Err(error) if is_connect_error(&error) => match delays.next() {
+                Some(delay) => {
+                    tracing::debug!(%error, ?delay, "API server unreachable; reading again");
+                    tokio::time::sleep(*delay).await;
+                }
+                None => return Err(error),
+            },
+            done => return done,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client of a loopback port where nothing listens.
+    fn unreachable() -> Client {
+        let url: http::Uri = "http://127.0.0.1:9".parse().expect("uri");
+        Client::try_from(kube::Config::new(url)).expect("client")
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_a_connect_error_and_is_read_again() {
+        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(unreachable(), "default");
+        let error = api.get_opt("p").await.expect_err("nothing listens");
+        assert!(is_connect_error(&error), "{error:?}");
+        tokio::time::pause();
+        let mut tries = 0;
+        let read = read_retrying_connect(|| {
+            tries += 1;
+            let api = api.clone();
+            async move { api.get_opt("p").await }
+        })
+        .await;
+        assert!(read.is_err());
+        assert_eq!(tries, CONNECT_RETRIES.len() + 1);
+    }
+
+    #[test]
+    fn an_answer_of_the_api_server_is_no_connect_error() {
+        let status = kube::core::Status::failure("not found", "NotFound").boxed();
+        assert!(!is_connect_error(&kube::Error::Api(status)));
+    }
+}

@@ -20,6 +20,8 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PartialObjectMeta};
+use crr_runtime::backoff::WatchBackoffExt as _;
+use crr_runtime::client::read_retrying_connect;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
@@ -60,7 +62,7 @@ impl ApiLookup {
                 Api::<PartialObjectMeta<Node>>::all(client.clone()),
                 watcher::Config::default(),
             )
-            .default_backoff()
+            .watch_backoff()
             .modify(keep_labels_only),
         )
         .touched_objects();
@@ -92,10 +94,9 @@ fn from_get<T, U>(
 
 impl ClusterLookup for ApiLookup {
     async fn pod(&self, namespace: &str, name: &str) -> Lookup<Arc<Pod>> {
+        let pods = Api::<Pod>::namespaced(self.client.clone(), namespace);
         from_get(
-            Api::<Pod>::namespaced(self.client.clone(), namespace)
-                .get_opt(name)
-                .await,
+            read_retrying_connect(|| pods.get_opt(name)).await,
             |pod| pod,
         )
     }
@@ -104,10 +105,9 @@ impl ClusterLookup for ApiLookup {
         if let Some(node) = self.nodes.get(&ObjectRef::new(name)) {
             return Lookup::Found(Arc::new(node.metadata.clone()));
         }
+        let nodes = Api::<Node>::all(self.client.clone());
         from_get(
-            Api::<Node>::all(self.client.clone())
-                .get_metadata_opt(name)
-                .await,
+            read_retrying_connect(|| nodes.get_metadata_opt(name)).await,
             |mut node| {
                 keep_labels_only(&mut node);
                 node.metadata

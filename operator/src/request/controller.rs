@@ -41,6 +41,7 @@ use crr_crds::v1beta1::ContainerRecreateRequest;
 use futures::{FutureExt, Stream, StreamExt};
 use jiff::Timestamp;
 use kube::api::Patch;
+use crr_runtime::backoff::WatchBackoffExt as _;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, Store};
@@ -228,7 +229,7 @@ pub fn pod_triggers(
 ) -> impl Stream<Item = Result<SlimPod, watcher::Error>> + Send + 'static {
     let pods: Api<SlimPod> = crr_runtime::client::namespaced_or_all(client, namespace);
     watcher(pods, watcher::Config::default().page_size(POD_PAGE))
-        .default_backoff()
+        .watch_backoff()
         .flat_map(move |event| {
             let key = |pod: &SlimPod| {
                 format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
@@ -302,7 +303,7 @@ pub fn new_controller(
         crrs,
         watcher::Config::default().page_size(crr_crds::slim::REQUEST_PAGE),
     )
-    .default_backoff()
+    .watch_backoff()
     .filter_map(move |event| {
         futures::future::ready(match event {
             Ok(event) => settled.route(event).map(Ok),

@@ -33,6 +33,7 @@ use crr_crds::v1beta1::ContainerRecreateRequest;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use crr_runtime::backoff::WatchBackoffExt as _;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
@@ -247,7 +248,7 @@ pub fn budget_watch(
     let api: Api<PodDisruptionBudget> = crr_runtime::client::namespaced_or_all(client, namespace);
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
+        .watch_backoff()
         .modify(|budget| {
             budget.metadata.managed_fields = None;
         })
@@ -268,7 +269,7 @@ pub fn rollout_watch(
         crr_runtime::client::namespaced_or_all(client, namespace);
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
+        .watch_backoff()
         .modify(|rollout| {
             rollout.metadata.managed_fields = None;
         })

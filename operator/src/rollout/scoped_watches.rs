@@ -25,6 +25,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::{PartialObjectMeta, Selector};
+use crr_runtime::backoff::WatchBackoffExt as _;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};
@@ -224,7 +225,7 @@ impl ScopedWatches {
             let mut wakes = self.wakes.clone();
             spawn_watch(
                 scope,
-                watcher(api, config).default_backoff(),
+                watcher(api, config).watch_backoff(),
                 move |store, event| {
                     if let Some(pod) = changed_pod(store, event) {
                         // A full buffer drops the wake-up: the controller is behind anyway.
@@ -255,7 +256,7 @@ impl ScopedWatches {
             spawn_watch(
                 scope,
                 watcher(api, config)
-                    .default_backoff()
+                    .watch_backoff()
                     .modify(|replica_set| replica_set.metadata.managed_fields = None),
                 |_, _| {},
             )

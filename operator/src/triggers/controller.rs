@@ -28,7 +28,8 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::PartialObjectMeta;
-use kube::runtime::{WatchStreamExt, watcher};
+use crr_runtime::backoff::WatchBackoffExt as _;
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use tracing::{debug, warn};
 
@@ -137,7 +138,7 @@ where
 {
     let api: Api<PartialObjectMeta<K>> = crr_runtime::client::namespaced_or_all(client, namespace);
     watcher(api, watcher::Config::default().page_size(CONFIG_PAGE))
-        .default_backoff()
+        .watch_backoff()
         .filter_map(move |event| {
             let identity = |object: &PartialObjectMeta<K>| ObjectKey {
                 namespace: object.namespace().unwrap_or_default(),
@@ -182,7 +183,7 @@ pub async fn run(
         let ctx = ctx.clone();
         watches.push(Box::pin(
             watcher(api, watcher::Config::default().page_size(WORKLOAD_PAGE))
-                .default_backoff()
+                .watch_backoff()
                 .for_each(move |event| {
                     match event {
                         Ok(event) => ctx.workload_event(kind, event),

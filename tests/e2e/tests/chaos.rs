@@ -370,6 +370,13 @@ async fn apiserver_restart(ctx: Ctx) -> anyhow::Result<()> {
         .two_container_pod(name, on_first_node(slow_pre_stop(3)))
         .await?;
     let before = snapshot(&pod)?;
+    // A second pod, asked for a recreate as soon as the API server is back: how long crr is
+    // blind after a restart (every watch is answered 410 Gone and lists again).
+    let after = "after-restart";
+    let after_before = snapshot(
+        &ctx.two_container_pod(after, on_first_node(|_| {}))
+            .await?,
+    )?;
     create_request(&ctx, name, json!({})).await?;
     hook_running(&ctx, name).await?;
     let gone = faults::restart_daemon("kube-apiserver", 2).await?;
@@ -377,6 +384,41 @@ async fn apiserver_restart(ctx: Ctx) -> anyhow::Result<()> {
         "chaos:   kube-apiserver restarted in {:.1}s",
         gone.as_secs_f64()
     );
+    // The API server itself may not reach the webhook for a moment after its restart ("failed
+    // calling webhook"): that is retried, as a user would. crr's own refusals are not.
+    let asked = std::time::Instant::now();
+    let mut refused = 0;
+    while let Err(error) = create_request(&ctx, after, json!({})).await {
+        if !format!("{error:#}").contains("failed calling webhook") || refused == 30 {
+            return Err(error.context("creating a request as the API server came back"));
+        }
+        refused += 1;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let completed = wait(ctx.crrs(), after, COMPLETION, |crr: Option<&ContainerRecreateRequest>| {
+        crr.is_some_and(ContainerRecreateRequest::is_completed)
+    })
+    .await
+    .context("the request created as the API server came back")?;
+    println!(
+        "chaos:   a request created as the API server came back completed {:.2}s later \
+         ({refused} tries refused before the API server reached the webhook)",
+        asked.elapsed().as_secs_f64()
+    );
+    let pod = ctx.pods().get(after).await?;
+    let (id, restarts) = id_and_restarts(&pod, "app")?;
+    check(
+        completed.is_some_and(|crr| {
+            crr.status.is_some_and(|status| status.phase == Some(Phase::Completed))
+        }) && id != after_before[0].1
+            && restarts == after_before[0].2 + 1,
+        || format!("the request created as the API server came back: app {id} restartCount {restarts}"),
+    )?;
+    ctx.crrs().delete(after, &DeleteParams::default()).await?;
+    wait(ctx.crrs(), after, COMPLETION, |crr: Option<&ContainerRecreateRequest>| {
+        crr.is_none()
+    })
+    .await?;
     settled(&ctx, name, &before, false).await?;
     recovered(&ctx).await?;
     let (started, finished) = hook_runs(&ctx, name).await?;

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::Api;
+use crr_runtime::backoff::WatchBackoffExt as _;
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch_stream};
+use kube::runtime::watcher as watch_stream;
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, watch};
 
@@ -128,7 +129,7 @@ where
     let (sender, current) = watch::channel(Seen::Unknown);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let what = format!("{} {name}", K::kind(&K::DynamicType::default()));
-    let stream = watch_stream(api, config).default_backoff();
+    let stream = watch_stream(api, config).watch_backoff();
     tokio::spawn(async move {
         let mut tracking = Tracking::default();
         let mut stream = std::pin::pin!(stream);
