@@ -5,6 +5,7 @@
 # building anything, while another admission webhook for ContainerRecreateRequests (OpenKruise's)
 # is registered.
 #   CRR_PROFILE=release hack/install.sh   (default: dev, the build the tests already made)
+#   CRR_PROFILE=release CRR_FEATURES=crr-operator/mimalloc hack/install.sh   (cargo features; release only)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
@@ -40,7 +41,9 @@ if [[ $profile == dev ]]; then
   # The same feature set as `cargo test --workspace`, so the test run's build is reused.
   (cd "$root" && cargo test -q --workspace --no-run)
 else
-  (cd "$root" && cargo build -q --profile "$profile" -p crr-operator -p crr-webhook -p crr-node-daemon)
+  # CRR_FEATURES: cargo features of this build (benches compare them, e.g. crr-operator/mimalloc).
+  (cd "$root" && cargo build -q --profile "$profile" ${CRR_FEATURES:+--features "$CRR_FEATURES"} \
+    -p crr-operator -p crr-webhook -p crr-node-daemon)
 fi
 step "images"
 "$here/images.sh" crr "${bins[@]/#/${CARGO_TARGET_DIR:-$root/target}/$dir/}"

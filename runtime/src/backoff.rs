@@ -130,7 +130,9 @@ fn pause_after<T>(
 
 /// Backoff for a watch stream (a `watcher`, or a reflector around one), used in place of kube's
 /// `default_backoff`.
-pub trait WatchBackoffExt<T>: futures::Stream<Item = Result<T, kube::runtime::watcher::Error>> {
+pub trait WatchBackoffExt<T>:
+    futures::Stream<Item = Result<T, kube::runtime::watcher::Error>>
+{
     /// After an error, waits [`WATCH_BASE`] doubling up to [`WATCH_CAP`] (jittered) before
     /// polling the watch again; any item resets it. A `410 Gone` lists again at once.
     fn watch_backoff(
@@ -140,7 +142,12 @@ pub trait WatchBackoffExt<T>: futures::Stream<Item = Result<T, kube::runtime::wa
         Self: Sized + Send + 'static,
         T: Send + 'static,
     {
-        let start = (Box::pin(self), Backoff::new(WATCH_BASE, WATCH_CAP), None, false);
+        let start = (
+            Box::pin(self),
+            Backoff::new(WATCH_BASE, WATCH_CAP),
+            None,
+            false,
+        );
         futures::stream::unfold(start, |(mut stream, backoff, pause, gone)| async move {
             if let Some(pause) = pause {
                 tokio::time::sleep(pause).await;
@@ -250,16 +257,28 @@ mod tests {
         // Three failures: 0.2-0.4 s, then 0.4-0.8 s, then 0.8-1.6 s before the next poll.
         assert_eq!(at[0], Duration::ZERO);
         let waits: Vec<Duration> = at.windows(2).map(|pair| pair[1] - pair[0]).collect();
-        assert!((WATCH_BASE / 2..=WATCH_BASE).contains(&waits[0]), "{waits:?}");
-        assert!((WATCH_BASE..=WATCH_BASE * 2).contains(&waits[1]), "{waits:?}");
-        assert!((WATCH_BASE * 2..=WATCH_BASE * 4).contains(&waits[2]), "{waits:?}");
+        assert!(
+            (WATCH_BASE / 2..=WATCH_BASE).contains(&waits[0]),
+            "{waits:?}"
+        );
+        assert!(
+            (WATCH_BASE..=WATCH_BASE * 2).contains(&waits[1]),
+            "{waits:?}"
+        );
+        assert!(
+            (WATCH_BASE * 2..=WATCH_BASE * 4).contains(&waits[2]),
+            "{waits:?}"
+        );
         // After the 410 the list comes at once.
         assert_eq!(waits[3], Duration::ZERO, "{waits:?}");
         // An item resets the count: the next 410 lists at once, the one after it waits the
         // first delay, and that is a failure counted from one again.
         assert_eq!(waits[4], Duration::ZERO, "{waits:?}");
         assert_eq!(waits[5], Duration::ZERO, "{waits:?}");
-        assert!((WATCH_BASE / 2..=WATCH_BASE).contains(&waits[6]), "{waits:?}");
+        assert!(
+            (WATCH_BASE / 2..=WATCH_BASE).contains(&waits[6]),
+            "{waits:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -277,9 +296,13 @@ mod tests {
     fn only_a_410_means_list_again() {
         use kube::runtime::watcher::Error;
         assert!(is_gone(&Error::WatchError(status(410))));
-        assert!(is_gone(&Error::InitialListFailed(kube::Error::Api(status(410)))));
+        assert!(is_gone(&Error::InitialListFailed(kube::Error::Api(
+            status(410)
+        ))));
         assert!(!is_gone(&Error::WatchError(status(500))));
-        assert!(!is_gone(&Error::WatchStartFailed(kube::Error::Api(status(403)))));
+        assert!(!is_gone(&Error::WatchStartFailed(kube::Error::Api(
+            status(403)
+        ))));
         assert!(!is_gone(&Error::NoResourceVersion));
     }
 }

@@ -8,6 +8,12 @@ use kube::{Api, Client, Resource};
 /// How many list pages a component reads at once ([`crate::list_pages`]).
 pub const LIST_PAGES_AT_ONCE: usize = 1;
 
+/// How long a TCP connection to the API server may take to open (kube's default: 30 s). It is
+/// milliseconds in a healthy cluster; a connection that hangs (its SYN dropped while the API
+/// server's Service is being reprogrammed) is abandoned and retried by the caller instead of
+/// holding an admission review past its deadline or a watch's reconnect for 30 s.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// A kube client plus the field manager of every write this component makes.
 #[derive(Clone)]
 pub struct ApiClient {
@@ -19,9 +25,10 @@ impl ApiClient {
     /// Connects with the usual inference (in-cluster service account, else `KUBECONFIG`),
     /// reading one list page at a time ([`crate::list_pages`]).
     pub async fn infer(field_manager: &'static str) -> Result<Self, kube::Error> {
-        let config = kube::Config::infer()
+        let mut config = kube::Config::infer()
             .await
             .map_err(kube::Error::InferConfig)?;
+        config.connect_timeout = Some(CONNECT_TIMEOUT);
         let client = kube::client::ClientBuilder::try_from(config)?
             .with_layer(&crate::list_pages::ListPages::new(LIST_PAGES_AT_ONCE))
             .build();
@@ -103,8 +110,8 @@ pub fn is_connect_error(error: &kube::Error) -> bool {
     false
 }
 
-/// Delays between the tries of [`read_retrying_connect`]: about 3 s in all, inside an admission
-/// review's time limit.
+/// Delays between the tries of [`read_retrying_connect`]; the last try starts within
+/// [`CONNECT_RETRY_BUDGET`], so that a read and its retries fit an admission review's time limit.
 pub const CONNECT_RETRIES: [std::time::Duration; 4] = [
     std::time::Duration::from_millis(200),
     std::time::Duration::from_millis(400),
@@ -112,22 +119,27 @@ pub const CONNECT_RETRIES: [std::time::Duration; 4] = [
     std::time::Duration::from_millis(1600),
 ];
 
+/// No try of [`read_retrying_connect`] starts later than this after the first.
+pub const CONNECT_RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Runs `read` (a GET or LIST: never a write) again after [`CONNECT_RETRIES`] while its
-/// connection cannot be made; any other outcome is returned as it is.
+/// connection cannot be made, as long as the next try starts within [`CONNECT_RETRY_BUDGET`];
+/// any other outcome is returned as it is.
 pub async fn read_retrying_connect<T, F, Fut>(mut read: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
+    let started = tokio::time::Instant::now();
     let mut delays = CONNECT_RETRIES.iter();
     loop {
         match read().await {
             Err(error) if is_connect_error(&error) => match delays.next() {
-                Some(delay) => {
+                Some(delay) if started.elapsed() + *delay <= CONNECT_RETRY_BUDGET => {
                     tracing::debug!(%error, ?delay, "API server unreachable; reading again");
                     tokio::time::sleep(*delay).await;
                 }
-                None => return Err(error),
+                _ => return Err(error),
             },
             done => return done,
         }
@@ -137,6 +149,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// A client of a loopback port where nothing listens.
     fn unreachable() -> Client {
@@ -158,7 +171,31 @@ mod tests {
         })
         .await;
         assert!(read.is_err());
-        assert_eq!(tries, CONNECT_RETRIES.len() + 1);
+        // 0, 0.2, 0.6 and 1.4 s; the fifth would start at 3.0 s plus the time the tries took.
+        assert_eq!(tries, CONNECT_RETRIES.len());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_try_starts_past_the_budget() {
+        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(unreachable(), "default");
+        let started = tokio::time::Instant::now();
+        let mut tries = Vec::new();
+        let read = read_retrying_connect(|| {
+            tries.push(started.elapsed());
+            let api = api.clone();
+            async move {
+                // Each try takes a second to be refused, as a hung connection would.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                api.get_opt("p").await
+            }
+        })
+        .await;
+        assert!(read.is_err());
+        assert!(
+            tries.iter().all(|at| *at <= CONNECT_RETRY_BUDGET),
+            "{tries:?}"
+        );
+        assert_eq!(tries.len(), 3, "{tries:?}");
     }
 
     #[test]

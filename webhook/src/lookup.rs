@@ -16,12 +16,12 @@
 
 use std::sync::Arc;
 
+use crr_runtime::backoff::WatchBackoffExt as _;
+use crr_runtime::client::read_retrying_connect;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PartialObjectMeta};
-use crr_runtime::backoff::WatchBackoffExt as _;
-use crr_runtime::client::read_retrying_connect;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
@@ -95,10 +95,9 @@ fn from_get<T, U>(
 impl ClusterLookup for ApiLookup {
     async fn pod(&self, namespace: &str, name: &str) -> Lookup<Arc<Pod>> {
         let pods = Api::<Pod>::namespaced(self.client.clone(), namespace);
-        from_get(
-            read_retrying_connect(|| pods.get_opt(name)).await,
-            |pod| pod,
-        )
+        from_get(read_retrying_connect(|| pods.get_opt(name)).await, |pod| {
+            pod
+        })
     }
 
     async fn node(&self, name: &str) -> Lookup<Arc<ObjectMeta>> {

@@ -38,10 +38,10 @@ use std::time::Duration;
 
 use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::ContainerRecreateRequest;
+use crr_runtime::backoff::WatchBackoffExt as _;
 use futures::{FutureExt, Stream, StreamExt};
 use jiff::Timestamp;
 use kube::api::Patch;
-use crr_runtime::backoff::WatchBackoffExt as _;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, Store};

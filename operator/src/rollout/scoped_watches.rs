@@ -20,12 +20,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crr_runtime::backoff::WatchBackoffExt as _;
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::{PartialObjectMeta, Selector};
-use crr_runtime::backoff::WatchBackoffExt as _;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};

@@ -25,10 +25,10 @@
 
 use std::sync::Arc;
 
+use crr_runtime::backoff::WatchBackoffExt as _;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::PartialObjectMeta;
-use crr_runtime::backoff::WatchBackoffExt as _;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use tracing::{debug, warn};

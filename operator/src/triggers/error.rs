@@ -12,16 +12,28 @@ pub enum TriggerError {
         #[source]
         source: kube::Error,
     },
+    /// Every name a trigger's rollout may take is held by rollouts that are not an earlier try
+    /// of it (rollouts that ended, kept for their TTL, or someone else's).
+    #[error(
+        "rollout {rollout}: its first {tries} names are held by other rollouts; delete finished ones to free them"
+    )]
+    NamesTaken {
+        /// The first name, with its namespace.
+        rollout: String,
+        /// How many names were tried.
+        tries: u32,
+    },
 }
 
 impl TriggerError {
     /// Every [`TriggerError::kind`], so metrics export each one from the start.
-    pub const KINDS: [&'static str; 1] = ["api"];
+    pub const KINDS: [&'static str; 2] = ["api", "names_taken"];
 
     /// A short label for metrics (one of [`TriggerError::KINDS`]).
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Api { .. } => "api",
+            Self::NamesTaken { .. } => "names_taken",
         }
     }
 }

@@ -27,7 +27,7 @@ use super::context::{TriggerContext, api_resource, locked};
 use super::error::{TriggerError, api_error};
 use super::index::{ObjectKey, ReadHash, WorkloadEntry, WorkloadKey};
 use super::refs::{ConfigKind, ConfigRef};
-use super::rollout::{self as trigger_rollout, Cause, Trigger, WorkloadView};
+use super::rollout::{self as trigger_rollout, Cause, NameTaken, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
 use super::workload_view::SlimWorkload;
 use crate::wing::FIELD_MANAGER;
@@ -100,30 +100,55 @@ async fn annotate(
     Ok(())
 }
 
-/// Creates `rollout`; one that exists already (the same cause, an earlier try) is fine.
+/// Creates `rollout` (built for `cause`) under the first of its names that is free, or that an
+/// earlier try of it holds (`trigger_rollout::name_taken`); returns that name and whether this
+/// call created it. A name held by a rollout that ended is not taken as done: the config may have
+/// gone back to data rolled out before, and the pods run other data now.
 async fn create_rollout(
     ctx: &TriggerContext,
-    rollout: &ContainerRecreateRollout,
-) -> Result<bool, TriggerError> {
-    let namespace = rollout.namespace().unwrap_or_default();
-    let api: Api<ContainerRecreateRollout> = Api::namespaced(ctx.client.clone(), &namespace);
-    match api
-        .create(
-            &PostParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..PostParams::default()
-            },
-            rollout,
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-        Err(source) => Err(TriggerError::Api {
-            action: format!("creating rollout {namespace}/{}", rollout.name_any()),
-            source,
-        }),
+    view: &WorkloadView,
+    cause: &Cause,
+    mut rollout: ContainerRecreateRollout,
+) -> Result<(String, bool), TriggerError> {
+    let namespace = &view.namespace;
+    let api: Api<ContainerRecreateRollout> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    for attempt in 1..=trigger_rollout::MAX_NAME_TRIES {
+        let name = trigger_rollout::rollout_name_try(&view.name, cause, attempt);
+        rollout.metadata.name = Some(name.clone());
+        match api.create(&params, &rollout).await {
+            Ok(_) => return Ok((name, true)),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let existing = api
+                    .get_opt(&name)
+                    .await
+                    .map_err(api_error(format!("reading rollout {namespace}/{name}")))?;
+                let taken = existing.map(|existing| {
+                    trigger_rollout::name_taken(&existing, &view.uid, cause.trigger())
+                });
+                if taken == Some(NameTaken::EarlierTry) {
+                    return Ok((name, false));
+                }
+                debug!(%namespace, %name, ?taken, "rollout name held by another rollout; trying the next");
+            }
+            Err(source) => {
+                return Err(TriggerError::Api {
+                    action: format!("creating rollout {namespace}/{name}"),
+                    source,
+                });
+            }
+        }
     }
+    Err(TriggerError::NamesTaken {
+        rollout: format!(
+            "{namespace}/{}",
+            trigger_rollout::rollout_name(&view.name, cause)
+        ),
+        tries: trigger_rollout::MAX_NAME_TRIES,
+    })
 }
 
 /// Evaluates one workload; returns when to look at it again, if ever.
@@ -266,14 +291,13 @@ async fn config_change(
         triggers.max_unavailable(),
         &cause,
     );
-    let created = create_rollout(ctx, &rollout).await?;
+    let (name, created) = create_rollout(ctx, view, &cause, rollout).await?;
     let record = serde_json::to_string(&record).unwrap_or_default();
     annotate(ctx, key, json!({ keys::ANNOTATION_CONFIG_HASHES: record })).await?;
     if created {
         let note = format!(
-            "{}: rollout {} recreates {} in place",
+            "{}: rollout {name} recreates {} in place",
             cause.describe(),
-            rollout.name_any(),
             containers.into_iter().collect::<Vec<_>>().join(", ")
         );
         info!(workload = ?key, %note, "config change");
@@ -324,13 +348,12 @@ async fn scheduled(
                 triggers.max_unavailable(),
                 &cause,
             );
-            let created = create_rollout(ctx, &rollout).await?;
+            let (name, created) = create_rollout(ctx, view, &cause, rollout).await?;
             annotate(ctx, key, record(at)).await?;
             if created {
                 let note = format!(
-                    "schedule {:?}: rollout {} started for the tick at {at}",
+                    "schedule {:?}: rollout {name} started for the tick at {at}",
                     schedule.expression,
-                    rollout.name_any()
                 );
                 ctx.events
                     .publish(workload, EventType::Normal, "ScheduledRollout", &note)

@@ -2,10 +2,12 @@
 //!
 //! A trigger's rollout is named after its cause (the workload's name, then `-config-` and a
 //! hash of the record it rolls out, or `-schedule-` and the tick), so a leader that fails between
-//! creating it and recording it on the workload creates the same name again and finds it there:
-//! never a second rollout for one change or one tick. It is labelled with its trigger and the
-//! workload's UID, owned by the workload (deleting the workload deletes it), and deleted a day
-//! after it ends.
+//! creating it and recording it on the workload creates the same name again and finds it there,
+//! still to run or running: never a second rollout for one change or one tick. A name held by a
+//! rollout that ended (the config went back to data rolled out before, whose rollout is kept) or
+//! by anything else is not that: the next name is tried (`-2`, `-3`, ...), never taken as done
+//! ([`name_taken`]). It is labelled with its trigger and the workload's UID, owned by the
+//! workload (deleting the workload deletes it), and deleted a day after it ends.
 
 use std::sync::Arc;
 
@@ -74,7 +76,8 @@ pub enum Cause {
 }
 
 impl Cause {
-    fn trigger(&self) -> Trigger {
+    /// The trigger this cause belongs to.
+    pub fn trigger(&self) -> Trigger {
         match self {
             Self::ConfigChange { .. } => Trigger::ConfigChange,
             Self::Schedule { .. } => Trigger::Schedule,
@@ -106,10 +109,22 @@ impl Cause {
     }
 }
 
+/// How many names a trigger tries for one cause before it gives up (and retries later).
+pub const MAX_NAME_TRIES: u32 = 20;
+
 /// The name of the rollout `cause` creates for the workload named `workload`: at most 63
 /// characters, the workload's name cut to fit.
 pub fn rollout_name(workload: &str, cause: &Cause) -> String {
-    let suffix = cause.suffix();
+    rollout_name_try(workload, cause, 1)
+}
+
+/// The name `cause`'s rollout takes on try `attempt` (1 for the first): [`rollout_name`], then
+/// the same with `-2`, `-3`, ... once earlier names are held by rollouts that ended.
+pub fn rollout_name_try(workload: &str, cause: &Cause, attempt: u32) -> String {
+    let mut suffix = cause.suffix();
+    if attempt > 1 {
+        suffix.push_str(&format!("-{attempt}"));
+    }
     let room = MAX_NAME - suffix.len();
     let mut base: String = workload.chars().take(room).collect();
     while base.ends_with(['-', '.']) {
@@ -166,6 +181,32 @@ pub fn trigger_rollout(
         ..rollout.metadata
     };
     rollout
+}
+
+/// What a rollout already holding the name a trigger's rollout wants means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameTaken {
+    /// The same cause's rollout for the same workload, still to run or running: an earlier try
+    /// of this very rollout (a leader that failed before recording it). Nothing to create.
+    EarlierTry,
+    /// A rollout that ended or is being deleted, or one of another workload, trigger or author:
+    /// its work is not this change's. The next name is tried.
+    Other,
+}
+
+/// Whether `existing`, holding the name of the rollout `trigger` wants for the workload `uid`,
+/// is an earlier try of it.
+pub fn name_taken(existing: &ContainerRecreateRollout, uid: &str, trigger: Trigger) -> NameTaken {
+    let labels = existing.labels();
+    let same = labels.get(keys::LABEL_WORKLOAD_UID).map(String::as_str) == Some(uid)
+        && labels.get(keys::LABEL_ROLLOUT_TRIGGER).map(String::as_str) == Some(trigger.as_str());
+    let live = existing.metadata.deletion_timestamp.is_none()
+        && !existing.phase().is_some_and(|phase| phase.is_finished());
+    if same && live {
+        NameTaken::EarlierTry
+    } else {
+        NameTaken::Other
+    }
 }
 
 /// The unfinished rollout of `trigger` for the workload `uid`, if one runs.
@@ -267,6 +308,76 @@ mod tests {
         assert_eq!(
             rollout_name("web-", &config_cause()),
             "web-config-0123456789"
+        );
+    }
+
+    #[test]
+    fn later_tries_add_a_number_and_still_fit() {
+        assert_eq!(
+            rollout_name_try("web", &config_cause(), 1),
+            "web-config-0123456789"
+        );
+        assert_eq!(
+            rollout_name_try("web", &config_cause(), 2),
+            "web-config-0123456789-2"
+        );
+        let long = "a".repeat(80);
+        let name = rollout_name_try(&long, &config_cause(), MAX_NAME_TRIES);
+        assert!(name.len() <= 63, "{name}");
+        assert!(
+            name.ends_with(&format!("-config-0123456789-{MAX_NAME_TRIES}")),
+            "{name}"
+        );
+    }
+
+    #[test]
+    fn only_a_live_rollout_of_the_same_workload_and_trigger_is_an_earlier_try() {
+        let with = |phase: Option<RolloutPhase>, uid: &str| {
+            let mut view = web();
+            view.uid = uid.to_owned();
+            let mut rollout = trigger_rollout(
+                &view,
+                vec!["app".to_owned()],
+                Limit::Count(1),
+                &config_cause(),
+            );
+            rollout.status = phase.map(|phase| ContainerRecreateRolloutStatus {
+                phase: Some(phase.as_str().to_owned()),
+                ..ContainerRecreateRolloutStatus::default()
+            });
+            rollout
+        };
+        let taken = |rollout: &ContainerRecreateRollout| {
+            name_taken(rollout, "uid-web", Trigger::ConfigChange)
+        };
+        assert_eq!(taken(&with(None, "uid-web")), NameTaken::EarlierTry);
+        assert_eq!(
+            taken(&with(Some(RolloutPhase::Progressing), "uid-web")),
+            NameTaken::EarlierTry
+        );
+        // The config went back to data rolled out before: that rollout ended, this one is new.
+        assert_eq!(
+            taken(&with(Some(RolloutPhase::Completed), "uid-web")),
+            NameTaken::Other
+        );
+        assert_eq!(
+            taken(&with(Some(RolloutPhase::Failed), "uid-web")),
+            NameTaken::Other
+        );
+        // A workload of the same name deleted and made again.
+        assert_eq!(taken(&with(None, "uid-old-web")), NameTaken::Other);
+        // Someone's own rollout of that name.
+        let mut theirs = with(None, "uid-web");
+        theirs.metadata.labels = None;
+        assert_eq!(taken(&theirs), NameTaken::Other);
+        let mut going = with(None, "uid-web");
+        going.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+        );
+        assert_eq!(taken(&going), NameTaken::Other);
+        assert_eq!(
+            name_taken(&with(None, "uid-web"), "uid-web", Trigger::Schedule),
+            NameTaken::Other
         );
     }
 

@@ -373,10 +373,7 @@ async fn apiserver_restart(ctx: Ctx) -> anyhow::Result<()> {
     // A second pod, asked for a recreate as soon as the API server is back: how long crr is
     // blind after a restart (every watch is answered 410 Gone and lists again).
     let after = "after-restart";
-    let after_before = snapshot(
-        &ctx.two_container_pod(after, on_first_node(|_| {}))
-            .await?,
-    )?;
+    let after_before = snapshot(&ctx.two_container_pod(after, on_first_node(|_| {})).await?)?;
     create_request(&ctx, name, json!({})).await?;
     hook_running(&ctx, name).await?;
     let gone = faults::restart_daemon("kube-apiserver", 2).await?;
@@ -395,9 +392,14 @@ async fn apiserver_restart(ctx: Ctx) -> anyhow::Result<()> {
         refused += 1;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let completed = wait(ctx.crrs(), after, COMPLETION, |crr: Option<&ContainerRecreateRequest>| {
-        crr.is_some_and(ContainerRecreateRequest::is_completed)
-    })
+    let completed = wait(
+        ctx.crrs(),
+        after,
+        COMPLETION,
+        |crr: Option<&ContainerRecreateRequest>| {
+            crr.is_some_and(ContainerRecreateRequest::is_completed)
+        },
+    )
     .await
     .context("the request created as the API server came back")?;
     println!(
@@ -409,15 +411,23 @@ async fn apiserver_restart(ctx: Ctx) -> anyhow::Result<()> {
     let (id, restarts) = id_and_restarts(&pod, "app")?;
     check(
         completed.is_some_and(|crr| {
-            crr.status.is_some_and(|status| status.phase == Some(Phase::Completed))
+            crr.status
+                .is_some_and(|status| status.phase == Some(Phase::Completed))
         }) && id != after_before[0].1
             && restarts == after_before[0].2 + 1,
-        || format!("the request created as the API server came back: app {id} restartCount {restarts}"),
+        || {
+            format!(
+                "the request created as the API server came back: app {id} restartCount {restarts}"
+            )
+        },
     )?;
     ctx.crrs().delete(after, &DeleteParams::default()).await?;
-    wait(ctx.crrs(), after, COMPLETION, |crr: Option<&ContainerRecreateRequest>| {
-        crr.is_none()
-    })
+    wait(
+        ctx.crrs(),
+        after,
+        COMPLETION,
+        |crr: Option<&ContainerRecreateRequest>| crr.is_none(),
+    )
     .await?;
     settled(&ctx, name, &before, false).await?;
     recovered(&ctx).await?;

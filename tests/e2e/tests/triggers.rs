@@ -133,13 +133,29 @@ async fn first_rollout(
     trigger: &str,
     within: Duration,
 ) -> anyhow::Result<ContainerRecreateRollout> {
+    new_rollout(ctx, trigger, &[], within).await
+}
+
+/// Polls until a rollout of `trigger` not named in `known` exists; returns it.
+async fn new_rollout(
+    ctx: &Ctx,
+    trigger: &str,
+    known: &[String],
+    within: Duration,
+) -> anyhow::Result<ContainerRecreateRollout> {
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        if let Some(rollout) = trigger_rollouts(ctx, trigger).await?.into_iter().next() {
+        if let Some(rollout) = trigger_rollouts(ctx, trigger)
+            .await?
+            .into_iter()
+            .find(|rollout| !known.contains(&rollout.name_any()))
+        {
             return Ok(rollout);
         }
         if tokio::time::Instant::now() > deadline {
-            return Err(anyhow!("no {trigger} rollout after {within:?}"));
+            return Err(anyhow!(
+                "no {trigger} rollout besides {known:?} after {within:?}"
+            ));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -282,6 +298,33 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
         trigger_rollouts(&ctx, "config-change").await?.len() == 1,
         || "more than one rollout for one change".to_owned(),
     )?;
+
+    // Three, then back to two: both are rolled out. The return's first name is held by the
+    // rollout of two, kept for its TTL and Completed: never taken as done.
+    let mut known = vec![rollout.name_any()];
+    for (data, recreated) in [("three", 2), ("two", 3)] {
+        apply(&ctx, config_map(data, "yes")).await?;
+        let next = new_rollout(&ctx, "config-change", &known, Duration::from_secs(30))
+            .await
+            .with_context(|| format!("app-config's data set to {data}"))?;
+        wait_phase(&ctx, &next.name_any(), "Completed").await?;
+        all_ready(&ctx, "web", 3).await?;
+        recreated_in_place(&ctx, &before, recreated)
+            .await
+            .with_context(|| {
+                format!(
+                    "after app-config's data went to {data} ({})",
+                    next.name_any()
+                )
+            })?;
+        known.push(next.name_any());
+    }
+    check(known[2] == format!("{}-2", known[0]), || {
+        format!(
+            "the return to earlier data was rolled out as {:?}",
+            known[2]
+        )
+    })?;
     // `kubectl crr triggers` lists the workload, its trigger and that rollout.
     let output = ctx.plugin(&["triggers"]).await?;
     let listed = String::from_utf8_lossy(&output.stdout);
@@ -289,7 +332,7 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
         output.status.success()
             && listed.contains("deployment/web")
             && listed.contains("config-change")
-            && listed.contains(&format!("{} (Completed", rollout.name_any())),
+            && listed.contains(&format!("{} (Completed", known[2])),
         || {
             format!(
                 "kubectl crr triggers printed {listed:?} {}",

@@ -9,11 +9,11 @@
 
 use std::sync::Arc;
 
+use crr_runtime::backoff::WatchBackoffExt as _;
 use futures::StreamExt;
 use kube::api::Api;
-use crr_runtime::backoff::WatchBackoffExt as _;
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::watcher as watch_stream;
+use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, watch};
 

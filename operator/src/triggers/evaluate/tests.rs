@@ -475,3 +475,127 @@ async fn a_workload_the_index_does_not_hold_is_not_evaluated() {
     let (ctx, _handle) = context(Vec::new());
     assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
 }
+
+/// The rollout of a change that goes back to data rolled out before: its first name is held by
+/// that earlier rollout, which ended, so the next name is taken (never the old one as done).
+#[tokio::test]
+async fn a_return_to_earlier_data_rolls_out_under_the_next_name_when_the_first_ended() {
+    let before = config_map("app-config", "1", "v3");
+    let proxy = config_map("proxy-config", "1", "p");
+    let recorded = serde_json::to_string(&record_of(&[
+        ("configmap/app-config", &hash::config_map(&before)),
+        ("configmap/proxy-config", &hash::config_map(&proxy)),
+    ]))
+    .expect("JSON");
+    let (ctx, mut handle) = context(Vec::new());
+    index_web(
+        &ctx,
+        &[CONFIG_CHANGE, (keys::ANNOTATION_CONFIG_HASHES, &recorded)],
+    );
+    for (object, map) in [(app_config(), &before), (proxy_config(), &proxy)] {
+        seen(&ctx, object.clone(), "1");
+        ctx.index().record_read(
+            in_shop(object),
+            Some(ReadHash {
+                version: "1".to_owned(),
+                hash: hash::config_map(map),
+            }),
+        );
+    }
+    seen(&ctx, app_config(), "2");
+    let after = config_map("app-config", "2", "v2");
+    let expected = record_of(&[
+        ("configmap/app-config", &hash::config_map(&after)),
+        ("configmap/proxy-config", &hash::config_map(&proxy)),
+    ]);
+    let first = format!("web-config-{}", &hash::record(&expected)[..10]);
+    let server = tokio::spawn(async move {
+        serve(&mut handle, APP_CONFIG_PATH, &after).await;
+        // The rollout that rolled v2 out the first time still holds the name, Completed.
+        let (body, send) = expect(&mut handle, Method::POST, ROLLOUTS_PATH).await;
+        assert_eq!(body["metadata"]["name"], first.as_str());
+        send.send_response(respond(
+            StatusCode::CONFLICT,
+            &api_status(409, "AlreadyExists"),
+        ));
+        let (_, send) = expect(
+            &mut handle,
+            Method::GET,
+            &format!("{ROLLOUTS_PATH}/{first}"),
+        )
+        .await;
+        let mut earlier = body.clone();
+        earlier["status"] = json!({"phase": "Completed"});
+        send.send_response(respond(StatusCode::OK, &earlier));
+
+        let rollout = expect_rollout(&mut handle).await;
+        let second = format!("{first}-2");
+        assert_eq!(rollout["metadata"]["name"], second.as_str());
+        assert_eq!(expect_record(&mut handle).await, expected);
+        let note = expect_event(&mut handle, "Normal", "ConfigChanged").await;
+        assert!(
+            note.contains(&format!("rollout {second} recreates app")),
+            "{note}"
+        );
+    });
+    let again = evaluate(&ctx, &web()).await.expect("evaluates");
+    assert_eq!(again, None);
+    server.await.expect("scripted API server");
+}
+
+/// A leader that created the rollout and failed before recording it: the next leader finds its
+/// rollout under the first name, still to run, and only writes the record (no second rollout,
+/// no second Event).
+#[tokio::test]
+async fn an_earlier_try_found_under_the_name_is_recorded_not_created_again() {
+    let before = config_map("app-config", "1", "old");
+    let proxy = config_map("proxy-config", "1", "p");
+    let recorded = serde_json::to_string(&record_of(&[
+        ("configmap/app-config", &hash::config_map(&before)),
+        ("configmap/proxy-config", &hash::config_map(&proxy)),
+    ]))
+    .expect("JSON");
+    let (ctx, mut handle) = context(Vec::new());
+    index_web(
+        &ctx,
+        &[CONFIG_CHANGE, (keys::ANNOTATION_CONFIG_HASHES, &recorded)],
+    );
+    for (object, map) in [(app_config(), &before), (proxy_config(), &proxy)] {
+        seen(&ctx, object.clone(), "1");
+        ctx.index().record_read(
+            in_shop(object),
+            Some(ReadHash {
+                version: "1".to_owned(),
+                hash: hash::config_map(map),
+            }),
+        );
+    }
+    seen(&ctx, app_config(), "2");
+    let after = config_map("app-config", "2", "new");
+    let expected = record_of(&[
+        ("configmap/app-config", &hash::config_map(&after)),
+        ("configmap/proxy-config", &hash::config_map(&proxy)),
+    ]);
+    let first = format!("web-config-{}", &hash::record(&expected)[..10]);
+    let server = tokio::spawn(async move {
+        serve(&mut handle, APP_CONFIG_PATH, &after).await;
+        let (body, send) = expect(&mut handle, Method::POST, ROLLOUTS_PATH).await;
+        send.send_response(respond(
+            StatusCode::CONFLICT,
+            &api_status(409, "AlreadyExists"),
+        ));
+        let (_, send) = expect(
+            &mut handle,
+            Method::GET,
+            &format!("{ROLLOUTS_PATH}/{first}"),
+        )
+        .await;
+        // As created: no status yet.
+        send.send_response(respond(StatusCode::OK, &body));
+        assert_eq!(expect_record(&mut handle).await, expected);
+        // The script ends here: another POST or an Event would fail the evaluation.
+    });
+    let again = evaluate(&ctx, &web()).await.expect("evaluates");
+    assert_eq!(again, None);
+    server.await.expect("scripted API server");
+}
