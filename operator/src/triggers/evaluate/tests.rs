@@ -476,18 +476,18 @@ async fn a_workload_the_index_does_not_hold_is_not_evaluated() {
     assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
 }
 
-/// The rollout of a change that goes back to data rolled out before: its first name is held by
-/// that earlier rollout, which ended, so the next name is taken (never the old one as done).
-#[tokio::test]
-async fn a_return_to_earlier_data_rolls_out_under_the_next_name_when_the_first_ended() {
-    let before = config_map("app-config", "1", "v3");
+/// `web` recorded with app-config at `from` (read at version 1) and now seen at version 2 with
+/// `to`: a change to roll out. Returns the context, the scripted API server, app-config as it is
+/// now, the record the rollout writes and the rollout's first name.
+fn changed_app_config(from: &str, to: &str) -> (TriggerContext, Handle, ConfigMap, Hashes, String) {
+    let before = config_map("app-config", "1", from);
     let proxy = config_map("proxy-config", "1", "p");
     let recorded = serde_json::to_string(&record_of(&[
         ("configmap/app-config", &hash::config_map(&before)),
         ("configmap/proxy-config", &hash::config_map(&proxy)),
     ]))
     .expect("JSON");
-    let (ctx, mut handle) = context(Vec::new());
+    let (ctx, handle) = context(Vec::new());
     index_web(
         &ctx,
         &[CONFIG_CHANGE, (keys::ANNOTATION_CONFIG_HASHES, &recorded)],
@@ -503,31 +503,42 @@ async fn a_return_to_earlier_data_rolls_out_under_the_next_name_when_the_first_e
         );
     }
     seen(&ctx, app_config(), "2");
-    let after = config_map("app-config", "2", "v2");
+    let after = config_map("app-config", "2", to);
     let expected = record_of(&[
         ("configmap/app-config", &hash::config_map(&after)),
         ("configmap/proxy-config", &hash::config_map(&proxy)),
     ]);
     let first = format!("web-config-{}", &hash::record(&expected)[..10]);
+    (ctx, handle, after, expected, first)
+}
+
+/// Answers the creation of the rollout named `name` with 409, then its GET with `existing` (the
+/// body posted, with `status`); returns the body posted.
+async fn name_held(handle: &mut Handle, name: &str, status: Option<Value>) -> Value {
+    let (body, send) = expect(handle, Method::POST, ROLLOUTS_PATH).await;
+    assert_eq!(body["metadata"]["name"], name);
+    send.send_response(respond(
+        StatusCode::CONFLICT,
+        &api_status(409, "AlreadyExists"),
+    ));
+    let (_, send) = expect(handle, Method::GET, &format!("{ROLLOUTS_PATH}/{name}")).await;
+    let mut existing = body.clone();
+    if let Some(status) = status {
+        existing["status"] = status;
+    }
+    send.send_response(respond(StatusCode::OK, &existing));
+    body
+}
+
+/// The rollout of a change that goes back to data rolled out before: its first name is held by
+/// that earlier rollout, which ended, so the next name is taken (never the old one as done).
+#[tokio::test]
+async fn a_return_to_earlier_data_rolls_out_under_the_next_name_when_the_first_ended() {
+    let (ctx, mut handle, after, expected, first) = changed_app_config("v3", "v2");
     let server = tokio::spawn(async move {
         serve(&mut handle, APP_CONFIG_PATH, &after).await;
         // The rollout that rolled v2 out the first time still holds the name, Completed.
-        let (body, send) = expect(&mut handle, Method::POST, ROLLOUTS_PATH).await;
-        assert_eq!(body["metadata"]["name"], first.as_str());
-        send.send_response(respond(
-            StatusCode::CONFLICT,
-            &api_status(409, "AlreadyExists"),
-        ));
-        let (_, send) = expect(
-            &mut handle,
-            Method::GET,
-            &format!("{ROLLOUTS_PATH}/{first}"),
-        )
-        .await;
-        let mut earlier = body.clone();
-        earlier["status"] = json!({"phase": "Completed"});
-        send.send_response(respond(StatusCode::OK, &earlier));
-
+        name_held(&mut handle, &first, Some(json!({"phase": "Completed"}))).await;
         let rollout = expect_rollout(&mut handle).await;
         let second = format!("{first}-2");
         assert_eq!(rollout["metadata"]["name"], second.as_str());
@@ -548,50 +559,11 @@ async fn a_return_to_earlier_data_rolls_out_under_the_next_name_when_the_first_e
 /// no second Event).
 #[tokio::test]
 async fn an_earlier_try_found_under_the_name_is_recorded_not_created_again() {
-    let before = config_map("app-config", "1", "old");
-    let proxy = config_map("proxy-config", "1", "p");
-    let recorded = serde_json::to_string(&record_of(&[
-        ("configmap/app-config", &hash::config_map(&before)),
-        ("configmap/proxy-config", &hash::config_map(&proxy)),
-    ]))
-    .expect("JSON");
-    let (ctx, mut handle) = context(Vec::new());
-    index_web(
-        &ctx,
-        &[CONFIG_CHANGE, (keys::ANNOTATION_CONFIG_HASHES, &recorded)],
-    );
-    for (object, map) in [(app_config(), &before), (proxy_config(), &proxy)] {
-        seen(&ctx, object.clone(), "1");
-        ctx.index().record_read(
-            in_shop(object),
-            Some(ReadHash {
-                version: "1".to_owned(),
-                hash: hash::config_map(map),
-            }),
-        );
-    }
-    seen(&ctx, app_config(), "2");
-    let after = config_map("app-config", "2", "new");
-    let expected = record_of(&[
-        ("configmap/app-config", &hash::config_map(&after)),
-        ("configmap/proxy-config", &hash::config_map(&proxy)),
-    ]);
-    let first = format!("web-config-{}", &hash::record(&expected)[..10]);
+    let (ctx, mut handle, after, expected, first) = changed_app_config("old", "new");
     let server = tokio::spawn(async move {
         serve(&mut handle, APP_CONFIG_PATH, &after).await;
-        let (body, send) = expect(&mut handle, Method::POST, ROLLOUTS_PATH).await;
-        send.send_response(respond(
-            StatusCode::CONFLICT,
-            &api_status(409, "AlreadyExists"),
-        ));
-        let (_, send) = expect(
-            &mut handle,
-            Method::GET,
-            &format!("{ROLLOUTS_PATH}/{first}"),
-        )
-        .await;
         // As created: no status yet.
-        send.send_response(respond(StatusCode::OK, &body));
+        name_held(&mut handle, &first, None).await;
         assert_eq!(expect_record(&mut handle).await, expected);
         // The script ends here: another POST or an Event would fail the evaluation.
     });
