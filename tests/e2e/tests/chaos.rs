@@ -392,29 +392,20 @@ async fn apiserver_restart(ctx: Ctx) -> anyhow::Result<()> {
         refused += 1;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let completed = wait(
-        ctx.crrs(),
-        after,
-        COMPLETION,
-        |crr: Option<&ContainerRecreateRequest>| {
-            crr.is_some_and(ContainerRecreateRequest::is_completed)
-        },
-    )
-    .await
-    .context("the request created as the API server came back")?;
+    let completed = ctx
+        .wait_completed(after, COMPLETION)
+        .await
+        .context("the request created as the API server came back")?;
     println!(
         "chaos:   a request created as the API server came back completed {:.2}s later \
          ({refused} tries refused before the API server reached the webhook)",
         asked.elapsed().as_secs_f64()
     );
+    crr_e2e::succeeded(&completed, 1)?;
     let pod = ctx.pods().get(after).await?;
     let (id, restarts) = id_and_restarts(&pod, "app")?;
     check(
-        completed.is_some_and(|crr| {
-            crr.status
-                .is_some_and(|status| status.phase == Some(Phase::Completed))
-        }) && id != after_before[0].1
-            && restarts == after_before[0].2 + 1,
+        id != after_before[0].1 && restarts == after_before[0].2 + 1,
         || {
             format!(
                 "the request created as the API server came back: app {id} restartCount {restarts}"
