@@ -23,6 +23,7 @@ pub mod index;
 pub mod queue;
 pub mod rollout;
 pub mod schedule;
+pub mod warnings;
 pub mod workload_view;
 
 use std::sync::Arc;

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::index::{TriggerIndex, WorkloadKey};
 use super::queue::WakeQueue;
+use super::warnings::Warnings;
 use crate::reconcile_errors::ControllerErrors;
 
 /// Which Secrets the triggers may read.
@@ -75,8 +76,8 @@ pub struct TriggerContext {
     pub(super) settings: TriggerSettings,
     /// What the watches saw: the workloads with triggers, the objects' versions and hashes.
     pub(super) index: Mutex<TriggerIndex>,
-    /// Warnings already given, so one problem is one Event (per workload and value).
-    pub(super) warned: Mutex<HashSet<String>>,
+    /// Warnings already given, so one problem is one Event (per workload and reason).
+    pub(super) warned: Mutex<Warnings>,
     /// The Deployments that run Reloader (an image of `stakater/reloader`, as
     /// `SlimWorkload::runs_reloader` says): with Reloader's
     /// annotations honoured, both would act on a change, and the workload is told.
@@ -143,18 +144,34 @@ impl TriggerContext {
         self.wake(keys, after);
     }
 
-    /// Warns once (per workload and message) with an Event on the workload.
-    pub(super) async fn warn_once(&self, workload: &ObjectReference, reason: &str, message: &str) {
-        let key = format!(
-            "{}/{reason}/{message}",
-            workload.uid.as_deref().unwrap_or_default()
-        );
-        if !locked(&self.warned).insert(key) {
+    /// Warns with an Event on the workload, once per workload and reason while the message
+    /// stays the same.
+    pub(super) async fn warn_once(
+        &self,
+        workload: &ObjectReference,
+        reason: &'static str,
+        message: &str,
+    ) {
+        let uid = workload.uid.as_deref().unwrap_or_default();
+        if !locked(&self.warned).is_news(uid, reason, message) {
             return;
         }
         self.events
             .publish(workload, EventType::Warning, reason, message)
             .await;
+    }
+
+    /// The workload `uid` no longer has the problem of `reason`: it is warned again if it
+    /// comes back.
+    pub(super) fn clear_warning(&self, uid: &str, reason: &'static str) {
+        locked(&self.warned).cleared(uid, reason);
+    }
+
+    /// Forgets the warnings of workloads the index no longer holds.
+    pub(super) fn forget_warnings_of_gone_workloads(&self) {
+        let live = self.index().workload_uids();
+        let live: HashSet<&str> = live.iter().map(String::as_str).collect();
+        locked(&self.warned).retain_workloads(&live);
     }
 }
 

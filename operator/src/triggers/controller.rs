@@ -71,7 +71,16 @@ impl TriggerContext {
             watcher::Event::Init => WorkloadEvent::Relisting(kind),
             watcher::Event::InitDone => WorkloadEvent::Relisted(kind),
         };
+        let leaves = matches!(
+            event,
+            WorkloadEvent::Gone(_)
+                | WorkloadEvent::Relisted(_)
+                | WorkloadEvent::Seen { entry: None, .. }
+        );
         let wake = self.index().apply_workload(event);
+        if leaves {
+            self.forget_warnings_of_gone_workloads();
+        }
         if let Some(key) = wake {
             self.queue.wake(key, self.settings.debounce);
         }

@@ -21,7 +21,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use tracing::{debug, info};
 
-use super::annotations::{self, BadAnnotation, Triggers};
+use super::annotations::{self, Triggers};
 use super::config_change::{self, Decision};
 use super::context::{TriggerContext, api_resource, locked};
 use super::error::{TriggerError, api_error};
@@ -29,6 +29,7 @@ use super::index::{ObjectKey, ReadHash, WorkloadEntry, WorkloadKey};
 use super::refs::{ConfigKind, ConfigRef};
 use super::rollout::{self as trigger_rollout, Cause, NameTaken, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
+use super::warnings;
 use super::workload_view::SlimWorkload;
 use crate::wing::FIELD_MANAGER;
 
@@ -162,17 +163,12 @@ pub(super) async fn evaluate(
     let workload = reference(key, &entry.uid);
     let (triggers, problems) =
         annotations::parse(&entry.annotations, ctx.settings.reloader_annotations);
-    for BadAnnotation {
-        annotation,
-        problem,
-    } in &problems
-    {
-        ctx.warn_once(
-            &workload,
-            "BadTriggerAnnotation",
-            &format!("annotation {annotation}: {problem}"),
-        )
-        .await;
+    if problems.is_empty() {
+        ctx.clear_warning(&entry.uid, warnings::BAD_ANNOTATION);
+    } else {
+        let note = warnings::bad_annotations_note(&problems);
+        ctx.warn_once(&workload, warnings::BAD_ANNOTATION, &note)
+            .await;
     }
     let view = WorkloadView {
         kind: key.kind,
@@ -210,7 +206,9 @@ async fn config_change(
             .iter()
             .map(|reloader| format!("{}/{}", reloader.namespace, reloader.name))
             .collect();
-        if !reloaders.is_empty() {
+        if reloaders.is_empty() {
+            ctx.clear_warning(&entry.uid, "ReloaderAlsoActs");
+        } else {
             ctx.warn_once(
                 workload,
                 "ReloaderAlsoActs",
@@ -229,7 +227,9 @@ async fn config_change(
         .filter(|object| object.kind == ConfigKind::Secret && !secrets_allowed)
         .map(ToString::to_string)
         .collect();
-    if !ignored.is_empty() {
+    if ignored.is_empty() {
+        ctx.clear_warning(&entry.uid, "SecretsIgnored");
+    } else {
         ctx.warn_once(
             workload,
             "SecretsIgnored",

@@ -206,6 +206,14 @@ impl TriggerIndex {
         self.workloads.keys().cloned().collect()
     }
 
+    /// The UIDs of the workloads with triggers.
+    pub fn workload_uids(&self) -> Vec<String> {
+        self.workloads
+            .values()
+            .map(|entry| entry.uid.clone())
+            .collect()
+    }
+
     /// How many workloads have triggers.
     pub fn workload_count(&self) -> usize {
         self.workloads.len()

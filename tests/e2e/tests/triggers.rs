@@ -300,7 +300,17 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
     )?;
 
     // Three, then back to two: both are rolled out. The return's first name is held by the
-    // rollout of two, kept for its TTL and Completed: never taken as done.
+    // rollout of two, kept for its TTL and Completed: never taken as done. All three pods at once
+    // (the kubelet holds a container restarted again soon in its back-off: 10 s, then 20 s).
+    apply(
+        &ctx,
+        web(
+            3,
+            json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true",
+                   keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE: "3"}),
+        ),
+    )
+    .await?;
     let mut known = vec![rollout.name_any()];
     for (data, recreated) in [("three", 2), ("two", 3)] {
         apply(&ctx, config_map(data, "yes")).await?;

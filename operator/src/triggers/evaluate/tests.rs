@@ -571,3 +571,50 @@ async fn an_earlier_try_found_under_the_name_is_recorded_not_created_again() {
     assert_eq!(again, None);
     server.await.expect("scripted API server");
 }
+
+/// Every bad trigger annotation of a workload goes in one Warning Event (Events of one object
+/// and reason are one series, whose note stays the first), given once while the annotations
+/// stay, and again once they change to another problem (counted in that series).
+#[tokio::test]
+async fn bad_annotations_are_one_event_given_again_only_when_they_change() {
+    let (ctx, mut handle) = context(Vec::new());
+    let bad = [
+        (keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE, "yes please"),
+        (keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE, "lots"),
+        (keys::ANNOTATION_RECREATE_SCHEDULE, "every day"),
+    ];
+    index_web(&ctx, &bad);
+    let server = tokio::spawn(async move {
+        let note = expect_event(&mut handle, "Warning", "BadTriggerAnnotation").await;
+        for annotation in [
+            keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE,
+            keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE,
+            keys::ANNOTATION_RECREATE_SCHEDULE,
+        ] {
+            assert!(
+                note.contains(&format!("annotation {annotation}: ")),
+                "{note}"
+            );
+        }
+        handle
+    });
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    let mut handle = server.await.expect("scripted API server");
+    // The same annotations again: no Event (the script has no step for one).
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    // Another problem: an Event again.
+    ctx.index().apply_workload(WorkloadEvent::Gone(web()));
+    index_web(&ctx, &[(keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE, "many")]);
+    let server = tokio::spawn(async move {
+        let (request, send) = handle.next_request().await.expect("an Event again");
+        assert_eq!(request.method(), Method::PATCH, "the series counts it");
+        assert!(
+            request.uri().path().starts_with(&format!("{EVENTS_PATH}/")),
+            "{}",
+            request.uri()
+        );
+        send.send_response(respond(StatusCode::OK, &json!({})));
+    });
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    server.await.expect("scripted API server");
+}
