@@ -71,14 +71,20 @@ impl TriggerContext {
             watcher::Event::Init => WorkloadEvent::Relisting(kind),
             watcher::Event::InitDone => WorkloadEvent::Relisted(kind),
         };
-        let leaves = matches!(
-            event,
-            WorkloadEvent::Gone(_)
-                | WorkloadEvent::Relisted(_)
-                | WorkloadEvent::Seen { entry: None, .. }
-        );
+        // Most events of workloads without triggers leave nothing: only one the index held
+        // (or a relist, which may drop several) has warnings to forget.
+        let leaving = match &event {
+            WorkloadEvent::Gone(key) | WorkloadEvent::Seen { key, entry: None } => {
+                self.index().workload(key).map(|entry| entry.uid.clone())
+            }
+            _ => None,
+        };
+        let relisted = matches!(event, WorkloadEvent::Relisted(_));
         let wake = self.index().apply_workload(event);
-        if leaves {
+        if let Some(uid) = leaving {
+            locked(&self.warned).forget_workload(&uid);
+        }
+        if relisted {
             self.forget_warnings_of_gone_workloads();
         }
         if let Some(key) = wake {

@@ -207,11 +207,11 @@ async fn config_change(
             .map(|reloader| format!("{}/{}", reloader.namespace, reloader.name))
             .collect();
         if reloaders.is_empty() {
-            ctx.clear_warning(&entry.uid, "ReloaderAlsoActs");
+            ctx.clear_warning(&entry.uid, warnings::RELOADER_ALSO_ACTS);
         } else {
             ctx.warn_once(
                 workload,
-                "ReloaderAlsoActs",
+                warnings::RELOADER_ALSO_ACTS,
                 &format!(
                     "Reloader runs in this cluster ({}) and acts on these annotations too, by replacing the pods that crr restarts in place: uninstall Reloader so that only crr acts (docs/migrating-from-reloader.md)",
                     reloaders.join(", ")
@@ -228,11 +228,11 @@ async fn config_change(
         .map(ToString::to_string)
         .collect();
     if ignored.is_empty() {
-        ctx.clear_warning(&entry.uid, "SecretsIgnored");
+        ctx.clear_warning(&entry.uid, warnings::SECRETS_IGNORED);
     } else {
         ctx.warn_once(
             workload,
-            "SecretsIgnored",
+            warnings::SECRETS_IGNORED,
             &format!(
                 "the config-change trigger ignores {}: crr may not read Secrets here (chart value triggers.secrets)",
                 ignored.join(", ")

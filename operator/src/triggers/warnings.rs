@@ -16,6 +16,10 @@ pub const MAX_PROBLEM_CHARS: usize = 256;
 
 /// The reason of the Event that lists a workload's bad trigger annotations.
 pub const BAD_ANNOTATION: &str = "BadTriggerAnnotation";
+/// The reason of the Event that names the Secrets a workload's trigger may not read.
+pub const SECRETS_IGNORED: &str = "SecretsIgnored";
+/// The reason of the Event that says Reloader acts on a workload's annotations too.
+pub const RELOADER_ALSO_ACTS: &str = "ReloaderAlsoActs";
 
 /// The warnings given, per workload UID and reason.
 #[derive(Debug, Default)]
@@ -42,7 +46,12 @@ impl Warnings {
         self.given.remove(&(uid.to_owned(), reason));
     }
 
-    /// Forgets the workloads not in `live` (deleted, or without triggers now).
+    /// Forgets the workload `uid` (deleted, or without triggers now).
+    pub fn forget_workload(&mut self, uid: &str) {
+        self.given.retain(|(given, _), _| given != uid);
+    }
+
+    /// Forgets the workloads not in `live` (after a relist).
     pub fn retain_workloads(&mut self, live: &HashSet<&str>) {
         self.given.retain(|(uid, _), _| live.contains(uid.as_str()));
     }
@@ -94,7 +103,7 @@ mod tests {
             "per workload"
         );
         assert!(
-            warnings.is_news("uid-a", "SecretsIgnored", "one"),
+            warnings.is_news("uid-a", SECRETS_IGNORED, "one"),
             "per reason"
         );
         assert!(
@@ -119,9 +128,12 @@ mod tests {
         assert_eq!(warnings.len(), 1, "one entry per workload and reason");
         warnings.is_news("uid-b", BAD_ANNOTATION, "x");
         warnings.is_news("uid-c", BAD_ANNOTATION, "x");
-        warnings.retain_workloads(&["uid-b"].into());
+        warnings.retain_workloads(&["uid-b", "uid-c"].into());
+        assert_eq!(warnings.len(), 2);
+        warnings.forget_workload("uid-c");
         assert_eq!(warnings.len(), 1);
         assert!(!warnings.is_news("uid-b", BAD_ANNOTATION, "x"));
+        assert!(warnings.is_news("uid-c", BAD_ANNOTATION, "x"), "forgotten");
     }
 
     #[test]
