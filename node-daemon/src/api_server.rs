@@ -230,6 +230,10 @@ impl Requests for ApiRequests {
             return Ok(Some(Pod::clone(&pod)));
         }
         // Not in the node's pod watch (yet): not synced, just bound, or gone. Ask the API server.
+        self.read_pod(namespace, name).await
+    }
+
+    async fn read_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, WriteError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let mut pod = pods.get_opt(name).await.map_err(write_error)?;
         if let Some(pod) = pod.as_mut() {

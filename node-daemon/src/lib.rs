@@ -34,6 +34,7 @@ pub mod schedule;
 pub mod socket_watch;
 pub mod timeline;
 pub mod view;
+pub mod watch_lag;
 pub mod worker;
 
 /// Code generated from proto/cri/runtime/v1/api.proto.

@@ -103,6 +103,8 @@ pub struct Metrics {
     pub runtime_ready: Gauge,
     /// Rounds that panicked (a bug): their pod was released and retried.
     pub round_panics: Counter,
+    /// Pods read from the API server because the node's pod watch lagged (`watch_lag`).
+    pub pod_reads_past_watch: Counter,
     /// Which phases of each request are still to be observed.
     pub timeline: Arc<Timeline>,
     /// `crr_container_recreates_total`, at the registry's root.
@@ -127,6 +129,7 @@ impl Metrics {
             cri: CriMetrics::default(),
             runtime_ready: Gauge::default(),
             round_panics: Counter::default(),
+            pod_reads_past_watch: Counter::default(),
             timeline: Arc::default(),
             recreates: ContainerRecreates::register(registry),
         };
@@ -191,6 +194,11 @@ impl Metrics {
             "round_panics",
             "Rounds that panicked; their pod was released and is retried",
             metrics.round_panics.clone(),
+        );
+        sub.register(
+            "pod_reads_past_watch",
+            "Pods read from the API server because the node's pod watch still lacked a new container 2 s after the runtime started it (the watch was behind)",
+            metrics.pod_reads_past_watch.clone(),
         );
         metrics
     }
@@ -290,6 +298,7 @@ mod tests {
             "crr_node_daemon_cri_errors_total{method=\"ExecSync\"} 0",
             "crr_node_daemon_runtime_ready 1",
             "crr_node_daemon_round_panics_total 0",
+            "crr_node_daemon_pod_reads_past_watch_total 0",
             "crr_node_daemon_requests_in_flight 3",
             "# TYPE crr_node_daemon_phase_duration_seconds histogram",
             "# TYPE crr_node_daemon_cri_request_duration_seconds histogram",

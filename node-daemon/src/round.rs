@@ -102,8 +102,16 @@ pub trait Requests: Send + Sync {
         crr: &ContainerRecreateRequest,
     ) -> impl Future<Output = Result<Option<ContainerRecreateRequest>, WriteError>> + Send;
 
-    /// The live pod (`None`: it does not exist).
+    /// The live pod (`None`: it does not exist), from the node's pod watch when it shows it.
     fn pod(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Pod>, WriteError>> + Send;
+
+    /// The pod as the API server has it now, read past the node's pod watch (`None`: it does
+    /// not exist); kept as slim as the watch keeps it.
+    fn read_pod(
         &self,
         namespace: &str,
         name: &str,
@@ -254,6 +262,8 @@ pub struct Round<'a, R> {
     pub grace_clock: &'a crate::grace_clock::GraceClock,
     /// Whether each request's pod may leave a killed container stopped, as its kill read it.
     pub restart_policies: &'a crate::live_pod::RestartPolicies,
+    /// The pods read past the node's pod watch while it lagged (`watch_lag`).
+    pub lagging_reads: &'a crate::watch_lag::LaggingPodReads,
 }
 
 impl<R: Requests> Round<'_, R> {
@@ -567,11 +577,18 @@ impl<R: Requests> Round<'_, R> {
             return Ok(None);
         }
         let namespace = crr.namespace().unwrap_or_default();
-        let Some(pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
+        let Some(mut pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
             return Ok(None);
         };
         if pod.metadata.uid.as_deref() != Some(pod_uid) {
             return Ok(None);
+        }
+        if let Some(read) = self
+            .read_past_lagging_watch(crr, &pod, containers)
+            .await
+            .filter(|read| read.metadata.uid.as_deref() == Some(pod_uid))
+        {
+            pod = read;
         }
         Ok(crr_crds::status::snapshot::update(
             &crr.spec.containers,
@@ -674,6 +691,7 @@ fn container_reference(pod: &Pod, name: &str) -> ObjectReference {
 }
 
 mod kill;
+mod lagging_watch;
 
 #[cfg(test)]
 mod tests;

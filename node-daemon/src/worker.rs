@@ -63,6 +63,8 @@ pub struct Daemon {
     /// When each unready grace was first seen here.
     grace_clock: crate::grace_clock::GraceClock,
     restart_policies: crate::live_pod::RestartPolicies,
+    /// The pods read past a lagging pod watch, per new container.
+    lagging_reads: crate::watch_lag::LaggingPodReads,
     /// Failed rounds in a row, per request: their retries back off.
     backoff: Backoff,
 }
@@ -96,6 +98,7 @@ impl Daemon {
             grace_clock: Default::default(),
             backoff: Backoff::new(RETRY_BASE, RETRY_CAP),
             restart_policies: Default::default(),
+            lagging_reads: Default::default(),
         });
         let events = watch_requests(client, &watch, writer);
         // The node's pods only fill their store: a round reads its pod there.
@@ -229,6 +232,7 @@ impl Daemon {
             preemption,
             grace_clock: &self.grace_clock,
             restart_policies: &self.restart_policies,
+            lagging_reads: &self.lagging_reads,
         };
         let request = request_key(&crr);
         tracing::debug!(parent: &span, "round starts");

@@ -37,6 +37,11 @@ struct Memory {
     refused_pod_reads: bool,
     /// How many times the live pod was read.
     pod_reads: std::sync::atomic::AtomicUsize,
+    /// The pod as the API server has it while the node's pod watch (`pod`) lags behind it
+    /// (`None`: the watch is in step).
+    api_pod: Mutex<Option<Pod>>,
+    /// How many times the pod was read past the watch.
+    api_pod_reads: std::sync::atomic::AtomicUsize,
     /// Every status patch written, as JSON.
     writes: Mutex<Vec<serde_json::Value>>,
 }
@@ -177,6 +182,13 @@ impl Requests for Memory {
         self.pod_reads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(self.pod.lock().unwrap().clone())
+    }
+
+    async fn read_pod(&self, _: &str, _: &str) -> Result<Option<Pod>, WriteError> {
+        self.api_pod_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let api_pod = self.api_pod.lock().unwrap().clone();
+        Ok(api_pod.or_else(|| self.pod.lock().unwrap().clone()))
     }
 
     fn watched_copy(&self, _: &ContainerRecreateRequest) -> Option<ContainerRecreateRequest> {
@@ -339,6 +351,7 @@ async fn drive_reporting(
         max_grace_seconds: 300,
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
         restart_policies: &Default::default(),
     };
     let mut outcomes = vec![];
@@ -387,6 +400,7 @@ async fn a_recreate_observes_each_of_its_phases_once() {
         max_grace_seconds: 300,
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
         restart_policies: &Default::default(),
     };
     let _ = round.run(stale).await;
@@ -600,6 +614,7 @@ async fn a_runtime_away_during_the_kill_is_retried_not_a_failure() {
         max_grace_seconds: 300,
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
         restart_policies: &Default::default(),
     };
     let mut transient = 0;
@@ -970,6 +985,7 @@ async fn a_refused_read_fails_the_request_with_the_reason_and_kills_nothing() {
         max_grace_seconds: 300,
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
         restart_policies: &Default::default(),
     };
     let crr = memory.get();
@@ -1146,6 +1162,7 @@ async fn a_stale_copy_of_a_finished_request_is_never_acted_on() {
         max_grace_seconds: 300,
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
         restart_policies: &Default::default(),
     };
     assert_eq!(round.run(stale).await.expect("a round"), Outcome::OnChange);
@@ -1169,6 +1186,7 @@ async fn a_kill_made_on_a_stale_copy_is_recorded_on_the_current_version() {
         max_grace_seconds: 300,
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
         restart_policies: &Default::default(),
     };
     round.run(stale).await.expect("a round");
@@ -1214,6 +1232,7 @@ async fn a_daemon_restarted_mid_recreate_never_stops_a_container_twice() {
         max_grace_seconds: 300,
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
         restart_policies: &Default::default(),
     };
     round.run(memory.get()).await.expect("a round");
@@ -1315,6 +1334,7 @@ async fn the_pre_stop_budget_is_the_pods_grace_period_capped_by_the_daemon() {
         max_grace_seconds: 20,
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
         restart_policies: &Default::default(),
     };
     for _ in 0..3 {
@@ -1384,6 +1404,7 @@ fn rounds_in_background(
             max_grace_seconds: 300,
             preemption,
             grace_clock: &crate::grace_clock::GraceClock::default(),
+            lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
             restart_policies: &Default::default(),
         };
         loop {
@@ -1719,6 +1740,7 @@ async fn the_pod_watch_showing_the_successor_ready_completes_without_the_operato
         max_grace_seconds: 300,
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
         restart_policies: &Default::default(),
     };
     round.run(memory.get()).await.expect("the kill round");
@@ -1754,6 +1776,55 @@ async fn the_pod_watch_showing_the_successor_ready_completes_without_the_operato
         2,
         "the kill's record and the completion: {writes:#?}"
     );
+}
+
+#[tokio::test]
+async fn a_pod_watch_behind_the_runtime_is_read_past_and_the_request_completes() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let memory = Memory::new(request(&["app"], grace(3)));
+    let metrics = Metrics::register(&mut Default::default());
+    let round = Round {
+        requests: &memory,
+        runtime: &runtime,
+        metrics: &metrics,
+        max_grace_seconds: 300,
+        preemption: Preemption::never(),
+        grace_clock: &crate::grace_clock::GraceClock::default(),
+        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
+        restart_policies: &Default::default(),
+    };
+    round.run(memory.get()).await.expect("the kill round");
+    // The API server has the kubelet's word that the successor is Ready; the node's pod watch
+    // has not delivered it (nor any status of the pod).
+    kubelet_reports(&memory, &fake, &["app"], true);
+    let reported = memory.pod.lock().unwrap().clone();
+    *memory.api_pod.lock().unwrap() = reported;
+    memory.set_pod(|pod| pod.status = None);
+    let waiting = round.run(memory.get()).await.expect("a round");
+    assert_eq!(waiting, Outcome::After(IN_FLIGHT_POLL));
+    assert_eq!(
+        memory.api_pod_reads.load(Relaxed),
+        0,
+        "no read while the successor is younger than the watch's allowance"
+    );
+    // The runtime started the successor longer ago than a watch in step takes to show it.
+    for container in fake.lock().containers.iter_mut().filter(|c| c.running) {
+        container.started_at = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(5);
+    }
+    let done = round.run(memory.get()).await.expect("a round");
+    assert_eq!(done, Outcome::Completed);
+    assert_eq!(succeeded(&memory).as_deref(), Some("True"));
+    assert_eq!(memory.api_pod_reads.load(Relaxed), 1);
+    assert_eq!(metrics.pod_reads_past_watch.get(), 1);
+    let newest = fake.lock().newest("app").cloned().unwrap();
+    let snapshot = memory.get().status.unwrap().container_status_snapshot;
+    assert_eq!(
+        snapshot[0].container_id,
+        format!("containerd://{}", newest.id)
+    );
+    assert!(snapshot[0].ready);
 }
 
 #[tokio::test]
