@@ -1073,8 +1073,12 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<(Vec<String>, Vec<St
         Err(error) => failures.push(format!("restarting the API server: {error:#}")),
     }
 
-    // The queued requests end and go.
-    let ends = Duration::from_secs(FAT_DEADLINE_SECONDS + FAT_TTL_SECONDS + 90)
+    // The queued requests end and go: nothing is lost under the load. How long it takes is a
+    // figure, not the check: 98 to 116 s after the first create in most runs on the three-node
+    // bed, over 125 s in one where the API server took 23 s to restart (the operator completes
+    // the 250 at their deadline and deletes them at their TTL, 500 writes of 190 KiB objects on
+    // two saturated cores). The bound only says they do go.
+    let ends = Duration::from_secs(FAT_DEADLINE_SECONDS + FAT_TTL_SECONDS + 210)
         .saturating_sub(created.elapsed());
     match all_gone(&ctx.crrs(), "queued requests", ends).await {
         Ok(()) => {
