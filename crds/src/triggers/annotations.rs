@@ -248,6 +248,14 @@ fn schedule(
             annotation: keys::ANNOTATION_RECREATE_SCHEDULE,
             problem: format!("{expression:?} is not a cron schedule of five fields: {error}"),
         })?;
+    if !fires_on_some_day(&cron) {
+        return Err(BadAnnotation {
+            annotation: keys::ANNOTATION_RECREATE_SCHEDULE,
+            problem: format!(
+                "{expression:?} never fires: no month it allows has a day it names (as February 30)"
+            ),
+        });
+    }
     let time_zone = match time_zone {
         None | Some("") => TimeZone::UTC,
         Some(name) => TimeZone::get(name).map_err(|error| BadAnnotation {
@@ -261,6 +269,39 @@ fn schedule(
         time_zone,
         containers: containers.and_then(names),
     })
+}
+
+/// Whether `cron` matches some day. A day of the month no allowed month has (`0 0 30 2 *`,
+/// `0 0 31 4,6,9,11 *`) never matches, and a search for its next tick would walk every day up
+/// to the year 5000 on each evaluation. The Gregorian calendar's dates and weekdays repeat every
+/// 28 years from 1901 to 2099, so the days of 2000 (a leap year) to 2027 include every day a
+/// schedule can match: about 10,000 days checked, once, when the annotation is read.
+fn fires_on_some_day(cron: &croner::Cron) -> bool {
+    let first = jiff::civil::date(2000, 1, 1);
+    let weekday = |day: jiff::civil::Date| match day.weekday() {
+        jiff::civil::Weekday::Sunday => croner::Weekday::Sunday,
+        jiff::civil::Weekday::Monday => croner::Weekday::Monday,
+        jiff::civil::Weekday::Tuesday => croner::Weekday::Tuesday,
+        jiff::civil::Weekday::Wednesday => croner::Weekday::Wednesday,
+        jiff::civil::Weekday::Thursday => croner::Weekday::Thursday,
+        jiff::civil::Weekday::Friday => croner::Weekday::Friday,
+        jiff::civil::Weekday::Saturday => croner::Weekday::Saturday,
+    };
+    first
+        .series(jiff::Span::new().days(1))
+        .take_while(|day| day.year() < 2028)
+        .any(|day| {
+            let (year, month, date) = (
+                i32::from(day.year()),
+                u32::try_from(day.month()).unwrap_or_default(),
+                u32::try_from(day.day()).unwrap_or_default(),
+            );
+            cron.pattern.month_match(month).unwrap_or(false)
+                && cron
+                    .pattern
+                    .day_match(year, month, date, weekday(day))
+                    .unwrap_or(false)
+        })
 }
 
 #[cfg(test)]
@@ -357,6 +398,33 @@ mod tests {
             Some(keys::ANNOTATION_RECREATE_SCHEDULE),
             "six fields (seconds) are refused"
         );
+    }
+
+    #[test]
+    fn a_schedule_that_never_fires_is_refused() {
+        let problem = |expression: &str| {
+            let (triggers, problems) = parse(
+                &annotations(&[(keys::ANNOTATION_RECREATE_SCHEDULE, expression)]),
+                false,
+            );
+            assert!(triggers.schedule.is_none() || problems.is_empty());
+            problems.first().map(|problem| problem.problem.clone())
+        };
+        for never in ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "15 3 30-31 2 *"] {
+            let problem = problem(never).unwrap_or_else(|| panic!("{never} is refused"));
+            assert!(problem.contains("never fires"), "{problem}");
+        }
+        // Rare is not never: a leap day, the 31st of the months that have it, a day of the
+        // month or a weekday (cron's "or" when both are named), the last day of February.
+        for rare in [
+            "0 0 29 2 *",
+            "0 0 31 * *",
+            "0 0 30 2 1",
+            "0 0 L 2 *",
+            "0 0 * * 5#5",
+        ] {
+            assert_eq!(problem(rare), None, "{rare} fires");
+        }
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //!   read; only the hash of the data is kept.
 //!
 //! # Evaluation (`evaluate`)
+//! Up to [`EVALUATIONS_AT_ONCE`] workloads are evaluated at once, namespaces taking turns for
+//! the slots (`queue`): one tenant's many workloads or slow reads never stall another's.
 //! A woken workload is evaluated after the debounce (`TriggerSettings::debounce`, a second by
 //! default), so changes within it make one rollout. The config-change trigger compares the
 //! hashes with the record on the workload and creates a rollout of the containers that use what
@@ -37,8 +39,10 @@ use super::annotations;
 use super::context::{KINDS, api_resource, locked};
 pub use super::context::{SecretAccess, TriggerContext, TriggerSettings};
 use super::evaluate;
-use super::index::{ConfigEvent, ObjectKey, WorkloadEntry, WorkloadEvent, WorkloadKey};
-use super::refs::{ConfigKind, ConfigRef};
+use super::index::{
+    ConfigEvent, MAX_REFERENCES, ObjectKey, WorkloadEntry, WorkloadEvent, WorkloadKey,
+};
+use super::refs::{ConfigKind, ConfigRef, References};
 use super::workload_view::{SlimWorkload, WORKLOAD_PAGE};
 
 impl TriggerContext {
@@ -122,11 +126,19 @@ pub(super) fn entry_of(object: SlimWorkload, reloader: bool) -> Option<WorkloadE
     if !annotations::has_trigger_annotations(object.annotations(), reloader) {
         return None;
     }
+    let uid = object.uid().unwrap_or_default();
+    let used = object.references.len();
+    let (references, references_refused) = if used > MAX_REFERENCES {
+        (References::new(), Some(used))
+    } else {
+        (object.references, None)
+    };
     Some(WorkloadEntry {
-        uid: object.uid().unwrap_or_default(),
+        uid,
         annotations: object.metadata.annotations.unwrap_or_default(),
         containers: object.containers,
-        references: object.references,
+        references,
+        references_refused,
     })
 }
 
@@ -178,6 +190,10 @@ where
             })
         })
 }
+
+/// How many workloads are evaluated at once. Namespaces take turns for these slots
+/// (`queue::Due`), and one workload is never evaluated twice at once.
+pub const EVALUATIONS_AT_ONCE: usize = 4;
 
 /// Runs the trigger controller until `shutdown`: its watches on every replica, its evaluations
 /// on the Lease holder.
@@ -254,15 +270,14 @@ pub async fn run(
             futures::future::ready(())
         })
     };
-    let evaluating = async {
-        loop {
-            let key = ctx.queue.next().await;
-            if !ctx.is_leader() {
-                continue;
+    let evaluating = super::queue::evaluate_due_keys(&ctx.queue, EVALUATIONS_AT_ONCE, |key| {
+        let ctx = &ctx;
+        async move {
+            if ctx.is_leader() {
+                evaluate_due(ctx, key).await;
             }
-            evaluate_due(&ctx, key).await;
         }
-    };
+    });
     tokio::select! {
         () = shutdown => {}
         _ = futures::future::join_all(watches) => {}

@@ -15,7 +15,7 @@ use crr_crds::keys;
 use crr_crds::rollout::ContainerRecreateRollout;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use kube::api::{Patch, PostParams};
+use kube::api::{DeleteParams, Patch, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -25,7 +25,7 @@ use super::annotations::{self, Triggers};
 use super::config_change::{self, Decision};
 use super::context::{TriggerContext, api_resource, locked};
 use super::error::{TriggerError, api_error};
-use super::index::{ObjectKey, ReadHash, WorkloadEntry, WorkloadKey};
+use super::index::{MAX_REFERENCES, ObjectKey, ReadHash, WorkloadEntry, WorkloadKey};
 use super::refs::{ConfigKind, ConfigRef};
 use super::rollout::{self as trigger_rollout, Cause, NameTaken, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
@@ -152,6 +152,35 @@ async fn create_rollout(
     })
 }
 
+/// Deletes the workload's finished trigger rollouts beyond its history limit (their requests go
+/// with them); one already gone is fine.
+async fn forget_old_rollouts(
+    ctx: &TriggerContext,
+    view: &WorkloadView,
+) -> Result<(), TriggerError> {
+    let old = trigger_rollout::beyond_history(
+        &ctx.rollouts.state(),
+        &view.uid,
+        trigger_rollout::HISTORY_LIMIT,
+    );
+    let api: Api<ContainerRecreateRollout> = Api::namespaced(ctx.client.clone(), &view.namespace);
+    for name in old {
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {
+                info!(namespace = %view.namespace, %name, workload = %view.name, "deleted a trigger rollout beyond the workload's history limit")
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(TriggerError::Api {
+                    action: format!("deleting rollout {}/{name}", view.namespace),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Evaluates one workload; returns when to look at it again, if ever.
 pub(super) async fn evaluate(
     ctx: &TriggerContext,
@@ -176,6 +205,7 @@ pub(super) async fn evaluate(
         name: key.name.clone(),
         uid: entry.uid.clone(),
     };
+    forget_old_rollouts(ctx, &view).await?;
     let mut again = None;
     if triggers.config_change.is_some() {
         again = config_change(ctx, key, &entry, &triggers, &view, &workload).await?;
@@ -201,6 +231,18 @@ async fn config_change(
     let Some(trigger) = &triggers.config_change else {
         return Ok(None);
     };
+    if let Some(used) = entry.references_refused {
+        ctx.warn_once(
+            workload,
+            warnings::TOO_MANY_REFERENCES,
+            &format!(
+                "the config-change trigger refuses this workload: its template uses {used} ConfigMaps and Secrets, more than {MAX_REFERENCES}; their changes are not rolled out"
+            ),
+        )
+        .await;
+        return Ok(None);
+    }
+    ctx.clear_warning(&entry.uid, warnings::TOO_MANY_REFERENCES);
     if trigger.source == annotations::Source::Reloader {
         let reloaders: Vec<String> = locked(&ctx.reloaders)
             .iter()

@@ -24,6 +24,13 @@ pub struct WorkloadKey {
     pub name: String,
 }
 
+impl super::queue::Tenant for WorkloadKey {
+    /// A namespace is a tenant: its workloads' evaluations take turns with other namespaces'.
+    fn tenant(&self) -> &str {
+        &self.namespace
+    }
+}
+
 /// What the index keeps of a workload with triggers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkloadEntry {
@@ -33,9 +40,18 @@ pub struct WorkloadEntry {
     pub annotations: BTreeMap<String, String>,
     /// The template's regular containers.
     pub containers: Vec<String>,
-    /// Which containers use which ConfigMap or Secret.
+    /// Which containers use which ConfigMap or Secret; empty when they are too many.
     pub references: References,
+    /// How many ConfigMaps and Secrets the template uses, when more than [`MAX_REFERENCES`]:
+    /// none of them is kept, and the config-change trigger refuses the workload.
+    pub references_refused: Option<usize>,
 }
+
+/// The most ConfigMaps and Secrets a workload's template may use for its config-change trigger:
+/// each is read when it changes, and one workload's evaluation must stay short beside other
+/// tenants' (a template of thousands of `optional` references would hold an evaluation slot
+/// for thousands of reads).
+pub const MAX_REFERENCES: usize = 256;
 
 /// A ConfigMap or Secret in a namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -252,6 +268,7 @@ mod tests {
             )]),
             containers: vec!["app".to_owned()],
             references,
+            references_refused: None,
         }
     }
 

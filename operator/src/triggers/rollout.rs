@@ -7,7 +7,9 @@
 //! rollout that ended (the config went back to data rolled out before, whose rollout is kept) or
 //! by anything else is not that: the next name is tried (`-2`, `-3`, ...), never taken as done
 //! ([`name_taken`]). It is labelled with its trigger and the workload's UID, owned by the
-//! workload (deleting the workload deletes it), and deleted a day after it ends.
+//! workload (deleting the workload deletes it). A workload's newest [`HISTORY_LIMIT`] finished
+//! trigger rollouts are kept, as a Deployment keeps its `revisionHistoryLimit` ReplicaSets; older
+//! ones are deleted ([`beyond_history`]), however recent.
 
 use std::sync::Arc;
 
@@ -21,8 +23,8 @@ use kube::ResourceExt;
 
 use super::refs::ConfigRef;
 
-/// A trigger's rollout is deleted this long after it ends.
-pub const TTL_SECONDS_AFTER_FINISHED: i32 = 86_400;
+/// How many finished trigger rollouts of one workload are kept (its newest).
+pub const HISTORY_LIMIT: usize = 3;
 /// The longest rollout name: it labels the rollout's requests.
 const MAX_NAME: usize = 63;
 
@@ -153,7 +155,6 @@ pub fn trigger_rollout(
             },
             containers,
             max_unavailable: Some(max_unavailable.to_int_or_string()),
-            ttl_seconds_after_finished: Some(TTL_SECONDS_AFTER_FINISHED),
             ..ContainerRecreateRolloutSpec::default()
         },
     );
@@ -207,6 +208,53 @@ pub fn name_taken(existing: &ContainerRecreateRollout, uid: &str, trigger: Trigg
     } else {
         NameTaken::Other
     }
+}
+
+/// Whether `rollout` is a trigger's rollout of the workload `uid` (any trigger).
+fn of_workload(rollout: &ContainerRecreateRollout, uid: &str) -> bool {
+    let labels = rollout.labels();
+    labels.get(keys::LABEL_WORKLOAD_UID).map(String::as_str) == Some(uid)
+        && labels.contains_key(keys::LABEL_ROLLOUT_TRIGGER)
+}
+
+/// The finished trigger rollouts of the workload `uid` beyond its newest `limit` (by completion,
+/// then creation): the ones to delete. Rollouts still running, or already being deleted, are
+/// never among them.
+pub fn beyond_history(
+    rollouts: &[Arc<ContainerRecreateRollout>],
+    uid: &str,
+    limit: usize,
+) -> Vec<String> {
+    let mut finished: Vec<&ContainerRecreateRollout> = rollouts
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|rollout| {
+            of_workload(rollout, uid)
+                && rollout.metadata.deletion_timestamp.is_none()
+                && rollout.phase().is_some_and(|phase| phase.is_finished())
+        })
+        .collect();
+    let newest_first = |rollout: &&ContainerRecreateRollout| {
+        std::cmp::Reverse((
+            rollout
+                .status
+                .as_ref()
+                .and_then(|status| status.completion_time.as_ref())
+                .map(|time| time.0),
+            rollout
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|time| time.0),
+            rollout.name_any(),
+        ))
+    };
+    finished.sort_by_key(newest_first);
+    finished
+        .into_iter()
+        .skip(limit)
+        .map(|rollout| rollout.name_any())
+        .collect()
 }
 
 /// The unfinished rollout of `trigger` for the workload `uid`, if one runs.
@@ -288,8 +336,8 @@ mod tests {
         );
         assert_eq!(rollout.owner_references()[0].uid, "uid-web");
         assert_eq!(
-            rollout.spec.ttl_seconds_after_finished,
-            Some(TTL_SECONDS_AFTER_FINISHED)
+            rollout.spec.ttl_seconds_after_finished, None,
+            "kept by the workload's history limit, not for a time"
         );
         crr_crds::rules::rollout::check_rollout(&rollout.name_any(), &rollout.spec)
             .expect("the webhook admits it");
@@ -379,6 +427,57 @@ mod tests {
             name_taken(&with(None, "uid-web"), "uid-web", Trigger::Schedule),
             NameTaken::Other
         );
+    }
+
+    #[test]
+    fn a_workloads_finished_trigger_rollouts_beyond_the_newest_three_go() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let at = |seconds: i64| Time(Timestamp::from_second(seconds).unwrap());
+        let rollout = |name: &str, uid: &str, phase: RolloutPhase, completed: Option<i64>| {
+            let mut view = web();
+            view.uid = uid.to_owned();
+            let mut rollout = trigger_rollout(
+                &view,
+                vec!["app".to_owned()],
+                Limit::Count(1),
+                &config_cause(),
+            );
+            rollout.metadata.name = Some(name.to_owned());
+            rollout.metadata.creation_timestamp = Some(at(0));
+            rollout.status = Some(ContainerRecreateRolloutStatus {
+                phase: Some(phase.as_str().to_owned()),
+                completion_time: completed.map(at),
+                ..ContainerRecreateRolloutStatus::default()
+            });
+            Arc::new(rollout)
+        };
+        let mut going = rollout("going", "uid-web", RolloutPhase::Completed, Some(1));
+        Arc::make_mut(&mut going).metadata.deletion_timestamp = Some(at(50));
+        let mut theirs = rollout("theirs", "uid-web", RolloutPhase::Completed, Some(2));
+        Arc::make_mut(&mut theirs).metadata.labels =
+            Some([(keys::LABEL_WORKLOAD_UID.to_owned(), "uid-web".to_owned())].into());
+        let rollouts = [
+            rollout("first", "uid-web", RolloutPhase::Completed, Some(10)),
+            rollout("second", "uid-web", RolloutPhase::Failed, Some(20)),
+            rollout("running", "uid-web", RolloutPhase::Progressing, None),
+            rollout("third", "uid-web", RolloutPhase::Completed, Some(30)),
+            rollout("fourth", "uid-web", RolloutPhase::Completed, Some(40)),
+            rollout(
+                "other-workload",
+                "uid-other",
+                RolloutPhase::Completed,
+                Some(5),
+            ),
+            going,
+            theirs,
+        ];
+        assert_eq!(beyond_history(&rollouts, "uid-web", 3), ["first"]);
+        assert_eq!(
+            beyond_history(&rollouts, "uid-web", 1),
+            ["third", "second", "first"]
+        );
+        assert!(beyond_history(&rollouts, "uid-web", 4).is_empty());
+        assert!(beyond_history(&rollouts, "uid-other", 0) == ["other-workload"]);
     }
 
     #[test]

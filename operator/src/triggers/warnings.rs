@@ -20,6 +20,9 @@ pub const BAD_ANNOTATION: &str = "BadTriggerAnnotation";
 pub const SECRETS_IGNORED: &str = "SecretsIgnored";
 /// The reason of the Event that says Reloader acts on a workload's annotations too.
 pub const RELOADER_ALSO_ACTS: &str = "ReloaderAlsoActs";
+/// The reason of the Event that says a workload's template uses too many ConfigMaps and Secrets
+/// for the config-change trigger.
+pub const TOO_MANY_REFERENCES: &str = "TooManyConfigReferences";
 
 /// The warnings given, per workload UID and reason.
 #[derive(Debug, Default)]

@@ -108,6 +108,7 @@ fn index_web(ctx: &TriggerContext, annotations: &[(&str, &str)]) {
             (proxy_config(), ["proxy".to_owned()].into()),
         ]
         .into(),
+        references_refused: None,
     };
     let wake = ctx.index().apply_workload(WorkloadEvent::Seen {
         key: web(),
@@ -617,4 +618,119 @@ async fn bad_annotations_are_one_event_given_again_only_when_they_change() {
     });
     assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
     server.await.expect("scripted API server");
+}
+
+#[tokio::test]
+async fn a_template_of_too_many_references_is_refused_with_one_event_and_no_read() {
+    let (ctx, mut handle) = context(Vec::new());
+    // What the workload watch indexes of a template with 300 ConfigMaps: their count, not them.
+    let many: Vec<_> = (0..300)
+        .map(|index| {
+            (
+                ConfigRef::config_map(format!("c-{index}")),
+                ["app".to_owned()].into(),
+            )
+        })
+        .collect();
+    let entry = crate::triggers::controller::entry_of(
+        crate::triggers::workload_view::SlimWorkload {
+            metadata: ObjectMeta {
+                name: Some("web".to_owned()),
+                namespace: Some("shop".to_owned()),
+                uid: Some("uid-web".to_owned()),
+                annotations: Some(
+                    [(
+                        keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE.to_owned(),
+                        "true".to_owned(),
+                    )]
+                    .into(),
+                ),
+                ..ObjectMeta::default()
+            },
+            containers: vec!["app".to_owned()],
+            references: many.into_iter().collect(),
+            runs_reloader: false,
+        },
+        false,
+    )
+    .expect("a workload with a trigger");
+    assert_eq!(entry.references_refused, Some(300));
+    assert!(entry.references.is_empty(), "none of them is kept");
+    ctx.index().apply_workload(WorkloadEvent::Seen {
+        key: web(),
+        entry: Some(entry),
+    });
+    // One Warning Event, and no read of any ConfigMap, no record, no rollout: the script has
+    // no other step, and the mock fails a request it does not expect.
+    let server = tokio::spawn(async move {
+        let note = expect_event(&mut handle, "Warning", "TooManyConfigReferences").await;
+        assert!(
+            note.contains("300 ConfigMaps and Secrets, more than 256"),
+            "{note}"
+        );
+        handle
+    });
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    let _handle = server.await.expect("scripted API server");
+    assert_eq!(
+        evaluate(&ctx, &web()).await.expect("evaluates"),
+        None,
+        "no Event again"
+    );
+}
+
+#[tokio::test]
+async fn finished_trigger_rollouts_beyond_the_newest_three_are_deleted_when_the_workload_is_evaluated()
+ {
+    use crr_crds::rollout::ContainerRecreateRolloutStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let finished = |name: &str, completed: i64| {
+        let mut rollout = running(&Cause::Schedule {
+            tick: Timestamp::from_second(completed).unwrap(),
+        });
+        rollout.metadata.name = Some(name.to_owned());
+        rollout.status = Some(ContainerRecreateRolloutStatus {
+            phase: Some("Completed".to_owned()),
+            completion_time: Some(Time(Timestamp::from_second(completed).unwrap())),
+            ..ContainerRecreateRolloutStatus::default()
+        });
+        rollout
+    };
+    let (ctx, mut handle) = context(vec![
+        finished("web-oldest", 100),
+        finished("web-b", 200),
+        finished("web-c", 300),
+        finished("web-d", 400),
+        finished("web-older", 150),
+    ]);
+    index_web(&ctx, &[(keys::ANNOTATION_RECREATE_SCHEDULE, "0 3 * * *")]);
+    let server = tokio::spawn(async move {
+        let mut deleted = Vec::new();
+        for (code, body) in [
+            (
+                StatusCode::OK,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
+            ),
+            (StatusCode::NOT_FOUND, api_status(404, "NotFound")),
+        ] {
+            let (request, send) = handle.next_request().await.expect("a delete");
+            assert_eq!(request.method(), Method::DELETE);
+            deleted.push(request.uri().path().to_owned());
+            send.send_response(respond(code, &body));
+        }
+        expect_last_scheduled(&mut handle).await;
+        deleted
+    });
+    evaluate(&ctx, &web())
+        .await
+        .expect("evaluates; a rollout already gone is fine");
+    let mut deleted = server.await.expect("scripted API server");
+    deleted.sort();
+    assert_eq!(
+        deleted,
+        [
+            format!("{ROLLOUTS_PATH}/web-older"),
+            format!("{ROLLOUTS_PATH}/web-oldest")
+        ]
+    );
 }
