@@ -87,6 +87,16 @@ pub struct Args {
     #[arg(long, env = "CRR_OPERATOR_WORKERS", default_value_t = 3)]
     pub workers: u16,
 
+    /// ContainerRecreateRollouts running at once in the cluster; more wait to start with reason
+    /// WaitingForClusterCap, namespaces taking turns. A started rollout is never held back.
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_MAX_RUNNING_ROLLOUTS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub max_running_rollouts: u16,
+
     /// Watch workloads with trigger annotations (config changes, schedules) and start their
     /// rollouts; `false` turns the triggers and their watches off.
     #[arg(long, env = "CRR_OPERATOR_TRIGGERS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -156,6 +166,7 @@ impl Args {
             readiness_gate_sweep: Duration::from_secs(self.readiness_gate_sweep_seconds.max(1)),
             shutdown_drain: Duration::from_secs(self.shutdown_drain_seconds),
             workers: self.workers,
+            max_running_rollouts: usize::from(self.max_running_rollouts),
             triggers: self.triggers.then(|| TriggerSettings {
                 secrets: secret_access(&self.trigger_secrets),
                 reloader_annotations: self.trigger_reloader_annotations,

@@ -9,6 +9,7 @@
 //! [`executor`] carries a decision out, [`controller`] wires the watches, the reconcile and the
 //! error policy; [`metrics`] and [`error`] are the wing's metrics and error type.
 
+pub mod cluster_cap;
 pub mod context;
 pub mod controller;
 pub mod decide;
@@ -58,6 +59,7 @@ pub fn start(
     requests: Store<ContainerRecreateRequest>,
     request_changes: impl Stream<Item = Arc<ContainerRecreateRequest>> + Send + 'static,
     pod_readiness: impl Stream<Item = PodReadiness> + Send + 'static,
+    max_running: usize,
     registry: &mut Registry,
     errors: &ReconcileErrors,
 ) -> RolloutWing {
@@ -69,16 +71,19 @@ pub fn start(
         move || rollouts.state()
     })));
     let (watches, pod_changes) = scoped_watches::ScopedWatches::new(wing.client.clone());
-    let context = Arc::new(RolloutContext::new(
-        wing.client.clone(),
-        watches,
-        wing.events.clone(),
-        wing.leader.clone(),
-        requests,
-        budgets,
-        RolloutMetrics::register(registry),
-        errors.controller("rollout", &Error::KINDS),
-    ));
+    let context = Arc::new(
+        RolloutContext::new(
+            wing.client.clone(),
+            watches,
+            wing.events.clone(),
+            wing.leader.clone(),
+            requests,
+            budgets,
+            RolloutMetrics::register(registry),
+            errors.controller("rollout", &Error::KINDS),
+        )
+        .with_cluster_cap(rollouts.clone(), max_running),
+    );
     let wing = wing.clone();
     let store = rollouts.clone();
     let work = async move {

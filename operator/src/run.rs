@@ -49,6 +49,8 @@ pub struct Settings {
     pub shutdown_drain: Duration,
     /// Reconciles running at once.
     pub workers: u16,
+    /// Rollouts running at once in the cluster (`rollout::cluster_cap`).
+    pub max_running_rollouts: usize,
     /// The triggers' settings; `None`: no triggers.
     pub triggers: Option<TriggerSettings>,
 }
@@ -75,6 +77,7 @@ fn start_wings(
         requests.requests,
         requests.changes,
         requests.pod_readiness,
+        settings.max_running_rollouts,
         registry,
         &errors,
     );
@@ -236,6 +239,7 @@ mod tests {
             readiness_gate_sweep: Duration::from_secs(60),
             shutdown_drain: Duration::from_secs(5),
             workers: 1,
+            max_running_rollouts: 10,
             triggers: None,
         };
         let mut registry = Registry::with_prefix("crr_operator");

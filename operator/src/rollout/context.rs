@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_runtime::backoff::Backoff;
 use crr_runtime::events::EventPublisher;
@@ -42,6 +43,8 @@ pub struct RolloutContext {
     pub errors: ControllerErrors,
     /// When a budget wait was last announced, per `namespace/rollout/pdb`.
     budget_events: Mutex<HashMap<String, Instant>>,
+    /// The rollout cache and the most rollouts running at once (`cluster_cap`); `None`: no cap.
+    pub cluster_cap: Option<(Store<ContainerRecreateRollout>, usize)>,
 }
 
 impl RolloutContext {
@@ -68,7 +71,18 @@ impl RolloutContext {
             errors,
             backoff: Backoff::new(RETRY_BASE, RETRY_CAP),
             budget_events: Mutex::new(HashMap::new()),
+            cluster_cap: None,
         }
+    }
+
+    /// The context with the cluster's cap on running rollouts, counted from `rollouts`.
+    pub fn with_cluster_cap(
+        mut self,
+        rollouts: Store<ContainerRecreateRollout>,
+        cap: usize,
+    ) -> Self {
+        self.cluster_cap = Some((rollouts, cap));
+        self
     }
 
     pub(super) fn is_leader(&self) -> bool {

@@ -41,6 +41,7 @@ use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{Instrument, debug, info_span, warn};
 
+use super::cluster_cap::{self, Admission, CapView};
 use super::context::RolloutContext;
 use super::decide::{self, Reading, Stage, World};
 use super::error::Error;
@@ -76,12 +77,17 @@ pub async fn reconcile(
                 warn!("{why}");
                 return Ok(controller::Action::await_change());
             }
-            Stage::ReadWorld(reading) => {
-                let mine: Vec<_> = of_rollout(&ctx.requests, &namespace, &name).collect();
-                let world = read_world(&ctx, &namespace, &rollout, &reading, &mine).await?;
-                let requests = rollout_requests(&mine, &name);
-                decide::decide(&rollout, &reading, &world, &requests, now)?
-            }
+            Stage::ReadWorld(reading) => match cluster_admission(&ctx, &namespace, &name) {
+                Admission::Wait { cap, ahead, .. } => {
+                    decide::wait_for_cluster_cap(&rollout, cap, ahead, now)?
+                }
+                Admission::Start => {
+                    let mine: Vec<_> = of_rollout(&ctx.requests, &namespace, &name).collect();
+                    let world = read_world(&ctx, &namespace, &rollout, &reading, &mine).await?;
+                    let requests = rollout_requests(&mine, &name);
+                    decide::decide(&rollout, &reading, &world, &requests, now)?
+                }
+            },
         };
         debug!(
             start = decision.create.len(),
@@ -93,6 +99,19 @@ pub async fn reconcile(
     }
     .instrument(span)
     .await
+}
+
+/// Whether the rollout may start under the cluster's cap, from the rollout cache.
+fn cluster_admission(ctx: &RolloutContext, namespace: &str, name: &str) -> Admission {
+    let Some((rollouts, cap)) = &ctx.cluster_cap else {
+        return Admission::Start;
+    };
+    let views: Vec<CapView> = rollouts
+        .state()
+        .iter()
+        .map(|rollout| CapView::of(rollout))
+        .collect();
+    cluster_cap::admission(&views, namespace, name, *cap)
 }
 
 /// Reads what [`decide::decide`] needs of the cluster: the target's pods and, when the rollout

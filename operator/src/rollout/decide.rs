@@ -272,6 +272,46 @@ pub fn decide(
     })
 }
 
+/// How soon a rollout waiting under the cluster's cap looks again at the latest (a rollout that
+/// ends wakes the waiting ones sooner: `controller`).
+pub const CLUSTER_CAP_POLL: Duration = Duration::from_secs(10);
+
+/// The decision for a rollout that has not started and waits under the cluster's cap
+/// (`cluster_cap`): its status says so, once, with an Event; nothing starts.
+pub fn wait_for_cluster_cap(
+    rollout: &ContainerRecreateRollout,
+    cap: usize,
+    ahead: usize,
+    now: Timestamp,
+) -> Result<Decision, NoResourceVersion> {
+    let previous = rollout.status.as_ref();
+    let status = super::status::waiting_for_cluster_cap(
+        previous,
+        rollout.metadata.generation,
+        target_name(&rollout.spec.target),
+        cap,
+        now,
+    );
+    let (status, events) = if previous == Some(&status) {
+        (None, Vec::new())
+    } else {
+        let event = RolloutEvent {
+            warning: false,
+            reason: super::status::REASON_WAITING_FOR_CLUSTER_CAP,
+            note: format!(
+                "waiting to start: at most {cap} rollouts run at once in this cluster; {ahead} waiting start before this one"
+            ),
+        };
+        (Some(RolloutStatusPatch::of(rollout, status)?), vec![event])
+    };
+    Ok(Decision {
+        status,
+        events,
+        next: Next::After(CLUSTER_CAP_POLL),
+        ..Decision::idle()
+    })
+}
+
 /// A finished rollout: delete it once `ttl` seconds have passed since `completed`, else look
 /// again then; without a TTL (or a completion time) it stays.
 fn expiry(ttl: Option<i32>, completed: Option<&Time>, now: Timestamp) -> (bool, Next) {

@@ -94,6 +94,43 @@ pub fn next_status(
     }
 }
 
+/// The reason of the Progressing condition of a rollout that waits under the cluster's cap.
+pub const REASON_WAITING_FOR_CLUSTER_CAP: &str = "WaitingForClusterCap";
+
+/// The status of a rollout that has not started and waits under the cluster's cap
+/// (`cluster_cap`): phase Progressing, no start time yet, the Progressing condition saying why.
+/// Its message names only the cap, so it is written once, not on every change of the queue.
+pub fn waiting_for_cluster_cap(
+    previous: Option<&ContainerRecreateRolloutStatus>,
+    generation: Option<i64>,
+    target_name: String,
+    cap: usize,
+    now: Timestamp,
+) -> ContainerRecreateRolloutStatus {
+    let previous = previous.cloned().unwrap_or_default();
+    let mut conditions = previous.conditions.clone();
+    set_condition(
+        &mut conditions,
+        Condition {
+            type_: keys::CONDITION_ROLLOUT_PROGRESSING.to_owned(),
+            status: "True".to_owned(),
+            reason: REASON_WAITING_FOR_CLUSTER_CAP.to_owned(),
+            message: format!(
+                "waiting to start: at most {cap} rollouts run at once in this cluster (the operator's --max-running-rollouts)"
+            ),
+            last_transition_time: Time(now),
+            observed_generation: generation,
+        },
+    );
+    ContainerRecreateRolloutStatus {
+        observed_generation: generation,
+        phase: Some(RolloutPhase::Progressing.as_str().to_owned()),
+        target_name: Some(target_name),
+        conditions,
+        ..previous
+    }
+}
+
 /// The Progressing condition's reason and message.
 fn progressing_reason(plan: &Plan) -> (&'static str, String) {
     match (&plan.phase, &plan.waiting) {

@@ -263,3 +263,52 @@ fn a_rollout_never_stored_cannot_write_its_status() {
     .expect_err("nothing to precondition on");
     assert_eq!(error.kind, "ContainerRecreateRollout");
 }
+
+#[test]
+fn a_rollout_over_the_cluster_cap_says_so_once_and_starts_nothing() {
+    let mut rollout = rollout(json!({}));
+    let waiting = wait_for_cluster_cap(&rollout, 10, 3, at(110)).expect("decided");
+    assert!(waiting.create.is_empty() && waiting.budgets.is_empty());
+    assert_eq!(reasons(&waiting), ["WaitingForClusterCap"]);
+    assert!(
+        waiting.events[0]
+            .note
+            .contains("3 waiting start before this one")
+    );
+    let status = waiting
+        .status
+        .as_ref()
+        .expect("a status to write")
+        .status()
+        .clone();
+    assert_eq!(status.phase.as_deref(), Some("Progressing"));
+    assert_eq!(status.start_time, None, "not started: it takes no slot");
+    let progressing = status
+        .conditions
+        .iter()
+        .find(|condition| condition.type_ == crr_crds::keys::CONDITION_ROLLOUT_PROGRESSING)
+        .expect("the Progressing condition");
+    assert_eq!(progressing.reason, "WaitingForClusterCap");
+    assert!(
+        progressing.message.contains("at most 10 rollouts"),
+        "{}",
+        progressing.message
+    );
+    assert_eq!(waiting.next, Next::After(CLUSTER_CAP_POLL));
+    // Still waiting, further back or further ahead: nothing written, nothing announced again.
+    rollout.status = Some(status);
+    let again = wait_for_cluster_cap(&rollout, 10, 1, at(130)).expect("decided");
+    assert_eq!(again.status, None);
+    assert!(again.events.is_empty());
+    // Its turn: the first decision that starts it announces the start.
+    let started = decide(
+        &rollout,
+        &reading(&rollout),
+        &world(vec![pod("a", true)]),
+        &BTreeMap::new(),
+        at(140),
+    )
+    .expect("decided");
+    assert_eq!(reasons(&started), ["Started"]);
+    assert_eq!(started.create.len(), 1);
+}
