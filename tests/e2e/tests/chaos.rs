@@ -127,7 +127,7 @@ fn scenarios() -> Vec<(Scenario, Expect)> {
         // (the audit log), and the daemon's pod watch showed it 15 s after that. The daemon now
         // reads the pod past a watch that still lacks the new container 2 s after the runtime
         // started it (`node-daemon/src/watch_lag.rs`). In the next four runs it took 12.8, 3.6,
-        // ... s; in the 12.8 s one the read past the watch came at once, but the request itself
+        // 2.4 and 2.2 s (reads past the watch in two of them); in the 12.8 s one the read past the watch came at once, but the request itself
         // reached the daemon's request watch 8.4 s after its create, while the API server was
         // still delivering the tenant's 250 requests of 190 KiB. No read past a watch can find a
         // request the daemon has not heard of, so the mark stays for that lag.

@@ -60,6 +60,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "rollout-plugin",
             run: |ctx| Box::pin(plugin(ctx)),
         },
+        Scenario {
+            name: "rollout-cluster-cap",
+            run: |ctx| Box::pin(cluster_cap(ctx)),
+        },
     ]
 }
 
@@ -600,4 +604,118 @@ async fn plugin(ctx: Ctx) -> anyhow::Result<()> {
         missing.status.code() == Some(1) && error.contains("not found"),
         || error.clone(),
     )
+}
+
+/// The operator's cap on rollouts running at once in the cluster (10 as installed): with ten
+/// running (started, held by a PDB that allows nothing), an eleventh waits with reason
+/// `WaitingForClusterCap` and no start time; once one of the ten is deleted, it starts.
+async fn cluster_cap(ctx: Ctx) -> anyhow::Result<()> {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    const CAP: usize = 10;
+    deployment_of(&ctx, "web", 1).await?;
+    apply(
+        &ctx,
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "web"},
+               "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}}}),
+    )
+    .await?;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    wait(
+        pdbs,
+        "web",
+        Duration::from_secs(60),
+        |pdb: Option<&PodDisruptionBudget>| {
+            pdb.and_then(|pdb| pdb.status.as_ref())
+                .is_some_and(|status| {
+                    status.current_healthy == 1 && status.disruptions_allowed == 0
+                })
+        },
+    )
+    .await
+    .context("the PDB never counted its pod")?;
+    let started = |rollout: &ContainerRecreateRollout| {
+        rollout
+            .status
+            .as_ref()
+            .is_some_and(|status| status.start_time.is_some())
+    };
+    let finished = |rollout: &ContainerRecreateRollout| {
+        rollout.phase().is_some_and(|phase| phase.is_finished())
+    };
+    // Rollouts of other scenarios still running count against the same cap.
+    let all: Api<ContainerRecreateRollout> = Api::all(ctx.client.clone());
+    let elsewhere = all
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|rollout| started(rollout) && !finished(rollout))
+        .count();
+    let holding = CAP.saturating_sub(elsewhere);
+    let spec = json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+                      "containers": ["app"]});
+    for index in 0..holding {
+        create_rollout(&ctx, &format!("hold-{index}"), spec.clone()).await?;
+    }
+    for index in 0..holding {
+        let name = format!("hold-{index}");
+        wait(
+            rollouts(&ctx),
+            &name,
+            Duration::from_secs(60),
+            move |rollout: Option<&ContainerRecreateRollout>| rollout.is_some_and(started),
+        )
+        .await
+        .with_context(|| format!("rollout {name} never started under the cap"))?;
+    }
+    create_rollout(&ctx, "over", spec).await?;
+    let reason = |rollout: &ContainerRecreateRollout| {
+        rollout
+            .status
+            .as_ref()
+            .and_then(|status| {
+                status
+                    .conditions
+                    .iter()
+                    .find(|condition| condition.type_ == "Progressing")
+            })
+            .map(|condition| condition.reason.clone())
+    };
+    let waiting = wait(
+        rollouts(&ctx),
+        "over",
+        Duration::from_secs(60),
+        move |rollout: Option<&ContainerRecreateRollout>| {
+            rollout.and_then(reason).as_deref() == Some("WaitingForClusterCap")
+        },
+    )
+    .await
+    .context("the eleventh rollout never waited for the cluster's cap")?
+    .ok_or_else(|| anyhow!("rollout over vanished"))?;
+    check(!started(&waiting), || {
+        format!("a rollout over the cap started: {:?}", waiting.status)
+    })?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = rollouts(&ctx).get("over").await?;
+    check(!started(&still), || {
+        format!("a rollout over the cap started: {:?}", still.status)
+    })?;
+    rollouts(&ctx)
+        .delete("hold-0", &DeleteParams::default())
+        .await?;
+    let took = std::time::Instant::now();
+    wait(
+        rollouts(&ctx),
+        "over",
+        Duration::from_secs(60),
+        move |rollout: Option<&ContainerRecreateRollout>| rollout.is_some_and(started),
+    )
+    .await
+    .context("the waiting rollout never started once a slot freed")?;
+    println!(
+        "rollouts:   {holding} running here and {elsewhere} elsewhere; the eleventh waited, then started {:.1}s after a slot freed",
+        took.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
