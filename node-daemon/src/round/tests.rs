@@ -335,6 +335,36 @@ async fn drive(
     drive_reporting(&metrics, memory, fake, runtime, rounds, unready).await
 }
 
+/// What the daemon remembers across a request's rounds, fresh for one test.
+#[derive(Default)]
+struct Memories {
+    grace_clock: crate::grace_clock::GraceClock,
+    lagging_reads: crate::watch_lag::LaggingPodReads,
+    restart_policies: crate::live_pod::RestartPolicies,
+}
+
+impl Memories {
+    /// A round over `requests` and `runtime` that remembers here: a 300 s grace cap, never
+    /// preempted.
+    fn round<'a, R: Requests>(
+        &'a self,
+        requests: &'a R,
+        runtime: &'a Runtime,
+        metrics: &'a Metrics,
+    ) -> Round<'a, R> {
+        Round {
+            requests,
+            runtime,
+            metrics,
+            max_grace_seconds: 300,
+            preemption: Preemption::never(),
+            grace_clock: &self.grace_clock,
+            lagging_reads: &self.lagging_reads,
+            restart_policies: &self.restart_policies,
+        }
+    }
+}
+
 /// [`drive`], reporting to `metrics`.
 async fn drive_reporting(
     metrics: &Metrics,
@@ -344,16 +374,8 @@ async fn drive_reporting(
     rounds: usize,
     unready: &[&str],
 ) -> Vec<Outcome> {
-    let round = Round {
-        requests: memory,
-        runtime,
-        metrics,
-        max_grace_seconds: 300,
-        preemption: Preemption::never(),
-        grace_clock: &crate::grace_clock::GraceClock::default(),
-        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
-        restart_policies: &Default::default(),
-    };
+    let memories = Memories::default();
+    let round = memories.round(memory, runtime, metrics);
     let mut outcomes = vec![];
     for _ in 0..rounds {
         let crr = memory.get();
@@ -393,16 +415,8 @@ async fn a_recreate_observes_each_of_its_phases_once() {
     status.phase = None;
     status.completion_time = None;
     status.conditions.clear();
-    let round = Round {
-        requests: &memory,
-        runtime: &runtime,
-        metrics: &metrics,
-        max_grace_seconds: 300,
-        preemption: Preemption::never(),
-        grace_clock: &crate::grace_clock::GraceClock::default(),
-        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
-        restart_policies: &Default::default(),
-    };
+    let memories = Memories::default();
+    let round = memories.round(&memory, &runtime, &metrics);
     let _ = round.run(stale).await;
     let text = crr_runtime::metrics::encode(&registry).expect("encode");
     let expected = [
@@ -607,16 +621,8 @@ async fn a_runtime_away_during_the_kill_is_retried_not_a_failure() {
     let runtime = fake.serve().await;
     let memory = Memory::new(request(&["app"], Default::default()));
     let metrics = Metrics::register(&mut Default::default());
-    let round = Round {
-        requests: &memory,
-        runtime: &runtime,
-        metrics: &metrics,
-        max_grace_seconds: 300,
-        preemption: Preemption::never(),
-        grace_clock: &crate::grace_clock::GraceClock::default(),
-        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
-        restart_policies: &Default::default(),
-    };
+    let memories = Memories::default();
+    let round = memories.round(&memory, &runtime, &metrics);
     let mut transient = 0;
     for _ in 0..12 {
         let crr = memory.get();
@@ -978,16 +984,8 @@ async fn a_refused_read_fails_the_request_with_the_reason_and_kills_nothing() {
     let mut memory = Memory::new(request(&["app"], grace(9)));
     memory.refused_pod_reads = true;
     let metrics = Metrics::register(&mut Default::default());
-    let round = Round {
-        requests: &memory,
-        runtime: &runtime,
-        metrics: &metrics,
-        max_grace_seconds: 300,
-        preemption: Preemption::never(),
-        grace_clock: &crate::grace_clock::GraceClock::default(),
-        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
-        restart_policies: &Default::default(),
-    };
+    let memories = Memories::default();
+    let round = memories.round(&memory, &runtime, &metrics);
     let crr = memory.get();
     let Err(RoundError::Write(WriteError::Refused(reason))) = round.run(crr.clone()).await else {
         panic!("a refused pod read ends the round as refused");
@@ -1155,16 +1153,8 @@ async fn a_stale_copy_of_a_finished_request_is_never_acted_on() {
         status.completion_time = Some(Time(jiff::Timestamp::now()));
     });
     let metrics = Metrics::register(&mut Default::default());
-    let round = Round {
-        requests: &memory,
-        runtime: &runtime,
-        metrics: &metrics,
-        max_grace_seconds: 300,
-        preemption: Preemption::never(),
-        grace_clock: &crate::grace_clock::GraceClock::default(),
-        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
-        restart_policies: &Default::default(),
-    };
+    let memories = Memories::default();
+    let round = memories.round(&memory, &runtime, &metrics);
     assert_eq!(round.run(stale).await.expect("a round"), Outcome::OnChange);
     assert!(fake.lock().stops.is_empty());
     assert!(memory.writes.lock().unwrap().is_empty());
@@ -1179,16 +1169,8 @@ async fn a_kill_made_on_a_stale_copy_is_recorded_on_the_current_version() {
     // Changed meanwhile, nothing the kill depends on (the operator's snapshot, say).
     memory.set(|_| {});
     let metrics = Metrics::register(&mut Default::default());
-    let round = Round {
-        requests: &memory,
-        runtime: &runtime,
-        metrics: &metrics,
-        max_grace_seconds: 300,
-        preemption: Preemption::never(),
-        grace_clock: &crate::grace_clock::GraceClock::default(),
-        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
-        restart_policies: &Default::default(),
-    };
+    let memories = Memories::default();
+    let round = memories.round(&memory, &runtime, &metrics);
     round.run(stale).await.expect("a round");
     assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
     assert_eq!(memory.states(), [("app".into(), Phase::Recreating, true)]);
@@ -1733,16 +1715,8 @@ async fn the_pod_watch_showing_the_successor_ready_completes_without_the_operato
     let runtime = fake.serve().await;
     let memory = Memory::new(request(&["app"], grace(3)));
     let metrics = Metrics::register(&mut Default::default());
-    let round = Round {
-        requests: &memory,
-        runtime: &runtime,
-        metrics: &metrics,
-        max_grace_seconds: 300,
-        preemption: Preemption::never(),
-        grace_clock: &crate::grace_clock::GraceClock::default(),
-        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
-        restart_policies: &Default::default(),
-    };
+    let memories = Memories::default();
+    let round = memories.round(&memory, &runtime, &metrics);
     round.run(memory.get()).await.expect("the kill round");
     assert_eq!(fake.lock().stopped_ids(), ["app-1"]);
     // The operator writes no snapshot at all; the kubelet restarts the container, not Ready yet.
@@ -1785,16 +1759,8 @@ async fn a_pod_watch_behind_the_runtime_is_read_past_and_the_request_completes()
     let runtime = fake.serve().await;
     let memory = Memory::new(request(&["app"], grace(3)));
     let metrics = Metrics::register(&mut Default::default());
-    let round = Round {
-        requests: &memory,
-        runtime: &runtime,
-        metrics: &metrics,
-        max_grace_seconds: 300,
-        preemption: Preemption::never(),
-        grace_clock: &crate::grace_clock::GraceClock::default(),
-        lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
-        restart_policies: &Default::default(),
-    };
+    let memories = Memories::default();
+    let round = memories.round(&memory, &runtime, &metrics);
     round.run(memory.get()).await.expect("the kill round");
     // The API server has the kubelet's word that the successor is Ready; the node's pod watch
     // has not delivered it (nor any status of the pod).

@@ -297,6 +297,22 @@ mod tests {
         }
     }
 
+    /// `cause`'s rollout of `web` with the UID `uid`, in `phase` (`None`: no status yet).
+    fn of_workload_in_phase(
+        uid: &str,
+        cause: &Cause,
+        phase: Option<RolloutPhase>,
+    ) -> ContainerRecreateRollout {
+        let mut view = web();
+        view.uid = uid.to_owned();
+        let mut rollout = trigger_rollout(&view, vec!["app".to_owned()], Limit::Count(1), cause);
+        rollout.status = phase.map(|phase| ContainerRecreateRolloutStatus {
+            phase: Some(phase.as_str().to_owned()),
+            ..ContainerRecreateRolloutStatus::default()
+        });
+        rollout
+    }
+
     fn config_cause() -> Cause {
         Cause::ConfigChange {
             changed: vec![ConfigRef::config_map("app-config")],
@@ -381,19 +397,7 @@ mod tests {
     #[test]
     fn only_a_live_rollout_of_the_same_workload_and_trigger_is_an_earlier_try() {
         let with = |phase: Option<RolloutPhase>, uid: &str| {
-            let mut view = web();
-            view.uid = uid.to_owned();
-            let mut rollout = trigger_rollout(
-                &view,
-                vec!["app".to_owned()],
-                Limit::Count(1),
-                &config_cause(),
-            );
-            rollout.status = phase.map(|phase| ContainerRecreateRolloutStatus {
-                phase: Some(phase.as_str().to_owned()),
-                ..ContainerRecreateRolloutStatus::default()
-            });
-            rollout
+            of_workload_in_phase(uid, &config_cause(), phase)
         };
         let taken = |rollout: &ContainerRecreateRollout| {
             name_taken(rollout, "uid-web", Trigger::ConfigChange)
@@ -434,21 +438,12 @@ mod tests {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         let at = |seconds: i64| Time(Timestamp::from_second(seconds).unwrap());
         let rollout = |name: &str, uid: &str, phase: RolloutPhase, completed: Option<i64>| {
-            let mut view = web();
-            view.uid = uid.to_owned();
-            let mut rollout = trigger_rollout(
-                &view,
-                vec!["app".to_owned()],
-                Limit::Count(1),
-                &config_cause(),
-            );
+            let mut rollout = of_workload_in_phase(uid, &config_cause(), Some(phase));
             rollout.metadata.name = Some(name.to_owned());
             rollout.metadata.creation_timestamp = Some(at(0));
-            rollout.status = Some(ContainerRecreateRolloutStatus {
-                phase: Some(phase.as_str().to_owned()),
-                completion_time: completed.map(at),
-                ..ContainerRecreateRolloutStatus::default()
-            });
+            if let Some(status) = rollout.status.as_mut() {
+                status.completion_time = completed.map(at);
+            }
             Arc::new(rollout)
         };
         let mut going = rollout("going", "uid-web", RolloutPhase::Completed, Some(1));
@@ -483,15 +478,7 @@ mod tests {
     #[test]
     fn only_an_unfinished_rollout_of_the_same_trigger_and_workload_runs() {
         let rollout = |phase: Option<RolloutPhase>, uid: &str, cause: &Cause| {
-            let mut view = web();
-            view.uid = uid.to_owned();
-            let mut rollout =
-                trigger_rollout(&view, vec!["app".to_owned()], Limit::Count(1), cause);
-            rollout.status = phase.map(|phase| ContainerRecreateRolloutStatus {
-                phase: Some(phase.as_str().to_owned()),
-                ..ContainerRecreateRolloutStatus::default()
-            });
-            Arc::new(rollout)
+            Arc::new(of_workload_in_phase(uid, cause, phase))
         };
         let schedule = Cause::Schedule {
             tick: Timestamp::UNIX_EPOCH,

@@ -101,6 +101,12 @@ async fn deployment(ctx: Ctx) -> anyhow::Result<()> {
 /// Applies PodDisruptionBudget `web` with `spec` over 8 pods, and waits until its status counts
 /// the 8 healthy and allows `allowed` disruptions.
 async fn budget_web(ctx: &Ctx, spec: Value, allowed: i32) -> anyhow::Result<()> {
+    budget_over(ctx, spec, 8, allowed).await
+}
+
+/// Applies PodDisruptionBudget `web` with `spec`, and waits until its status counts `healthy`
+/// pods and allows `allowed` disruptions.
+async fn budget_over(ctx: &Ctx, spec: Value, healthy: i32, allowed: i32) -> anyhow::Result<()> {
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     apply(
         ctx,
@@ -116,12 +122,14 @@ async fn budget_web(ctx: &Ctx, spec: Value, allowed: i32) -> anyhow::Result<()> 
         |pdb: Option<&PodDisruptionBudget>| {
             pdb.and_then(|pdb| pdb.status.as_ref())
                 .is_some_and(|status| {
-                    status.current_healthy == 8 && status.disruptions_allowed == allowed
+                    status.current_healthy == healthy && status.disruptions_allowed == allowed
                 })
         },
     )
     .await
-    .with_context(|| format!("the PDB never allowed {allowed} disruptions of 8 healthy pods"))?;
+    .with_context(|| {
+        format!("the PDB never allowed {allowed} disruptions of {healthy} healthy pods")
+    })?;
     Ok(())
 }
 
@@ -610,30 +618,15 @@ async fn plugin(ctx: Ctx) -> anyhow::Result<()> {
 /// running (started, held by a PDB that allows nothing), an eleventh waits with reason
 /// `WaitingForClusterCap` and no start time; once one of the ten is deleted, it starts.
 async fn cluster_cap(ctx: Ctx) -> anyhow::Result<()> {
-    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     const CAP: usize = 10;
     deployment_of(&ctx, "web", 1).await?;
-    apply(
+    budget_over(
         &ctx,
-        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-               "metadata": {"name": "web"},
-               "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}}}),
+        json!({"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}}),
+        1,
+        0,
     )
     .await?;
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    wait(
-        pdbs,
-        "web",
-        Duration::from_secs(60),
-        |pdb: Option<&PodDisruptionBudget>| {
-            pdb.and_then(|pdb| pdb.status.as_ref())
-                .is_some_and(|status| {
-                    status.current_healthy == 1 && status.disruptions_allowed == 0
-                })
-        },
-    )
-    .await
-    .context("the PDB never counted its pod")?;
     let started = |rollout: &ContainerRecreateRollout| {
         rollout
             .status
