@@ -1,6 +1,7 @@
 //! The rollout wing's metrics (prefix `crr_operator`; docs/metrics.md):
 //!
-//! * `rollouts{phase}` and `rollouts_waiting_for_budget`: read from the rollout cache at scrape
+//! * `rollouts{phase}`, `rollouts_waiting_for_budget` and `rollouts_waiting_for_cluster_cap`:
+//!   read from the rollout cache at scrape
 //!   time ([`RolloutCollector`]), by every replica (aggregate with `max`);
 //! * `rollout_pods_total{outcome}`: pods recreated or failed, counted by the leader from the
 //!   growth of a rollout's status counts, which it writes once per change;
@@ -150,10 +151,15 @@ impl RolloutMetrics {
 
 /// Whether the status says the rollout waits on a PodDisruptionBudget.
 pub fn waiting_for_budget(status: &ContainerRecreateRolloutStatus) -> bool {
+    progressing_because(status, "WaitingForBudget")
+}
+
+/// Whether the status's Progressing condition is True with `reason`.
+fn progressing_because(status: &ContainerRecreateRolloutStatus, reason: &str) -> bool {
     status.conditions.iter().any(|condition| {
         condition.type_ == keys::CONDITION_ROLLOUT_PROGRESSING
             && condition.status == "True"
-            && condition.reason == "WaitingForBudget"
+            && condition.reason == reason
     })
 }
 
@@ -216,6 +222,21 @@ impl Collector for RolloutCollector {
             MetricType::Gauge,
         )?;
         ConstGauge::new(i64::try_from(waiting).unwrap_or(i64::MAX)).encode(metric)?;
+        let capped = rollouts
+            .iter()
+            .filter(|rollout| !rollout.phase().is_some_and(|phase| phase.is_finished()))
+            .filter_map(|rollout| rollout.status.as_ref())
+            .filter(|status| {
+                progressing_because(status, super::status::REASON_WAITING_FOR_CLUSTER_CAP)
+            })
+            .count();
+        let metric = encoder.encode_descriptor(
+            "rollouts_waiting_for_cluster_cap",
+            "ContainerRecreateRollouts in this replica's cache waiting to start under the cluster's cap on running rollouts",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(i64::try_from(capped).unwrap_or(i64::MAX)).encode(metric)?;
         Ok(())
     }
 }
