@@ -565,15 +565,18 @@ impl<R: Requests> Round<'_, R> {
         let Some(status) = crr.status.as_ref() else {
             return Ok(None);
         };
-        let successor_runs = |name: &str| {
-            containers
-                .iter()
-                .any(|(found, container)| found == name && container.running)
-        };
-        let awaiting = status.container_recreate_states.iter().any(|state| {
-            state.is_killed && state.phase == Phase::Recreating && successor_runs(&state.name)
-        });
-        if !awaiting {
+        // The killed containers whose successor runs: each waits for the kubelet's Ready.
+        let successors: Vec<&(String, crate::recreate::RuntimeContainer)> = status
+            .container_recreate_states
+            .iter()
+            .filter(|state| state.is_killed && state.phase == Phase::Recreating)
+            .filter_map(|state| {
+                containers
+                    .iter()
+                    .find(|(name, container)| *name == state.name && container.running)
+            })
+            .collect();
+        if successors.is_empty() {
             return Ok(None);
         }
         let namespace = crr.namespace().unwrap_or_default();
@@ -584,7 +587,7 @@ impl<R: Requests> Round<'_, R> {
             return Ok(None);
         }
         if let Some(read) = self
-            .read_past_lagging_watch(crr, &pod, containers)
+            .read_past_lagging_watch(crr, &pod, &successors)
             .await
             .filter(|read| read.metadata.uid.as_deref() == Some(pod_uid))
         {

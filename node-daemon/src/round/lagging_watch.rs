@@ -2,16 +2,16 @@
 
 use std::time::Instant;
 
-use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use crr_crds::v1beta1::ContainerRecreateRequest;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 
 use super::{Requests, Round};
 
 impl<R: Requests> Round<'_, R> {
-    /// The pod read from the API server when the node's pod watch lags (`watch_lag`): a killed
-    /// container's successor has run [`watch_lag::BEHIND_AFTER`] by the runtime, and `watched`
-    /// still lacks it. `None` while the watch is in step, between two reads, or when the read
+    /// The pod read from the API server when the node's pod watch lags (`watch_lag`): one of
+    /// `successors` (the running successors of killed containers) has run
+    /// [`watch_lag::BEHIND_AFTER`] by the runtime, and `watched` still lacks it. `None` while the watch is in step, between two reads, or when the read
     /// fails.
     ///
     /// [`watch_lag::BEHIND_AFTER`]: crate::watch_lag::BEHIND_AFTER
@@ -19,20 +19,11 @@ impl<R: Requests> Round<'_, R> {
         &self,
         crr: &ContainerRecreateRequest,
         watched: &Pod,
-        containers: &[(String, crate::recreate::RuntimeContainer)],
+        successors: &[&(String, crate::recreate::RuntimeContainer)],
     ) -> Option<Pod> {
         let now = jiff::Timestamp::now();
-        let killed = crr
-            .status
+        let behind = successors
             .iter()
-            .flat_map(|status| &status.container_recreate_states)
-            .filter(|state| state.is_killed && state.phase == Phase::Recreating);
-        let behind = killed
-            .filter_map(|state| {
-                containers
-                    .iter()
-                    .find(|(name, container)| *name == state.name && container.running)
-            })
             .filter(|(name, successor)| {
                 !crate::watch_lag::shows_container(watched, name, &successor.id)
             })
