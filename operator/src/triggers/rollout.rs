@@ -198,23 +198,31 @@ pub enum NameTaken {
 /// Whether `existing`, holding the name of the rollout `trigger` wants for the workload `uid`,
 /// is an earlier try of it.
 pub fn name_taken(existing: &ContainerRecreateRollout, uid: &str, trigger: Trigger) -> NameTaken {
-    let labels = existing.labels();
-    let same = labels.get(keys::LABEL_WORKLOAD_UID).map(String::as_str) == Some(uid)
-        && labels.get(keys::LABEL_ROLLOUT_TRIGGER).map(String::as_str) == Some(trigger.as_str());
-    let live = existing.metadata.deletion_timestamp.is_none()
-        && !existing.phase().is_some_and(|phase| phase.is_finished());
-    if same && live {
+    if of_workload(existing, uid, Some(trigger)) && runs(existing) {
         NameTaken::EarlierTry
     } else {
         NameTaken::Other
     }
 }
 
-/// Whether `rollout` is a trigger's rollout of the workload `uid` (any trigger).
-fn of_workload(rollout: &ContainerRecreateRollout, uid: &str) -> bool {
+/// Whether `rollout` is a trigger's rollout of the workload `uid` (of `trigger`; `None`: of any).
+fn of_workload(rollout: &ContainerRecreateRollout, uid: &str, trigger: Option<Trigger>) -> bool {
     let labels = rollout.labels();
+    let made_by = labels.get(keys::LABEL_ROLLOUT_TRIGGER).map(String::as_str);
     labels.get(keys::LABEL_WORKLOAD_UID).map(String::as_str) == Some(uid)
-        && labels.contains_key(keys::LABEL_ROLLOUT_TRIGGER)
+        && match trigger {
+            Some(trigger) => made_by == Some(trigger.as_str()),
+            None => made_by.is_some(),
+        }
+}
+
+/// Whether `rollout` is still to run or running: not finished, not being deleted.
+fn runs(rollout: &ContainerRecreateRollout) -> bool {
+    rollout.metadata.deletion_timestamp.is_none() && !finished(rollout)
+}
+
+fn finished(rollout: &ContainerRecreateRollout) -> bool {
+    rollout.phase().is_some_and(|phase| phase.is_finished())
 }
 
 /// The finished trigger rollouts of the workload `uid` beyond its newest `limit` (by completion,
@@ -229,9 +237,9 @@ pub fn beyond_history(
         .iter()
         .map(Arc::as_ref)
         .filter(|rollout| {
-            of_workload(rollout, uid)
+            of_workload(rollout, uid, None)
                 && rollout.metadata.deletion_timestamp.is_none()
-                && rollout.phase().is_some_and(|phase| phase.is_finished())
+                && finished(rollout)
         })
         .collect();
     let newest_first = |rollout: &&ContainerRecreateRollout| {
@@ -265,22 +273,8 @@ pub fn running(
 ) -> Option<String> {
     rollouts
         .iter()
-        .filter(|rollout| {
-            rollout
-                .labels()
-                .get(keys::LABEL_WORKLOAD_UID)
-                .map(String::as_str)
-                == Some(uid)
-                && rollout
-                    .labels()
-                    .get(keys::LABEL_ROLLOUT_TRIGGER)
-                    .map(String::as_str)
-                    == Some(trigger.as_str())
-                && rollout.metadata.deletion_timestamp.is_none()
-                && !rollout.phase().is_some_and(|phase| phase.is_finished())
-        })
+        .find(|rollout| of_workload(rollout, uid, Some(trigger)) && runs(rollout))
         .map(|rollout| rollout.name_any())
-        .next()
 }
 
 #[cfg(test)]
