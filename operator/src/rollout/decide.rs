@@ -272,8 +272,9 @@ pub fn decide(
     })
 }
 
-/// How soon a rollout waiting under the cluster's cap looks again at the latest (a rollout that
-/// ends wakes the waiting ones sooner: `controller`).
+/// How soon a rollout waiting under the cluster's cap looks again. Nothing wakes it sooner: a
+/// rollout that ends does not wake the waiting ones yet, so a slot is taken within this of
+/// freeing.
 pub const CLUSTER_CAP_POLL: Duration = Duration::from_secs(10);
 
 /// The decision for a rollout that has not started and waits under the cluster's cap
