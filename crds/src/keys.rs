@@ -97,11 +97,19 @@ pub const ANNOTATION_RECREATE_SCHEDULE_TIMEZONE: &str = "crr.dev/recreate-schedu
 /// Workload annotation: the containers a scheduled rollout recreates, comma-separated (default:
 /// every regular container).
 pub const ANNOTATION_RECREATE_CONTAINERS: &str = "crr.dev/recreate-containers";
-/// Workload annotation written by the operator: the hashes of the data of the ConfigMaps and
-/// Secrets last rolled out (JSON object, `configmap/<name>` or `secret/<name>` to hash).
+/// Workload annotation the operator wrote before the TriggerRecord: the hashes of the data of the
+/// ConfigMaps and Secrets last rolled out (JSON object, `configmap/<name>` or `secret/<name>` to
+/// hash). Read once, as the record of a workload that has none.
 pub const ANNOTATION_CONFIG_HASHES: &str = "crr.dev/config-hashes";
-/// Workload annotation written by the operator: the schedule tick last acted on (RFC 3339).
+/// Workload annotation the operator wrote before the TriggerRecord: the schedule tick last acted
+/// on (RFC 3339). Read once, as the record of a workload that has none.
 pub const ANNOTATION_LAST_SCHEDULED: &str = "crr.dev/last-scheduled";
+/// Kind of the record of a workload's triggers (group [`ROLLOUT_GROUP`], [`ROLLOUT_VERSION`]).
+pub const TRIGGER_RECORD_KIND: &str = "TriggerRecord";
+/// Plural of [`TRIGGER_RECORD_KIND`].
+pub const TRIGGER_RECORD_PLURAL: &str = "triggerrecords";
+/// Name of the TriggerRecord CRD.
+pub const TRIGGER_RECORD_CRD_NAME: &str = "triggerrecords.crr.dev";
 /// Label on a rollout a trigger created: `config-change` or `schedule`.
 pub const LABEL_ROLLOUT_TRIGGER: &str = "crr.dev/trigger";
 /// Label on a rollout a trigger created: the UID of the workload it restarts.
