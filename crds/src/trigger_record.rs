@@ -21,6 +21,7 @@ use crate::keys;
 const MAX_NAME: usize = 253;
 
 /// TriggerRecordSpec is what the operator's triggers last did for one workload.
+#[allow(clippy::duplicated_attributes)] // kube takes one `derive = ...` and `type_` per column.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "crr.dev",
