@@ -4,13 +4,14 @@
 //!
 //! Pure decisions: `annotations` and `refs` (from `crr_crds::triggers`: what a workload asks
 //! for, which containers use which object), `hash` (an object's data, hashed),
-//! `config_change` (what changed since the record on the workload, and whether to wait for the
+//! `config_change` (what changed since the workload's record, and whether to wait for the
 //! running rollout), `schedule` (which tick runs). `index` keeps what the watches saw (which
 //! workload uses which object, the versions seen, the hashes read), fed plain events;
 //! `workload_view` is what the workload watch decodes of a Deployment, StatefulSet or DaemonSet
 //! (identity, the triggers' annotations, the template's container names and the names of the
 //! objects they use; nothing else). The I/O: `controller` (watches, queue), `evaluate` (reads,
-//! the rollout, the record, Events).
+//! the rollout, the record, Events); `record` (what the workload's TriggerRecord says, and what
+//! writing it sends: the operator never writes the workload).
 
 pub use crr_crds::triggers::{annotations, refs};
 pub mod config_change;
@@ -21,6 +22,7 @@ mod evaluate;
 pub mod hash;
 pub mod index;
 pub mod queue;
+pub mod record;
 pub mod rollout;
 pub mod schedule;
 pub mod warnings;
@@ -29,6 +31,7 @@ pub mod workload_view;
 use std::sync::Arc;
 
 use crr_crds::rollout::ContainerRecreateRollout;
+use crr_crds::trigger_record::TriggerRecord;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use kube::runtime::reflector::Store;
@@ -62,6 +65,7 @@ pub fn start(
         if !wing
             .wait_until_served::<ContainerRecreateRollout>("triggers")
             .await
+            || !wing.wait_until_served::<TriggerRecord>("triggers").await
         {
             return;
         }

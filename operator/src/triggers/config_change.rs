@@ -3,7 +3,7 @@
 //! rollout of the workload still runs, what to do: create a rollout of the containers that use
 //! what changed, only write the record, nothing, or wait for the running rollout.
 //!
-//! The record lives on the workload (`crr.dev/config-hashes`), so the operator's restart,
+//! The record lives in the workload's TriggerRecord (`record`), so the operator's restart,
 //! a new leader or an upgrade never restarts anything by itself: a workload seen for the first
 //! time gets its record and no rollout. An object the template starts using is recorded, not
 //! rolled out (the template change rolls new pods anyway). An object that is gone keeps its
@@ -16,20 +16,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crr_crds::keys;
-
 use super::refs::{ConfigRef, References};
 
 /// `configmap/<name>` or `secret/<name>` to the hash of its data, as recorded.
 pub type Hashes = BTreeMap<String, String>;
-
-/// The record on a workload: `None` when there is none or it cannot be read (then the
-/// workload is seen as for the first time).
-pub fn recorded(annotations: &BTreeMap<String, String>) -> Option<Hashes> {
-    annotations
-        .get(keys::ANNOTATION_CONFIG_HASHES)
-        .and_then(|value| serde_json::from_str(value).ok())
-}
 
 /// A workload whose change waits for its running config-change rollout is looked at again this
 /// often.
@@ -40,7 +30,7 @@ pub const WAIT_FOR_RUNNING: Duration = Duration::from_secs(5);
 pub enum Decision {
     /// Nothing changed and the record is up to date.
     Nothing,
-    /// Write `record` on the workload and restart nothing: first sight, an object newly used,
+    /// Write `record` to the workload's record and restart nothing: first sight, an object newly used,
     /// no longer used or no longer counted.
     Record {
         /// The record to write.
@@ -65,7 +55,7 @@ pub enum Decision {
 
 /// Decides for a workload whose template uses `references`, of which `counts` says which the
 /// trigger watches (Secrets only when allowed; Reloader's lists), with `current` the hash of each
-/// watched object that exists now, `recorded` the record on the workload and `running` whether
+/// watched object that exists now, `recorded` the workload's record and `running` whether
 /// a config-change rollout of the workload still runs.
 pub fn decide(
     references: &References,
@@ -317,19 +307,5 @@ mod tests {
                 record: record(&[("configmap/app-config", "1"), ("configmap/new", "9")])
             }
         );
-    }
-
-    #[test]
-    fn the_record_reads_back_and_a_bad_one_is_none() {
-        let annotations = BTreeMap::from([(
-            keys::ANNOTATION_CONFIG_HASHES.to_owned(),
-            r#"{"configmap/a":"1"}"#.to_owned(),
-        )]);
-        assert_eq!(
-            recorded(&annotations),
-            Some(record(&[("configmap/a", "1")]))
-        );
-        let bad = BTreeMap::from([(keys::ANNOTATION_CONFIG_HASHES.to_owned(), "{".to_owned())]);
-        assert_eq!(recorded(&bad), None);
     }
 }

@@ -1,8 +1,8 @@
 //! The trigger controller's shared state: its settings, its index of what the watches saw
 //! (`index`: the workloads with triggers, the versions and hashes of the objects they use), the
 //! warnings given, the Deployments that run Reloader (told by the workload watch's slim view,
-//! `workload_view`), the wake-up queue and the retry backoff; and the kinds watched, with the
-//! `ApiResource` each is watched and patched through.
+//! `workload_view`), the workloads' records (`record`), the wake-up queue and the retry backoff;
+//! and the kinds watched, with the `ApiResource` each is watched through.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::index::{TriggerIndex, WorkloadKey};
 use super::queue::WakeQueue;
+use super::record::Records;
 use super::warnings::Warnings;
 use crate::reconcile_errors::ControllerErrors;
 
@@ -76,6 +77,8 @@ pub struct TriggerContext {
     pub(super) settings: TriggerSettings,
     /// What the watches saw: the workloads with triggers, the objects' versions and hashes.
     pub(super) index: Mutex<TriggerIndex>,
+    /// What the workloads' TriggerRecords say (their watch and the operator's own writes).
+    pub(super) records: Mutex<Records>,
     /// Warnings already given, so one problem is one Event (per workload and reason).
     pub(super) warned: Mutex<Warnings>,
     /// The Deployments that run Reloader (an image of `stakater/reloader`, as
@@ -109,6 +112,7 @@ impl TriggerContext {
             rollouts,
             settings,
             index: Mutex::default(),
+            records: Mutex::default(),
             warned: Mutex::default(),
             reloaders: Mutex::default(),
             queue: WakeQueue::default(),
@@ -124,6 +128,11 @@ impl TriggerContext {
     /// The index, locked (never held across an await).
     pub(super) fn index(&self) -> MutexGuard<'_, TriggerIndex> {
         locked(&self.index)
+    }
+
+    /// The records, locked (never held across an await).
+    pub(super) fn records(&self) -> MutexGuard<'_, Records> {
+        locked(&self.records)
     }
 
     /// How many workloads have triggers (the `kubectl crr triggers` view reads the cluster).

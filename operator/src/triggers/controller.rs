@@ -13,13 +13,14 @@
 //!   wakes the workloads of its namespace that use it. Data is read (one GET) only when a
 //!   workload that uses the object is evaluated and its `resourceVersion` moved since the last
 //!   read; only the hash of the data is kept.
+//! * TriggerRecords: what each workload's triggers last did (`record`), kept slim.
 //!
 //! # Evaluation (`evaluate`)
 //! Up to [`EVALUATIONS_AT_ONCE`] workloads are evaluated at once, namespaces taking turns for
 //! the slots (`queue`): one tenant's many workloads or slow reads never stall another's.
 //! A woken workload is evaluated after the debounce (`TriggerSettings::debounce`, a second by
 //! default), so changes within it make one rollout. The config-change trigger compares the
-//! hashes with the record on the workload and creates a rollout of the containers that use what
+//! hashes with the workload's record and creates a rollout of the containers that use what
 //! changed (`config_change`); while an earlier one of the workload still runs, it looks again
 //! later and the change makes a rollout of its own after it. The schedule trigger acts on its
 //! tick and sleeps until the next (`schedule`). Every outcome is an Event on the workload. A
@@ -27,6 +28,7 @@
 
 use std::sync::Arc;
 
+use crr_crds::trigger_record::TriggerRecord;
 use crr_runtime::backoff::WatchBackoffExt as _;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -251,6 +253,22 @@ pub async fn run(
                 secrets_of.as_deref(),
             )
             .boxed(),
+        ));
+    }
+    {
+        let api: Api<TriggerRecord> =
+            crr_runtime::client::namespaced_or_all(ctx.client.clone(), namespace.as_deref());
+        let ctx = ctx.clone();
+        watches.push(Box::pin(
+            watcher(api, watcher::Config::default().page_size(CONFIG_PAGE))
+                .watch_backoff()
+                .for_each(move |event| {
+                    match event {
+                        Ok(event) => ctx.records().apply(event),
+                        Err(error) => warn!(%error, "trigger record watch"),
+                    }
+                    futures::future::ready(())
+                }),
         ));
     }
     for (kind, stream) in config_watches {

@@ -1,36 +1,34 @@
 //! Evaluating one workload: the config-change and schedule decisions carried out against the
 //! API server (reads of the used objects' data when the index says their resourceVersion moved,
-//! the rollout's creation, the record on the workload, the Events).
+//! the rollout's creation, the workload's TriggerRecord, the Events).
 //!
 //! What to do is decided by `config_change::decide` and `schedule::step` from values; this file
 //! gathers those values (the index, the rollout cache, the reads) and carries the decision out.
-//! The calls it makes are tested against a scripted API server in `evaluate/tests.rs`. The
-//! answer to a patch of the workload's annotations (the whole workload) is decoded slim
-//! (`workload_view::SlimWorkload`): its body is held while it is read, never a decoded copy.
+//! The calls it makes are tested against a scripted API server in `evaluate/tests.rs`. Nothing
+//! here writes the workload: what the triggers did goes to its record (`record`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crr_crds::keys;
 use crr_crds::rollout::ContainerRecreateRollout;
+use crr_crds::trigger_record::TriggerRecord;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use kube::api::{DeleteParams, Patch, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
-use serde_json::json;
 use tracing::{debug, info};
 
 use super::annotations::{self, Triggers};
 use super::config_change::{self, Decision};
-use super::context::{TriggerContext, api_resource, locked};
+use super::context::{TriggerContext, locked};
 use super::error::{TriggerError, api_error};
 use super::index::{MAX_REFERENCES, ObjectKey, ReadHash, WorkloadEntry, WorkloadKey};
+use super::record::{self, Field};
 use super::refs::{ConfigKind, ConfigRef};
 use super::rollout::{self as trigger_rollout, Cause, NameTaken, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
 use super::warnings;
-use super::workload_view::SlimWorkload;
 use crate::wing::FIELD_MANAGER;
 
 fn reference(key: &WorkloadKey, uid: &str) -> ObjectReference {
@@ -80,24 +78,29 @@ async fn current_hash(
     Ok(hash)
 }
 
-/// Writes annotations on the workload (a merge patch of these keys only).
-async fn annotate(
+/// Writes one trigger's field of the workload's record (server-side apply, creating the record
+/// the first time), and takes the answer as what the record now says.
+async fn write_record(
     ctx: &TriggerContext,
     key: &WorkloadKey,
-    annotations: serde_json::Value,
+    uid: &str,
+    field: record::Field<'_>,
 ) -> Result<(), TriggerError> {
-    let api: Api<SlimWorkload> =
-        Api::namespaced_with(ctx.client.clone(), &key.namespace, &api_resource(key.kind));
-    api.patch(
-        &key.name,
-        &crr_runtime::client::patch_params(FIELD_MANAGER),
-        &Patch::Merge(&json!({ "metadata": { "annotations": annotations } })),
-    )
-    .await
-    .map_err(api_error(format!(
-        "annotating {} {}/{}",
-        key.kind, key.namespace, key.name
-    )))?;
+    let body = record::apply(key, uid, &field);
+    let name = body.metadata.name.clone().unwrap_or_default();
+    let api: Api<TriggerRecord> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let written = api
+        .patch(
+            &name,
+            &PatchParams::apply(field.manager()).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map_err(api_error(format!(
+            "writing the trigger record {}/{name}",
+            key.namespace
+        )))?;
+    ctx.records().wrote(&written);
     Ok(())
 }
 
@@ -295,7 +298,8 @@ async fn config_change(
             current.insert(object.clone(), hash);
         }
     }
-    let recorded = config_change::recorded(&entry.annotations);
+    let record = ctx.records().of(key, &entry.uid).cloned();
+    let recorded = record::recorded_hashes(record.as_ref(), &entry.annotations);
     let running =
         trigger_rollout::running(&ctx.rollouts.state(), &entry.uid, Trigger::ConfigChange);
     let decision = config_change::decide(
@@ -306,10 +310,15 @@ async fn config_change(
         running.is_some(),
     );
     let (changed, containers, record) = match decision {
-        Decision::Nothing => return Ok(None),
+        Decision::Nothing => {
+            // Up to date by the annotation of before: it becomes the record.
+            if let (None, Some(recorded)) = (&record, &recorded) {
+                write_record(ctx, key, &entry.uid, Field::ConfigHashes(recorded)).await?;
+            }
+            return Ok(None);
+        }
         Decision::Record { record } => {
-            let record = serde_json::to_string(&record).unwrap_or_default();
-            annotate(ctx, key, json!({ keys::ANNOTATION_CONFIG_HASHES: record })).await?;
+            write_record(ctx, key, &entry.uid, Field::ConfigHashes(&record)).await?;
             return Ok(None);
         }
         Decision::Wait { again_after } => {
@@ -334,8 +343,7 @@ async fn config_change(
         &cause,
     );
     let (name, created) = create_rollout(ctx, view, &cause, rollout).await?;
-    let record = serde_json::to_string(&record).unwrap_or_default();
-    annotate(ctx, key, json!({ keys::ANNOTATION_CONFIG_HASHES: record })).await?;
+    write_record(ctx, key, &entry.uid, Field::ConfigHashes(&record)).await?;
     if created {
         let note = format!(
             "{}: rollout {name} recreates {} in place",
@@ -359,10 +367,8 @@ async fn scheduled(
     view: &WorkloadView,
     workload: &ObjectReference,
 ) -> Result<Option<Duration>, TriggerError> {
-    let last = entry
-        .annotations
-        .get(keys::ANNOTATION_LAST_SCHEDULED)
-        .and_then(|value| value.parse::<Timestamp>().ok());
+    let record = ctx.records().of(key, &entry.uid).cloned();
+    let last = record::last_scheduled(record.as_ref(), &entry.annotations);
     let now = Timestamp::now();
     let running = trigger_rollout::running(&ctx.rollouts.state(), &entry.uid, Trigger::Schedule);
     let step = schedule::step(
@@ -372,10 +378,10 @@ async fn scheduled(
         ctx.settings.starting_deadline,
         running.is_some(),
     );
-    let record = |at: Timestamp| json!({ keys::ANNOTATION_LAST_SCHEDULED: at.to_string() });
+    let record_tick = |at: Timestamp| write_record(ctx, key, &entry.uid, Field::LastScheduled(at));
     let next = match step {
         Step::Begin => {
-            annotate(ctx, key, record(now)).await?;
+            record_tick(now).await?;
             schedule.next_after(now)
         }
         Step::Run { at } => {
@@ -391,7 +397,7 @@ async fn scheduled(
                 &cause,
             );
             let (name, created) = create_rollout(ctx, view, &cause, rollout).await?;
-            annotate(ctx, key, record(at)).await?;
+            record_tick(at).await?;
             if created {
                 let note = format!(
                     "schedule {:?}: rollout {name} started for the tick at {at}",
@@ -404,7 +410,7 @@ async fn scheduled(
             schedule.next_after(Timestamp::now())
         }
         Step::Skip { at, why } => {
-            annotate(ctx, key, record(at)).await?;
+            record_tick(at).await?;
             let note = match why {
                 Skipped::StillRunning => format!(
                     "schedule {:?}: the tick at {at} is skipped: rollout {} still runs",
@@ -427,10 +433,15 @@ async fn scheduled(
                 .await;
             schedule.next_after(Timestamp::now())
         }
-        Step::Wait { until } => until,
+        Step::Wait { until } => {
+            // The tick of before, from the annotation of before: it becomes the record.
+            if let (None, Some(last)) = (&record, last) {
+                record_tick(last).await?;
+            }
+            until
+        }
     };
-    // Sleep until the next tick (at most a minute: the record written above comes back as a
-    // workload change and wakes it sooner).
+    // Sleep until the next tick, at most a minute.
     let next = next.map(|next| crate::deadline::until(next, Timestamp::now()));
     Ok(Some(
         next.unwrap_or(Duration::from_secs(60))

@@ -36,7 +36,7 @@ impl super::queue::Tenant for WorkloadKey {
 pub struct WorkloadEntry {
     /// UID.
     pub uid: String,
-    /// The annotations a trigger reads or the controller writes, only those.
+    /// The annotations a trigger reads, only those (`workload_view::TRIGGER_ANNOTATIONS`).
     pub annotations: BTreeMap<String, String>,
     /// The template's regular containers.
     pub containers: Vec<String>,

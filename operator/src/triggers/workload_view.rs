@@ -46,8 +46,9 @@ pub const WORKLOAD_PAGE: u32 = 6;
 
 /// The annotations kept: those a trigger reads (`annotations::parse`,
 /// `annotations::has_trigger_annotations`: crr's and Reloader's) and the two the controller
-/// writes and reads back (the config-change record, the last tick). No other key is kept, so a
-/// tenant's annotations, crr-looking or not, cost nothing.
+/// wrote before the TriggerRecord (the config-change record, the last tick), read as the record
+/// of a workload that has none (`record`). No other key is kept, so a tenant's annotations,
+/// crr-looking or not, cost nothing.
 pub const TRIGGER_ANNOTATIONS: [&str; 10] = [
     keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE,
     keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE,

@@ -30,7 +30,7 @@ use crate::triggers::index::{
 use crate::triggers::refs::ConfigRef;
 use crate::triggers::rollout::{Cause, WorkloadView, trigger_rollout};
 
-const DEPLOYMENT_PATH: &str = "/apis/apps/v1/namespaces/shop/deployments/web";
+const RECORD_PATH: &str = "/apis/crr.dev/v1alpha1/namespaces/shop/triggerrecords/deployment-web";
 const ROLLOUTS_PATH: &str = "/apis/crr.dev/v1alpha1/namespaces/shop/containerrecreaterollouts";
 const APP_CONFIG_PATH: &str = "/api/v1/namespaces/shop/configmaps/app-config";
 const PROXY_CONFIG_PATH: &str = "/api/v1/namespaces/shop/configmaps/proxy-config";
@@ -145,42 +145,42 @@ fn record_of(pairs: &[(&str, &str)]) -> Hashes {
         .collect()
 }
 
-fn deployment() -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment",
-           "metadata": {"name": "web", "namespace": "shop", "uid": "uid-web"}})
-}
-
-/// Expects the merge patch of the workload's annotations; returns them.
-async fn expect_annotations(handle: &mut Handle) -> serde_json::Map<String, Value> {
-    let (body, send) = expect(handle, Method::PATCH, DEPLOYMENT_PATH).await;
-    send.send_response(respond(StatusCode::OK, &deployment()));
-    let annotations = body["metadata"]["annotations"]
-        .as_object()
-        .unwrap_or_else(|| panic!("a patch of annotations only: {body}"))
-        .clone();
+/// Expects the server-side apply of one field of `web`'s TriggerRecord; answers it as the API
+/// server would (at resourceVersion 100) and returns the record's `spec`.
+async fn expect_record_apply(handle: &mut Handle) -> Value {
+    let (mut body, send) = expect(handle, Method::PATCH, RECORD_PATH).await;
+    assert_eq!(body["kind"], "TriggerRecord");
     assert_eq!(
-        body.as_object().map(|body| body.len()),
-        Some(1),
-        "only metadata: {body}"
+        body["metadata"]["ownerReferences"][0]["uid"], "uid-web",
+        "owned by the workload: {body}"
     );
-    annotations
+    assert_eq!(
+        body["spec"]["workload"],
+        json!({"kind": "Deployment", "name": "web", "uid": "uid-web"})
+    );
+    body["metadata"]["resourceVersion"] = json!("100");
+    send.send_response(respond(StatusCode::OK, &body));
+    body["spec"].clone()
 }
 
-/// Expects the patch of the config-change record; returns the record written.
+/// Expects the write of the config-change record; returns the record written.
 async fn expect_record(handle: &mut Handle) -> Hashes {
-    let annotations = expect_annotations(handle).await;
-    assert_eq!(annotations.len(), 1, "{annotations:?}");
-    let record = annotations[keys::ANNOTATION_CONFIG_HASHES]
-        .as_str()
-        .expect("the record is a string");
-    serde_json::from_str(record).expect("the record is JSON")
+    let spec = expect_record_apply(handle).await;
+    assert!(
+        spec.get("lastScheduled").is_none(),
+        "only its own field: {spec}"
+    );
+    serde_json::from_value(spec["configHashes"].clone()).expect("the hashes")
 }
 
-/// Expects the patch of the last tick acted on; returns the tick.
+/// Expects the write of the last tick acted on; returns the tick.
 async fn expect_last_scheduled(handle: &mut Handle) -> Timestamp {
-    let annotations = expect_annotations(handle).await;
-    assert_eq!(annotations.len(), 1, "{annotations:?}");
-    annotations[keys::ANNOTATION_LAST_SCHEDULED]
+    let spec = expect_record_apply(handle).await;
+    assert!(
+        spec.get("configHashes").is_none(),
+        "only its own field: {spec}"
+    );
+    spec["lastScheduled"]
         .as_str()
         .expect("a string")
         .parse()
@@ -733,4 +733,121 @@ async fn finished_trigger_rollouts_beyond_the_newest_three_are_deleted_when_the_
             format!("{ROLLOUTS_PATH}/web-oldest")
         ]
     );
+}
+
+/// The record watch shows `web`'s record with `field`.
+fn recorded_in_object(ctx: &TriggerContext, field: &crate::triggers::record::Field<'_>) {
+    let mut object = crate::triggers::record::apply(&web(), "uid-web", field);
+    object.metadata.resource_version = Some("50".to_owned());
+    ctx.records().apply(watcher::Event::Apply(object));
+}
+
+/// `web` indexed with app-config and proxy-config read at version 1 with the data `app` and `p`;
+/// returns their hashes as a record.
+fn read_as_recorded(ctx: &TriggerContext, annotations: &[(&str, &str)]) -> Hashes {
+    index_web(ctx, annotations);
+    let mut record = Hashes::new();
+    for (object, value) in [(app_config(), "app"), (proxy_config(), "p")] {
+        let map = config_map(&object.name, "1", value);
+        seen(ctx, object.clone(), "1");
+        let hash = hash::config_map(&map);
+        ctx.index().record_read(
+            in_shop(object.clone()),
+            Some(ReadHash {
+                version: "1".to_owned(),
+                hash: hash.clone(),
+            }),
+        );
+        record.insert(object.to_string(), hash);
+    }
+    record
+}
+
+/// A workload whose annotation of before matches the data gets it written as its record, once:
+/// with the record there, nothing is written again.
+#[tokio::test]
+async fn an_up_to_date_annotation_of_before_becomes_the_record_once() {
+    let (ctx, mut handle) = context(Vec::new());
+    let current = read_as_recorded(&ctx, &[CONFIG_CHANGE]);
+    let text = serde_json::to_string(&current).expect("JSON");
+    index_web(
+        &ctx,
+        &[CONFIG_CHANGE, (keys::ANNOTATION_CONFIG_HASHES, &text)],
+    );
+    let expected = current.clone();
+    let server = tokio::spawn(async move {
+        assert_eq!(expect_record(&mut handle).await, expected);
+        handle
+    });
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    let _handle = server.await.expect("scripted API server");
+    // The answer is the record now (before its watch event comes back): no write again; the
+    // mock fails any request.
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+}
+
+/// Once a workload has its record, the annotation of before is never read: here it claims other
+/// data, and the record, up to date, says there is nothing to do.
+#[tokio::test]
+async fn the_record_wins_over_the_annotation_of_before() {
+    let (ctx, _handle) = context(Vec::new());
+    let current = read_as_recorded(&ctx, &[CONFIG_CHANGE]);
+    index_web(
+        &ctx,
+        &[
+            CONFIG_CHANGE,
+            (
+                keys::ANNOTATION_CONFIG_HASHES,
+                r#"{"configmap/app-config":"0000","configmap/proxy-config":"0000"}"#,
+            ),
+        ],
+    );
+    recorded_in_object(
+        &ctx,
+        &crate::triggers::record::Field::ConfigHashes(&current),
+    );
+    // No rollout, no write: the mock fails any request.
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+}
+
+/// A record of an earlier workload of the same name (deleted and made again, its record not yet
+/// collected) is not this one's: first sight, recorded, nothing rolled out.
+#[tokio::test]
+async fn the_record_of_an_earlier_workload_of_the_name_is_first_sight() {
+    let (ctx, mut handle) = context(Vec::new());
+    let current = read_as_recorded(&ctx, &[CONFIG_CHANGE]);
+    let stale: Hashes = [("configmap/app-config".to_owned(), "0000".to_owned())].into();
+    let mut object = crate::triggers::record::apply(
+        &web(),
+        "uid-earlier",
+        &crate::triggers::record::Field::ConfigHashes(&stale),
+    );
+    object.metadata.resource_version = Some("50".to_owned());
+    ctx.records().apply(watcher::Event::Apply(object));
+    let server = tokio::spawn(async move {
+        assert_eq!(expect_record(&mut handle).await, current);
+    });
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    server.await.expect("scripted API server");
+}
+
+/// A schedule's tick of before, waiting for its next tick, becomes the record's.
+#[tokio::test]
+async fn a_tick_of_before_becomes_the_record_while_the_schedule_waits() {
+    let (ctx, mut handle) = context(Vec::new());
+    let last: Timestamp = (Timestamp::now() - SignedDuration::from_mins(2))
+        .round(jiff::Unit::Second)
+        .expect("rounds");
+    let text = last.to_string();
+    index_web(
+        &ctx,
+        &[
+            (keys::ANNOTATION_RECREATE_SCHEDULE, "0 3 1 1 *"),
+            (keys::ANNOTATION_LAST_SCHEDULED, &text),
+        ],
+    );
+    let server = tokio::spawn(async move { expect_last_scheduled(&mut handle).await });
+    let again = evaluate(&ctx, &web()).await.expect("evaluates");
+    assert_eq!(server.await.expect("scripted API server"), last);
+    assert!(again.is_some_and(|again| again <= Duration::from_secs(60)));
 }
