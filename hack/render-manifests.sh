@@ -2,8 +2,8 @@
 # The Helm chart (manifests/helm/crr) is the one source of truth for the install objects.
 # This renders it with its default values into kustomize directories, and copies the generated
 # CRD into the chart:
-#   manifests/crd/crd.yaml      the CRDs alone (requests and rollouts)
-#   manifests/system/crr.yaml   everything else (removing it leaves the CRD and every request)
+#   manifests/crd/crd.yaml      the CRDs alone (requests, rollouts and trigger records)
+#   manifests/system/crr.yaml   everything else (removing it leaves the CRDs and their objects)
 #   manifests/base              both (what `kubectl apply -k manifests/base` installs) With --check it changes nothing and fails
 # when either is stale (CI runs it that way), and runs hack/check-chart.sh (schema, optional pieces).
 set -euo pipefail

@@ -147,11 +147,6 @@ impl Records {
             .or_else(|| self.seen.get(&key))
             .filter(|record| record.workload_uid == uid)
     }
-
-    /// How many records are known.
-    pub fn len(&self) -> usize {
-        self.seen.len()
-    }
 }
 
 /// Whether resourceVersion `a` is later than `b`. They are etcd revisions, compared as numbers as
@@ -296,7 +291,7 @@ mod tests {
         assert_eq!(hash_of(&records, "uid-web").as_deref(), Some("old"));
         records.apply(watcher::Event::InitDone);
         assert_eq!(hash_of(&records, "uid-web"), None, "gone meanwhile");
-        assert_eq!(records.len(), 0);
+        assert!(records.seen.is_empty());
         records.apply(watcher::Event::Apply(object("20", "uid-web", "new")));
         records.apply(watcher::Event::Delete(object("21", "uid-web", "new")));
         assert_eq!(hash_of(&records, "uid-web"), None);

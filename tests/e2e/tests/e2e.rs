@@ -1504,9 +1504,10 @@ async fn client_as_operator() -> anyhow::Result<kube::Client> {
 
 // The identities narrowed to the field each writes (templates/least-privilege.yaml): the
 // webhook's may change only caBundle of its webhook configurations and of the CRD, the
-// operator's only the KruisePodReady condition of a pod's status, its two annotations of a
-// workload and a budget's reservations, and it creates only the requests of a rollout. Each forbidden change is
-// refused by its policy and the needed one passes, through the real API server.
+// operator's only the KruisePodReady condition of a pod's status and a budget's reservations, it
+// creates only the requests of a rollout, and it writes no workload at all (RBAC), only its
+// TriggerRecords. Each forbidden change is refused by its policy or by RBAC and the needed one
+// passes, through the real API server.
 async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
     // The webhook: a longer timeout on its own webhook is refused; the caBundle it holds, passes.
     let refused = as_identity(
@@ -1685,7 +1686,8 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
     )
     .await
     .context("waiting for plain-budget's status")?;
-    let budgets_as_operator: Api<PodDisruptionBudget> = Api::namespaced(operator, &ctx.namespace);
+    let budgets_as_operator: Api<PodDisruptionBudget> =
+        Api::namespaced(operator.clone(), &ctx.namespace);
     let budget_patch = |patch: Value| {
         let budgets = budgets_as_operator.clone();
         async move {
@@ -1722,8 +1724,19 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
     check(reserved.is_ok(), || {
         format!("the operator could not reserve a slot: {reserved:?}")
     })?;
-    // The operator's triggers patch workloads: only their two annotations pass; a label or
-    // another annotation is refused.
+    operator_writes_no_workload(&ctx, operator).await
+}
+
+// The operator's triggers write no workload: RBAC gives the operator no right to patch or
+// update a Deployment, StatefulSet or DaemonSet (so no policy narrows one), and what its
+// triggers did goes to TriggerRecords, which it may read, create, apply and delete.
+async fn operator_writes_no_workload(ctx: &Ctx, operator: kube::Client) -> anyhow::Result<()> {
+    use crr_crds::trigger_record::{
+        RecordedWorkload, TriggerRecord, TriggerRecordSpec, record_name,
+    };
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
                             "metadata": {"name": "privileged-web", "namespace": ctx.namespace},
                             "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "privileged-web"}},
@@ -1736,8 +1749,10 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
         "creating privileged-web: {}",
         String::from_utf8_lossy(&applied.stderr)
     );
+    // Through kubectl as the operator: a label, and the annotation its triggers wrote before the
+    // TriggerRecord, are both refused by RBAC (kubectl reads the workload, then patches it).
     let workload = ["-n", ctx.namespace.as_str()];
-    for (what, args, message) in [
+    for (what, args) in [
         (
             "labelled a workload",
             [
@@ -1746,43 +1761,137 @@ async fn least_privilege(ctx: Ctx) -> anyhow::Result<()> {
                 "privileged-web",
                 "crr-test/owned=true",
             ],
-            "may change only its own annotations",
         ),
         (
-            "wrote another annotation",
+            "wrote the trigger annotation of before",
             [
                 "annotate",
                 "deployment",
                 "privileged-web",
-                "crr-test/note=x",
+                "crr.dev/last-scheduled=2026-01-01T00:00:00Z",
             ],
-            "may change only the annotations crr.dev/config-hashes and crr.dev/last-scheduled",
         ),
     ] {
         let mut all = workload.to_vec();
         all.extend_from_slice(&args);
         let refused = as_identity("crr-operator", &all).await?;
-        check(refused_by(&refused, message), || {
-            format!(
-                "the operator {what}: {}",
-                String::from_utf8_lossy(&refused.stderr)
-            )
+        check(
+            refused_by(&refused, r#"cannot patch resource "deployments""#),
+            || {
+                format!(
+                    "the operator {what}: {}",
+                    String::from_utf8_lossy(&refused.stderr)
+                )
+            },
+        )?;
+    }
+    // The API server's own answer for every workload kind and write (a SubjectAccessReview), and
+    // for every verb the triggers need on TriggerRecords in a tenant's namespace.
+    for resource in ["deployments", "statefulsets", "daemonsets"] {
+        for verb in ["patch", "update"] {
+            let allowed = operator_may(ctx, "apps", resource, verb).await?;
+            check(!allowed, || format!("the operator may {verb} {resource}"))?;
+        }
+    }
+    for verb in ["get", "list", "watch", "create", "patch", "delete"] {
+        let allowed =
+            operator_may(ctx, keys::ROLLOUT_GROUP, keys::TRIGGER_RECORD_PLURAL, verb).await?;
+        check(allowed, || {
+            format!("the operator may not {verb} triggerrecords")
         })?;
     }
-    let mut all = workload.to_vec();
-    all.extend_from_slice(&[
-        "annotate",
-        "deployment",
-        "privileged-web",
-        "crr.dev/last-scheduled=2026-01-01T00:00:00Z",
-    ]);
-    let allowed = as_identity("crr-operator", &all).await?;
-    check(allowed.status.success(), || {
-        format!(
-            "the operator could not write its own annotation: {}",
-            String::from_utf8_lossy(&allowed.stderr)
-        )
-    })
+    // And the writes themselves, as the operator makes them (server-side apply): a record owned
+    // by the workload, applied (created, then changed), then deleted.
+    let web = Api::<Deployment>::namespaced(ctx.client.clone(), &ctx.namespace)
+        .get("privileged-web")
+        .await?;
+    let uid = web.uid().context("privileged-web has no UID")?;
+    let name = record_name("Deployment", "privileged-web");
+    let record = |spec: TriggerRecordSpec| {
+        let mut record = TriggerRecord::new(&name, spec);
+        record.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "apps/v1".to_owned(),
+            kind: "Deployment".to_owned(),
+            name: "privileged-web".to_owned(),
+            uid: uid.clone(),
+            ..OwnerReference::default()
+        }]);
+        record
+    };
+    let workload = RecordedWorkload {
+        kind: "Deployment".to_owned(),
+        name: "privileged-web".to_owned(),
+        uid: uid.clone(),
+    };
+    let records: Api<TriggerRecord> = Api::namespaced(operator, &ctx.namespace);
+    for spec in [
+        TriggerRecordSpec {
+            workload: workload.clone(),
+            config_hashes: Some(BTreeMap::from([(
+                "configmap/app-config".to_owned(),
+                "e2e".to_owned(),
+            )])),
+            last_scheduled: None,
+        },
+        TriggerRecordSpec {
+            workload: workload.clone(),
+            config_hashes: Some(BTreeMap::new()),
+            last_scheduled: Some("2026-01-01T00:00:00Z".to_owned()),
+        },
+    ] {
+        let applied = records
+            .patch(
+                &name,
+                &PatchParams::apply("crr-e2e-least-privilege"),
+                &Patch::Apply(&record(spec)),
+            )
+            .await;
+        check(applied.is_ok(), || {
+            format!("the operator could not apply its TriggerRecord: {applied:?}")
+        })?;
+    }
+    // A delete that finds the record gone (the operator's own triggers may drop a record of a
+    // workload without a trigger) still passed authorization: only a 403 is a refusal.
+    let deleted = records.delete(&name, &DeleteParams::default()).await;
+    check(
+        deleted.is_ok() || matches!(&deleted, Err(kube::Error::Api(status)) if status.code == 404),
+        || format!("the operator could not delete its TriggerRecord: {deleted:?}"),
+    )
+}
+
+/// Whether the operator's service account may `verb` `resource` of `group` in the test's
+/// namespace, by a SubjectAccessReview (the API server's RBAC decision).
+async fn operator_may(ctx: &Ctx, group: &str, resource: &str, verb: &str) -> anyhow::Result<bool> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!(
+                "system:serviceaccount:{}:crr-operator",
+                crr_e2e::SYSTEM_NAMESPACE
+            )),
+            groups: Some(vec![
+                "system:serviceaccounts".to_owned(),
+                format!("system:serviceaccounts:{}", crr_e2e::SYSTEM_NAMESPACE),
+                "system:authenticated".to_owned(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(group.to_owned()),
+                resource: Some(resource.to_owned()),
+                verb: Some(verb.to_owned()),
+                namespace: Some(ctx.namespace.clone()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(ctx.client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .with_context(|| format!("reviewing whether the operator may {verb} {resource}"))?;
+    Ok(answer.status.is_some_and(|status| status.allowed))
 }
 
 // A pod that declares the KruisePodReady gate without crr's label (an OpenKruise template)

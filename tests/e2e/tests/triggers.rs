@@ -3,11 +3,13 @@
 //! A workload opts in with annotations; crr starts rollouts of it when a ConfigMap it uses
 //! changes, or on a schedule, and says so in Events on the workload.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use crr_crds::keys;
 use crr_crds::rollout::ContainerRecreateRollout;
+use crr_crds::trigger_record::{RecordedWorkload, TriggerRecord, record_name};
 use crr_e2e::rollout::{
     Unavailable, all_ready, apply, pod_template, recreated_in_place, rollouts, wait_phase,
 };
@@ -38,6 +40,10 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "trigger-reloader",
             run: |ctx| Box::pin(reloader(ctx)),
+        },
+        Scenario {
+            name: "record-migration",
+            run: |ctx| Box::pin(record_migration(ctx)),
         },
     ]
 }
@@ -80,18 +86,27 @@ async fn trigger_rollouts(
         .items)
 }
 
-/// Polls until `condition` of the Deployment `web` holds.
-async fn until_web(
+fn records(ctx: &Ctx) -> Api<TriggerRecord> {
+    Api::namespaced(ctx.client.clone(), &ctx.namespace)
+}
+
+/// The config hashes of the Deployment `web`'s TriggerRecord (`configmap/<name>` or
+/// `secret/<name>` to hash), once `condition` holds of them; polled.
+async fn until_recorded(
     ctx: &Ctx,
     what: &str,
     within: Duration,
-    condition: impl Fn(&Deployment) -> bool,
-) -> anyhow::Result<Deployment> {
+    condition: impl Fn(&BTreeMap<String, String>) -> bool,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let name = record_name("Deployment", "web");
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        let web = deployments(ctx).get("web").await?;
-        if condition(&web) {
-            return Ok(web);
+        let hashes = records(ctx)
+            .get_opt(&name)
+            .await?
+            .and_then(|record| record.spec.config_hashes);
+        if let Some(hashes) = hashes.filter(|hashes| condition(hashes)) {
+            return Ok(hashes);
         }
         if tokio::time::Instant::now() > deadline {
             return Err(anyhow!("{what}: not after {within:?}"));
@@ -100,12 +115,15 @@ async fn until_web(
     }
 }
 
-/// Waits until the record on the Deployment `web` names `object` (`configmap/app-config`).
-async fn recorded(ctx: &Ctx, object: &str, within: Duration) -> anyhow::Result<Deployment> {
-    until_web(ctx, &format!("{object} recorded"), within, |web| {
-        web.annotations()
-            .get(keys::ANNOTATION_CONFIG_HASHES)
-            .is_some_and(|record| record.contains(object))
+/// Waits until the TriggerRecord of the Deployment `web` has a hash of `object`
+/// (`configmap/app-config`); returns its config hashes.
+async fn recorded(
+    ctx: &Ctx,
+    object: &str,
+    within: Duration,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    until_recorded(ctx, &format!("{object} recorded"), within, |hashes| {
+        hashes.contains_key(object)
     })
     .await
 }
@@ -415,11 +433,11 @@ async fn secret_ignored(ctx: Ctx) -> anyhow::Result<()> {
         format!("the Event says {note:?}")
     })?;
     // The ConfigMap is still recorded; the Secret is not.
-    let web = recorded(&ctx, "configmap/app-config", Duration::from_secs(30)).await?;
-    let record = web.annotations()[keys::ANNOTATION_CONFIG_HASHES].clone();
-    check(!record.contains("secret/"), || {
-        format!("the record has a Secret: {record}")
-    })
+    let record = recorded(&ctx, "configmap/app-config", Duration::from_secs(30)).await?;
+    check(
+        !record.keys().any(|object| object.starts_with("secret/")),
+        || format!("the record has a Secret: {record:?}"),
+    )
 }
 
 /// Runs `kubectl` with `args`; an error with its stderr unless it succeeds.
@@ -604,4 +622,115 @@ async fn reloader_restarts_in_place(
     wait_phase(ctx, &rollout.name_any(), "Completed").await?;
     all_ready(ctx, "web", 2).await?;
     recreated_in_place(ctx, before, 1).await
+}
+
+/// An upgrade from a release that kept the trigger's record on the workload: a Deployment that
+/// has no TriggerRecord but the annotation `crr.dev/config-hashes` of before, whose hash differs
+/// from its ConfigMap's data. The operator takes the annotation as the record, so it sees a
+/// change and restarts `app` in place; then the TriggerRecord holds the hash of the data rolled
+/// out. The Deployment is left as it was: crr writes no workload (same generation, the old
+/// annotation unchanged, no field of the operator's in its managedFields).
+async fn record_migration(ctx: Ctx) -> anyhow::Result<()> {
+    apply(&ctx, config_map("one", "no")).await?;
+    let before_upgrade = json!({"configmap/app-config": "0000"}).to_string();
+    // The pods Ready first (as a workload's are when crr is upgraded), then the trigger on, so
+    // that the rollout finds them Ready.
+    apply(
+        &ctx,
+        web(2, json!({keys::ANNOTATION_CONFIG_HASHES: before_upgrade})),
+    )
+    .await?;
+    let before = all_ready(&ctx, "web", 2).await?;
+    apply(
+        &ctx,
+        web(
+            2,
+            json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true",
+                   keys::ANNOTATION_CONFIG_HASHES: before_upgrade}),
+        ),
+    )
+    .await?;
+    let workload = deployments(&ctx).get("web").await?;
+    let uid = workload.uid().context("web has no UID")?;
+    let generation = workload.metadata.generation;
+
+    let rollout = first_rollout(&ctx, "config-change", Duration::from_secs(60))
+        .await
+        .context("the annotation of before was not taken as the record: no rollout")?;
+    check(
+        rollout.labels().get(keys::LABEL_WORKLOAD_UID) == Some(&uid),
+        || format!("the rollout is labelled {:?}", rollout.labels()),
+    )?;
+    check(rollout.spec.containers == ["app"], || {
+        format!("the rollout recreates {:?}", rollout.spec.containers)
+    })?;
+    wait_phase(&ctx, &rollout.name_any(), "Completed").await?;
+    all_ready(&ctx, "web", 2).await?;
+    recreated_in_place(&ctx, &before, 1).await?;
+
+    // The record now: the data rolled out, of this workload, owned by it.
+    let hashes = until_recorded(
+        &ctx,
+        "configmap/app-config recorded past the annotation of before",
+        Duration::from_secs(30),
+        |hashes| {
+            hashes
+                .get("configmap/app-config")
+                .is_some_and(|hash| hash != "0000")
+        },
+    )
+    .await?;
+    let record = records(&ctx).get(&record_name("Deployment", "web")).await?;
+    check(
+        record.spec.workload
+            == RecordedWorkload {
+                kind: "Deployment".to_owned(),
+                name: "web".to_owned(),
+                uid: uid.clone(),
+            },
+        || format!("the record is of {:?}", record.spec.workload),
+    )?;
+    check(
+        record
+            .owner_references()
+            .iter()
+            .any(|owner| owner.kind == "Deployment" && owner.uid == uid),
+        || format!("the record is owned by {:?}", record.owner_references()),
+    )?;
+    check(
+        trigger_rollouts(&ctx, "config-change").await?.len() == 1,
+        || format!("more than one rollout for one change (record {hashes:?})"),
+    )?;
+
+    // The workload as the user left it.
+    let after = deployments(&ctx).get("web").await?;
+    check(after.metadata.generation == generation, || {
+        format!(
+            "the Deployment's generation went {generation:?} → {:?}",
+            after.metadata.generation
+        )
+    })?;
+    check(
+        after.annotations().get(keys::ANNOTATION_CONFIG_HASHES) == Some(&before_upgrade),
+        || {
+            format!(
+                "the annotation of before is now {:?}",
+                after.annotations().get(keys::ANNOTATION_CONFIG_HASHES)
+            )
+        },
+    )?;
+    // The operator's field managers (`crr-operator`, and one per trigger) all start so.
+    let managers: Vec<&str> = after
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|entry| entry.manager.as_deref())
+        .collect();
+    check(
+        !managers
+            .iter()
+            .any(|manager| manager.starts_with("crr-operator")),
+        || format!("the operator wrote the Deployment: managers {managers:?}"),
+    )
 }
