@@ -506,3 +506,28 @@ async fn other_failures_back_off_per_request() {
         8
     );
 }
+
+/// A conflict waits for the watch to show the change (its event wakes the reconcile); the
+/// requeue is a fallback, not a poll of the stale cache, and no backoff builds up.
+#[tokio::test]
+async fn a_conflict_waits_for_the_change_with_a_fallback() {
+    let (ctx, _handle, _leader) = context(true);
+    let request = Arc::new(crr(Some(Phase::Recreating)));
+    let error = Error::Conflict {
+        action: "completing",
+        object: "ns/crr-a".to_owned(),
+    };
+    let action = error_policy(request.clone(), &error, ctx.clone());
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(super::CONFLICT_FALLBACK)
+    );
+    assert_eq!(
+        ctx.backoff.failures(&format!(
+            "{}/{}",
+            request.namespace().unwrap(),
+            request.name_any()
+        )),
+        0
+    );
+}
