@@ -127,8 +127,9 @@ step e2e "${suite[@]}" e2e -- --include-ignored
 # PDBs (tests/e2e/tests/rollouts.rs), on the same two nodes.
 step rollouts "${suite[@]}" rollouts -- --include-ignored
 # Triggers: a ConfigMap's data change restarts in place only the containers that use it (not a
-# label edit, not an operator restart), and a schedule starts rollouts and skips an overlapping
-# tick (tests/e2e/tests/triggers.rs).
+# label edit, not an operator restart), a schedule starts rollouts and skips an overlapping
+# tick, and a workload's record in the annotation of an earlier release becomes its TriggerRecord
+# without crr writing the workload (tests/e2e/tests/triggers.rs).
 step triggers "${suite[@]}" triggers -- --include-ignored
 # Across nodes: a request per node, a rolling batch, a node lost mid-recreate, a node that joins
 # late (tests/e2e/tests/nodes.rs; it leaves a third node in the test bed).

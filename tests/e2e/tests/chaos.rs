@@ -22,10 +22,12 @@
 //! machine cannot give to one process; the operator's Lease expiry is proven by unit tests
 //! (`operator/src/lease.rs`), the daemon's unready grace is the node daemon's to measure.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::keys;
+use crr_crds::trigger_record::{TriggerRecord, record_name};
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use crr_e2e::faults::{self, NODE_DAEMON_LABEL, NODE_DAEMON_PROGRAM, OPERATOR_PROGRAM};
 use crr_e2e::{
@@ -941,7 +943,8 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<(Vec<String>, Vec<St
     drop(pod);
 
     // 60 Deployments of 1 MB with the config-change trigger: the trigger wing's watch reads each
-    // (and its ReplicaSet's changes never reach it) and records its first sight on each.
+    // (and its ReplicaSet's changes never reach it) and records its first sight of each, in the
+    // Deployment's TriggerRecord.
     let deployments: kube::Api<Deployment> =
         kube::Api::namespaced(ctx.client.clone(), &ctx.namespace);
     let deployment: Deployment = serde_json::from_value(json!({
@@ -1126,19 +1129,25 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<(Vec<String>, Vec<St
         ));
     }
 
-    // The trigger wing recorded its first sight of every fat Deployment.
+    // The trigger wing recorded its first sight of every fat Deployment: its TriggerRecord has
+    // the hash of the ConfigMap.
+    let records: kube::Api<TriggerRecord> =
+        kube::Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let fat_records: HashSet<String> = (0..FAT_DEPLOYMENTS)
+        .map(|i| record_name("Deployment", &format!("fat-{i:02}")))
+        .collect();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let recorded = loop {
-        let recorded = deployments
-            .list_metadata(&ListParams::default())
+        let recorded = records
+            .list(&ListParams::default())
             .await?
             .items
             .iter()
-            .filter(|deployment| {
-                deployment
-                    .annotations()
-                    .get(keys::ANNOTATION_CONFIG_HASHES)
-                    .is_some_and(|hashes| hashes.contains(&format!("configmap/{FAT_CONFIG}")))
+            .filter(|record| {
+                fat_records.contains(&record.name_any())
+                    && record.spec.config_hashes.as_ref().is_some_and(|hashes| {
+                        hashes.contains_key(&format!("configmap/{FAT_CONFIG}"))
+                    })
             })
             .count();
         if recorded == FAT_DEPLOYMENTS || tokio::time::Instant::now() > deadline {

@@ -1,5 +1,6 @@
-//! Static checks of what `kubectl apply -k manifests/system` installs (the CRD is manifests/crd) (no cluster needed): the
-//! node daemon's pod gets only what it needs from its node.
+//! Static checks of what `kubectl apply -k manifests/system` installs (the CRDs are
+//! manifests/crd) (no cluster needed): the node daemon's pod gets only what it needs from its
+//! node, the operator writes no workload, the CRDs are kept on uninstall.
 
 use serde_json::Value;
 
@@ -203,6 +204,94 @@ fn the_default_install_has_no_test_objects_and_no_monitors() {
             "{name} is a hook"
         );
     }
+}
+
+/// The verbs the ClusterRole `role` grants on `resource` of `group`, over all its rules.
+fn granted(role: &Value, group: &str, resource: &str) -> Vec<String> {
+    let mut verbs: Vec<String> = role["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter(|rule| {
+            let has = |key: &str, wanted: &str| {
+                rule[key]
+                    .as_array()
+                    .is_some_and(|items| items.iter().any(|item| item == wanted || item == "*"))
+            };
+            has("apiGroups", group) && has("resources", resource)
+        })
+        .flat_map(|rule| rule["verbs"].as_array().expect("verbs").clone())
+        .map(|verb| verb.as_str().expect("a verb").to_owned())
+        .collect();
+    verbs.sort();
+    verbs.dedup();
+    verbs
+}
+
+/// The operator reads workloads and never writes them: what its triggers last did goes to
+/// TriggerRecords, crr's own objects. No admission policy is left about workloads.
+#[test]
+fn the_operator_reads_workloads_and_writes_only_trigger_records() {
+    let role = find("ClusterRole", "crr-operator");
+    for resource in ["deployments", "statefulsets", "daemonsets"] {
+        assert_eq!(
+            granted(&role, "apps", resource),
+            ["get", "list", "watch"],
+            "{resource}"
+        );
+    }
+    assert_eq!(
+        granted(&role, "crr.dev", "triggerrecords"),
+        ["create", "delete", "get", "list", "patch", "watch"]
+    );
+    for object in objects() {
+        if object["kind"] != "ValidatingAdmissionPolicy" {
+            continue;
+        }
+        let text = serde_json::to_string(&object).expect("JSON");
+        for about in ["deployments", "statefulsets", "daemonsets", "config-hashes"] {
+            assert!(
+                !text.contains(about),
+                "{}: about {about}",
+                object["metadata"]["name"]
+            );
+        }
+    }
+}
+
+const CRDS: &str = include_str!("../../../manifests/crd/crd.yaml");
+
+/// manifests/crd holds crr's three CRDs, each kept by `helm uninstall` (deleting a CRD deletes
+/// every object of it).
+#[test]
+fn the_crds_are_the_requests_rollouts_and_trigger_records_each_kept() {
+    let crds: Vec<Value> = CRDS
+        .split("\n---\n")
+        .filter(|document| document.lines().any(|line| line.starts_with("kind:")))
+        .map(|document| serde_saphyr::from_str(document).expect("manifests/crd/crd.yaml parses"))
+        .collect();
+    let names: Vec<&str> = crds
+        .iter()
+        .map(|crd| crd["metadata"]["name"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "containerrecreaterequests.apps.kruise.io",
+            "containerrecreaterollouts.crr.dev",
+            "triggerrecords.crr.dev",
+        ]
+    );
+    for crd in &crds {
+        assert_eq!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+            "{}",
+            crd["metadata"]["name"]
+        );
+    }
+    let records = &crds[2];
+    assert_eq!(records["spec"]["scope"], "Namespaced");
+    assert_eq!(records["spec"]["names"]["kind"], "TriggerRecord");
 }
 
 const VALUES: &str = include_str!("../../../manifests/helm/crr/values.yaml");

@@ -1,7 +1,8 @@
 //! Trigger scenarios against crr installed on the local test bed:
 //! `cargo test -p crr-e2e --test triggers -- --include-ignored [FILTER]` (hack/cluster-test.sh).
 //! A workload opts in with annotations; crr starts rollouts of it when a ConfigMap it uses
-//! changes, or on a schedule, and says so in Events on the workload.
+//! changes, or on a schedule, says so in Events on the workload, and keeps what it did in the
+//! workload's TriggerRecord (never on the workload).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -11,7 +11,8 @@
 //! - the RSS and CPU of every crr process (the operator's leader and follower marked) before
 //!   anything, with the Deployments, and idle at each step, over `CRR_TRIGGERS_WINDOW_SECONDS` (20);
 //!   the operator's growth per 1,000 ConfigMaps between the first and last step;
-//! - the time until every new Deployment carries its first record (`crr.dev/config-hashes`);
+//! - the time until every new Deployment has its first record (its TriggerRecord's
+//!   `spec.configHashes`, both ConfigMaps);
 //! - the time from a ConfigMap update (the PATCH sent) to the rollout's creation (its watch event
 //!   here), `CRR_TRIGGERS_SAMPLES` (20) times, idle and while `CRR_TRIGGERS_CHURN_RATE` (20)
 //!   ConfigMaps no workload uses change every second; each rollout must recreate `app` only, and
@@ -26,7 +27,7 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -35,6 +36,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, ensure};
 use crr_crds::keys;
 use crr_crds::rollout::ContainerRecreateRollout;
+use crr_crds::trigger_record::TriggerRecord;
 use crr_e2e::kwok::{ensure_namespace, kwok_nodes, kwok_toleration};
 use crr_e2e::measure::{PROGRAMS, env_or, sample_processes, summarize, write_results};
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -350,27 +352,27 @@ async fn apply_deployment(
     Ok(())
 }
 
-/// Waits until every Deployment carries the operator's first record of both its ConfigMaps.
+/// Waits until every Deployment's TriggerRecord holds the operator's first record of both its
+/// ConfigMaps.
 async fn all_recorded(client: &Client, config: &Config) -> anyhow::Result<usize> {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let mut recorded = 0;
         for index in 0..config.namespaces {
-            let deployments: Api<Deployment> =
+            let records: Api<TriggerRecord> =
                 Api::namespaced(client.clone(), &config.namespace(index));
-            recorded += deployments
-                .list_metadata(&ListParams::default())
+            recorded += records
+                .list(&ListParams::default())
                 .await?
                 .items
                 .iter()
-                .filter(|deployment| {
-                    deployment
-                        .annotations()
-                        .get(keys::ANNOTATION_CONFIG_HASHES)
-                        .and_then(|record| {
-                            serde_json::from_str::<BTreeMap<String, String>>(record).ok()
-                        })
-                        .is_some_and(|record| record.len() == 2)
+                .filter(|record| {
+                    record.spec.workload.kind == "Deployment"
+                        && record
+                            .spec
+                            .config_hashes
+                            .as_ref()
+                            .is_some_and(|hashes| hashes.len() == 2)
                 })
                 .count();
         }
