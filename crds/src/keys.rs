@@ -104,6 +104,9 @@ pub const ANNOTATION_CONFIG_HASHES: &str = "crr.dev/config-hashes";
 /// Workload annotation the operator wrote before the TriggerRecord: the schedule tick last acted
 /// on (RFC 3339). Read once, as the record of a workload that has none.
 pub const ANNOTATION_LAST_SCHEDULED: &str = "crr.dev/last-scheduled";
+/// Workload annotation: when the triggers may start rollouts (`Mon-Fri 01:00-05:00`, in the
+/// schedule's time zone).
+pub const ANNOTATION_RECREATE_WINDOW: &str = "crr.dev/recreate-window";
 /// Kind of the record of a workload's triggers (group [`ROLLOUT_GROUP`], [`ROLLOUT_VERSION`]).
 pub const TRIGGER_RECORD_KIND: &str = "TriggerRecord";
 /// Plural of [`TRIGGER_RECORD_KIND`].

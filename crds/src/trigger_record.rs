@@ -44,6 +44,12 @@ const MAX_NAME: usize = 253;
         description = "The workload's kind."
     ),
     printcolumn(
+        name = "PENDING-UNTIL",
+        type_ = "date",
+        json_path = ".spec.pendingChange.runsAt",
+        description = "When a config change that waits for the restart window is rolled out."
+    ),
+    printcolumn(
         name = "LAST-SCHEDULED",
         type_ = "date",
         json_path = ".spec.lastScheduled",
@@ -69,6 +75,24 @@ pub struct TriggerRecordSpec {
     /// Absent until the schedule trigger first looks at the workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_scheduled: Option<String>,
+    /// PendingChange is a config change seen outside the workload's restart window
+    /// (`crr.dev/recreate-window`): rolled out, in one rollout with every change after it, when
+    /// the window opens. ConfigHashes keeps the data rolled out before it until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_change: Option<PendingChange>,
+}
+
+/// PendingChange is a config change that waits for the restart window.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingChange {
+    /// Since is when the change was first seen outside the window (RFC 3339).
+    pub since: String,
+    /// Changed lists the ConfigMaps and Secrets whose data changed (`configmap/<name>`,
+    /// `secret/<name>`).
+    pub changed: Vec<String>,
+    /// RunsAt is when the window next opens (RFC 3339): the change is rolled out then.
+    pub runs_at: String,
 }
 
 /// RecordedWorkload names the workload a record is of.

@@ -3,3 +3,4 @@
 
 pub mod annotations;
 pub mod refs;
+pub mod window;

@@ -5,7 +5,8 @@
 //! | `crr.dev/recreate-on-config-change: "true"` | a data change of a ConfigMap or Secret the template uses restarts the containers that use it |
 //! | `crr.dev/recreate-max-unavailable` | the rollouts' `maxUnavailable` (a count or a percent; default 1) |
 //! | `crr.dev/recreate-schedule` | a cron schedule (five fields, as a CronJob's) of rollouts |
-//! | `crr.dev/recreate-schedule-timezone` | its IANA time zone (default UTC) |
+//! | `crr.dev/recreate-schedule-timezone` | its IANA time zone (default UTC), also the window's |
+//! | `crr.dev/recreate-window` | when either trigger may start a rollout (`window`): `Mon-Fri 01:00-05:00` |
 //! | `crr.dev/recreate-containers` | the containers a scheduled rollout recreates (default: every regular container) |
 //!
 //! With Reloader's annotations honoured (the chart's `triggers.reloaderAnnotations`),
@@ -14,7 +15,8 @@
 //! names) are the config-change trigger limited to the objects listed.
 //!
 //! A value that cannot be read turns that trigger off and is reported (a Warning Event on the
-//! workload), never guessed at.
+//! workload), never guessed at. A window that cannot be read (or its time zone) turns both
+//! triggers off: crr does not know when it may restart.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,6 +25,7 @@ use crate::rollout::Limit;
 use jiff::tz::TimeZone;
 
 use super::refs::ConfigRef;
+use super::window::Window;
 
 /// Where a config-change trigger came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +96,8 @@ pub struct Triggers {
     pub schedule: Option<Schedule>,
     /// The rollouts' `maxUnavailable`.
     pub max_unavailable: Option<Limit>,
+    /// When the triggers may start rollouts; `None`: at any time.
+    pub window: Option<Window>,
 }
 
 impl Triggers {
@@ -170,17 +175,59 @@ pub fn parse(
         }
     }
 
-    if let Some(expression) = get(keys::ANNOTATION_RECREATE_SCHEDULE) {
+    let schedule_text = get(keys::ANNOTATION_RECREATE_SCHEDULE);
+    let window_text = get(keys::ANNOTATION_RECREATE_WINDOW);
+    // Read once, for the schedule and the window; reported once.
+    let zone = (schedule_text.is_some() || window_text.is_some())
+        .then(|| time_zone(get(keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE)));
+    if let Some(Err(problem)) = &zone {
+        problems.push(problem.clone());
+    }
+    let zone = zone.and_then(Result::ok);
+
+    if let (Some(expression), Some(zone)) = (schedule_text, &zone) {
         match schedule(
             expression,
-            get(keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE),
+            zone.clone(),
             get(keys::ANNOTATION_RECREATE_CONTAINERS),
         ) {
             Ok(schedule) => triggers.schedule = Some(schedule),
             Err(problem) => problems.push(problem),
         }
     }
+    if let Some(value) = window_text {
+        let window = zone.map(|zone| {
+            Window::parse(value, zone).map_err(|problem| BadAnnotation {
+                annotation: keys::ANNOTATION_RECREATE_WINDOW,
+                problem,
+            })
+        });
+        match window {
+            Some(Ok(window)) => triggers.window = Some(window),
+            Some(Err(problem)) => {
+                problems.push(problem);
+                triggers.config_change = None;
+                triggers.schedule = None;
+            }
+            // The time zone's problem is reported above.
+            None => {
+                triggers.config_change = None;
+                triggers.schedule = None;
+            }
+        }
+    }
     (triggers, problems)
+}
+
+/// The triggers' time zone (`crr.dev/recreate-schedule-timezone`): UTC when not set.
+fn time_zone(name: Option<&str>) -> Result<TimeZone, BadAnnotation> {
+    match name {
+        None | Some("") => Ok(TimeZone::UTC),
+        Some(name) => TimeZone::get(name).map_err(|error| BadAnnotation {
+            annotation: keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE,
+            problem: format!("{name:?} is not a known IANA time zone: {error}"),
+        }),
+    }
 }
 
 fn parse_bool(value: &str) -> Result<bool, String> {
@@ -237,7 +284,7 @@ fn reloader_trigger<'a>(
 
 fn schedule(
     expression: &str,
-    time_zone: Option<&str>,
+    time_zone: TimeZone,
     containers: Option<&str>,
 ) -> Result<Schedule, BadAnnotation> {
     let cron = croner::parser::CronParser::builder()
@@ -256,13 +303,6 @@ fn schedule(
             ),
         });
     }
-    let time_zone = match time_zone {
-        None | Some("") => TimeZone::UTC,
-        Some(name) => TimeZone::get(name).map_err(|error| BadAnnotation {
-            annotation: keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE,
-            problem: format!("{name:?} is not a known IANA time zone: {error}"),
-        })?,
-    };
     Ok(Schedule {
         expression: expression.to_owned(),
         cron,
@@ -370,6 +410,39 @@ mod tests {
             problems[2]
         );
         assert!(!triggers.any());
+    }
+
+    #[test]
+    fn a_window_is_read_in_the_triggers_time_zone() {
+        let (triggers, problems) = parse(
+            &annotations(&[
+                (keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE, "true"),
+                (keys::ANNOTATION_RECREATE_WINDOW, "Mon-Fri 01:00-05:00"),
+                (keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE, "Europe/Berlin"),
+            ]),
+            false,
+        );
+        assert_eq!(problems, []);
+        let window = triggers.window.expect("a window");
+        assert_eq!(window.to_string(), "Mon-Fri 01:00-05:00 (Europe/Berlin)");
+        assert!(triggers.config_change.is_some());
+    }
+
+    #[test]
+    fn a_window_that_cannot_be_read_turns_both_triggers_off() {
+        for (window, zone) in [("weekends", "UTC"), ("Mon 01:00-02:00", "Mars/Olympus")] {
+            let (triggers, problems) = parse(
+                &annotations(&[
+                    (keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE, "true"),
+                    (keys::ANNOTATION_RECREATE_SCHEDULE, "0 3 * * *"),
+                    (keys::ANNOTATION_RECREATE_WINDOW, window),
+                    (keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE, zone),
+                ]),
+                false,
+            );
+            assert!(!triggers.any(), "{window} {zone}");
+            assert_eq!(problems.len(), 1, "reported once: {problems:?}");
+        }
     }
 
     #[test]
