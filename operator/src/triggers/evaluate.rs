@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crr_crds::rollout::ContainerRecreateRollout;
-use crr_crds::trigger_record::TriggerRecord;
+use crr_crds::trigger_record::{PendingChange, TriggerRecord};
+use crr_crds::triggers::window::Window;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -309,16 +310,29 @@ async fn config_change(
         recorded.as_ref(),
         running.is_some(),
     );
-    let (changed, containers, record) = match decision {
+    let pending_before = record
+        .as_ref()
+        .and_then(|record| record.pending_change.as_ref());
+    let (changed, containers, record_after) = match decision {
         Decision::Nothing => {
-            // Up to date by the annotation of before: it becomes the record.
-            if let (None, Some(recorded)) = (&record, &recorded) {
-                write_record(ctx, key, &entry.uid, Field::ConfigHashes(recorded)).await?;
+            // Up to date by the annotation of before: it becomes the record. A change that
+            // waited for the window and went back to the data rolled out waits no more.
+            let migrating = record.is_none();
+            if let (true, Some(recorded)) = (migrating || pending_before.is_some(), &recorded) {
+                let field = Field::ConfigHashes {
+                    hashes: recorded,
+                    pending: None,
+                };
+                write_record(ctx, key, &entry.uid, field).await?;
             }
             return Ok(None);
         }
         Decision::Record { record } => {
-            write_record(ctx, key, &entry.uid, Field::ConfigHashes(&record)).await?;
+            let field = Field::ConfigHashes {
+                hashes: &record,
+                pending: None,
+            };
+            write_record(ctx, key, &entry.uid, field).await?;
             return Ok(None);
         }
         Decision::Wait { again_after } => {
@@ -332,6 +346,20 @@ async fn config_change(
             record,
         } => (changed, containers, record),
     };
+    if let Some(window) = triggers.window.as_ref() {
+        let now = Timestamp::now();
+        if !window.is_open(now) {
+            let wait = WindowWait {
+                window,
+                changed: &changed,
+                recorded: recorded.as_ref(),
+                before: pending_before,
+                now,
+            };
+            return wait_for_window(ctx, key, &entry.uid, workload, wait).await;
+        }
+    }
+    let record = record_after;
     let cause = Cause::ConfigChange {
         changed,
         record: super::hash::record(&record),
@@ -343,7 +371,11 @@ async fn config_change(
         &cause,
     );
     let (name, created) = create_rollout(ctx, view, &cause, rollout).await?;
-    write_record(ctx, key, &entry.uid, Field::ConfigHashes(&record)).await?;
+    let field = Field::ConfigHashes {
+        hashes: &record,
+        pending: None,
+    };
+    write_record(ctx, key, &entry.uid, field).await?;
     if created {
         let note = format!(
             "{}: rollout {name} recreates {} in place",
@@ -357,6 +389,56 @@ async fn config_change(
     }
     Ok(None)
 }
+
+/// A config change seen while the restart window is closed.
+struct WindowWait<'a> {
+    window: &'a Window,
+    changed: &'a [ConfigRef],
+    /// The hashes rolled out before: the record keeps them until the change is rolled out.
+    recorded: Option<&'a config_change::Hashes>,
+    /// The change that already waited, if one did.
+    before: Option<&'a PendingChange>,
+    now: Timestamp,
+}
+
+/// Keeps a config change for the window: the record says it waits (and since when, and until
+/// when) and keeps the hashes rolled out before, so the change survives a restart and is rolled
+/// out, with every change after it, when the window opens. One Event per new pending change.
+async fn wait_for_window(
+    ctx: &TriggerContext,
+    key: &WorkloadKey,
+    uid: &str,
+    workload: &ObjectReference,
+    wait: WindowWait<'_>,
+) -> Result<Option<Duration>, TriggerError> {
+    let Some(opens) = wait.window.next_open(wait.now) else {
+        return Ok(Some(WINDOW_LOOK_AGAIN));
+    };
+    let pending = record::pending_change(wait.changed, wait.before, wait.now, opens);
+    if wait.before != Some(&pending) {
+        let hashes = wait.recorded.cloned().unwrap_or_default();
+        let field = Field::ConfigHashes {
+            hashes: &hashes,
+            pending: Some(&pending),
+        };
+        write_record(ctx, key, uid, field).await?;
+        let note = format!(
+            "changed: {}: waits for the restart window {}; rolls out at {opens}",
+            pending.changed.join(", "),
+            wait.window
+        );
+        info!(workload = ?key, %note, "config change outside the restart window");
+        ctx.events
+            .publish(workload, EventType::Normal, "ConfigChangePending", &note)
+            .await;
+    }
+    let until = crate::deadline::until(opens, Timestamp::now());
+    Ok(Some(until.min(WINDOW_LOOK_AGAIN)))
+}
+
+/// The longest a workload whose change waits for its window sleeps before it is looked at again
+/// (the window's opening, found again each time, wakes it sooner).
+const WINDOW_LOOK_AGAIN: Duration = Duration::from_secs(3600);
 
 async fn scheduled(
     ctx: &TriggerContext,
@@ -377,6 +459,7 @@ async fn scheduled(
         now,
         ctx.settings.starting_deadline,
         running.is_some(),
+        triggers.window.as_ref(),
     );
     let record_tick = |at: Timestamp| write_record(ctx, key, &entry.uid, Field::LastScheduled(at));
     let next = match step {
@@ -416,6 +499,15 @@ async fn scheduled(
                     "schedule {:?}: the tick at {at} is skipped: rollout {} still runs",
                     schedule.expression,
                     running.unwrap_or_default()
+                ),
+                Skipped::OutsideWindow => format!(
+                    "schedule {:?}: the tick at {at} is skipped: outside the restart window {}",
+                    schedule.expression,
+                    triggers
+                        .window
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
                 ),
                 Skipped::TooLate => format!(
                     "schedule {:?}: the tick at {at} is skipped: missed by more than {}s",

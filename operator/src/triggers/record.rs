@@ -17,7 +17,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crr_crds::keys;
-use crr_crds::trigger_record::{RecordedWorkload, TriggerRecord, TriggerRecordSpec, record_name};
+use crr_crds::trigger_record::{
+    PendingChange, RecordedWorkload, TriggerRecord, TriggerRecordSpec, record_name,
+};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt as _;
@@ -55,6 +57,8 @@ pub struct Record {
     pub config_hashes: Option<Hashes>,
     /// Unparseable text reads as none.
     pub last_scheduled: Option<Timestamp>,
+    /// A config change waiting for the restart window.
+    pub pending_change: Option<PendingChange>,
 }
 
 impl Record {
@@ -75,6 +79,7 @@ impl Record {
                     .last_scheduled
                     .as_deref()
                     .and_then(|text| text.parse().ok()),
+                pending_change: spec.pending_change.clone(),
             },
         ))
     }
@@ -183,10 +188,15 @@ pub fn last_scheduled(
     }
 }
 
-/// One trigger's field of a record.
+/// One trigger's fields of a record.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Field<'a> {
-    ConfigHashes(&'a Hashes),
+    /// The config-change trigger's: the hashes rolled out, and the change that waits for the
+    /// restart window, if one does.
+    ConfigHashes {
+        hashes: &'a Hashes,
+        pending: Option<&'a PendingChange>,
+    },
     LastScheduled(Timestamp),
 }
 
@@ -194,9 +204,24 @@ impl Field<'_> {
     /// The field manager the field is applied under: one per trigger.
     pub fn manager(&self) -> &'static str {
         match self {
-            Self::ConfigHashes(_) => "crr-operator-config-change",
+            Self::ConfigHashes { .. } => "crr-operator-config-change",
             Self::LastScheduled(_) => "crr-operator-schedule",
         }
+    }
+}
+
+/// The change that waits for the restart window: the objects that changed, since when (the first
+/// sight of the change `before` kept while one waits), and when the window opens.
+pub fn pending_change(
+    changed: &[super::refs::ConfigRef],
+    before: Option<&PendingChange>,
+    now: Timestamp,
+    runs_at: Timestamp,
+) -> PendingChange {
+    PendingChange {
+        since: before.map_or_else(|| now.to_string(), |before| before.since.clone()),
+        changed: changed.iter().map(ToString::to_string).collect(),
+        runs_at: runs_at.to_string(),
     }
 }
 
@@ -212,7 +237,10 @@ pub fn apply(key: &WorkloadKey, uid: &str, field: &Field<'_>) -> TriggerRecord {
         ..TriggerRecordSpec::default()
     };
     match field {
-        Field::ConfigHashes(hashes) => spec.config_hashes = Some((*hashes).clone()),
+        Field::ConfigHashes { hashes, pending } => {
+            spec.config_hashes = Some((*hashes).clone());
+            spec.pending_change = pending.cloned();
+        }
         Field::LastScheduled(at) => spec.last_scheduled = Some(at.to_string()),
     }
     let mut record = TriggerRecord::new(&RecordKey::of(key).name, spec);
@@ -248,7 +276,15 @@ mod tests {
     }
 
     fn object(version: &str, uid: &str, hash: &str) -> TriggerRecord {
-        let mut record = apply(&web(), uid, &Field::ConfigHashes(&hashes(hash)));
+        let hashes = hashes(hash);
+        let mut record = apply(
+            &web(),
+            uid,
+            &Field::ConfigHashes {
+                hashes: &hashes,
+                pending: None,
+            },
+        );
         record.metadata.resource_version = Some(version.to_owned());
         record
     }
@@ -329,7 +365,14 @@ mod tests {
     #[test]
     fn an_apply_carries_the_owner_the_identity_and_only_its_own_field() {
         let hashes = hashes("abc");
-        let record = apply(&web(), "uid-web", &Field::ConfigHashes(&hashes));
+        let record = apply(
+            &web(),
+            "uid-web",
+            &Field::ConfigHashes {
+                hashes: &hashes,
+                pending: None,
+            },
+        );
         let body = serde_json::to_value(&record).expect("JSON");
         assert_eq!(body["apiVersion"], "crr.dev/v1alpha1");
         assert_eq!(body["kind"], "TriggerRecord");
@@ -350,8 +393,31 @@ mod tests {
         assert_eq!(body["spec"]["lastScheduled"], "2026-01-01T03:00:00Z");
         assert!(body["spec"].get("configHashes").is_none());
         assert_ne!(
-            Field::ConfigHashes(&hashes).manager(),
+            Field::ConfigHashes {
+                hashes: &hashes,
+                pending: None
+            }
+            .manager(),
             Field::LastScheduled(at).manager()
         );
+    }
+
+    #[test]
+    fn a_pending_change_keeps_its_first_sight_and_says_when_it_runs() {
+        let now: Timestamp = "2026-11-27T06:00:00Z".parse().expect("a time");
+        let opens: Timestamp = "2026-11-30T01:00:00Z".parse().expect("a time");
+        let changed = [super::super::refs::ConfigRef::config_map("app")];
+        let first = pending_change(&changed, None, now, opens);
+        assert_eq!(first.since, "2026-11-27T06:00:00Z");
+        assert_eq!(first.changed, ["configmap/app"]);
+        assert_eq!(first.runs_at, "2026-11-30T01:00:00Z");
+        let later = now + jiff::SignedDuration::from_hours(2);
+        let more = [
+            super::super::refs::ConfigRef::config_map("app"),
+            super::super::refs::ConfigRef::secret("token"),
+        ];
+        let again = pending_change(&more, Some(&first), later, opens);
+        assert_eq!(again.since, first.since, "since the first change");
+        assert_eq!(again.changed, ["configmap/app", "secret/token"]);
     }
 }

@@ -5,6 +5,7 @@
 //! * ticks missed while no operator ran do not pile up: only the latest counts, and only within
 //!   the starting deadline after it; an older one is skipped;
 //! * a tick while the previous scheduled rollout still runs is skipped (an Event says so);
+//! * a tick outside the workload's restart window is skipped (an Event says so);
 //! * a workload seen for the first time records the time and waits for its next tick.
 
 use std::time::Duration;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::annotations::Schedule;
+use crr_crds::triggers::window::Window;
 
 /// Why a tick was skipped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +22,8 @@ pub enum Skipped {
     StillRunning,
     /// The tick is older than the starting deadline (an operator outage).
     TooLate,
+    /// The workload's restart window is closed.
+    OutsideWindow,
 }
 
 /// What to do now.
@@ -47,13 +51,14 @@ pub enum Step {
 }
 
 /// The step for `schedule` with the last tick acted on `last` at `now`; `running`: whether a
-/// rollout an earlier tick started is still running.
+/// rollout an earlier tick started is still running; `window`: the workload's restart window.
 pub fn step(
     schedule: &Schedule,
     last: Option<Timestamp>,
     now: Timestamp,
     starting_deadline: Duration,
     running: bool,
+    window: Option<&Window>,
 ) -> Step {
     let Some(last) = last else {
         return Step::Begin;
@@ -69,6 +74,11 @@ pub fn step(
                 Step::Skip {
                     at,
                     why: Skipped::TooLate,
+                }
+            } else if window.is_some_and(|window| !window.is_open(now)) {
+                Step::Skip {
+                    at,
+                    why: Skipped::OutsideWindow,
                 }
             } else if running {
                 Step::Skip {
@@ -118,7 +128,14 @@ mod tests {
     fn first_sight_begins_and_waits() {
         let nightly = schedule("0 3 * * *", "UTC");
         assert_eq!(
-            step(&nightly, None, at("2026-11-27T10:00:00Z"), DEADLINE, false),
+            step(
+                &nightly,
+                None,
+                at("2026-11-27T10:00:00Z"),
+                DEADLINE,
+                false,
+                None
+            ),
             Step::Begin
         );
     }
@@ -129,7 +146,7 @@ mod tests {
         let last = at("2026-11-26T03:00:00Z");
         let now = at("2026-11-27T03:00:20Z");
         assert_eq!(
-            step(&nightly, Some(last), now, DEADLINE, false),
+            step(&nightly, Some(last), now, DEADLINE, false, None),
             Step::Run {
                 at: at("2026-11-27T03:00:00Z")
             }
@@ -140,7 +157,8 @@ mod tests {
                 Some(at("2026-11-27T03:00:00Z")),
                 now,
                 DEADLINE,
-                false
+                false,
+                None
             ),
             Step::Wait {
                 until: Some(at("2026-11-28T03:00:00Z"))
@@ -157,11 +175,48 @@ mod tests {
                 Some(at("2026-11-27T10:00:00Z")),
                 at("2026-11-27T10:01:02Z"),
                 DEADLINE,
-                true
+                true,
+                None
             ),
             Step::Skip {
                 at: at("2026-11-27T10:01:00Z"),
                 why: Skipped::StillRunning
+            }
+        );
+    }
+
+    #[test]
+    fn a_tick_outside_the_restart_window_is_skipped() {
+        let hourly = schedule("0 * * * *", "UTC");
+        let nights = Window::parse("Mon-Fri 01:00-05:00", jiff::tz::TimeZone::UTC).expect("window");
+        let last = at("2026-11-27T05:00:00Z");
+        // Friday 06:00: closed.
+        assert_eq!(
+            step(
+                &hourly,
+                Some(last),
+                at("2026-11-27T06:00:10Z"),
+                DEADLINE,
+                false,
+                Some(&nights)
+            ),
+            Step::Skip {
+                at: at("2026-11-27T06:00:00Z"),
+                why: Skipped::OutsideWindow
+            }
+        );
+        // Monday 02:00: open.
+        assert_eq!(
+            step(
+                &hourly,
+                Some(last),
+                at("2026-11-30T02:00:10Z"),
+                DEADLINE,
+                false,
+                Some(&nights)
+            ),
+            Step::Run {
+                at: at("2026-11-30T02:00:00Z")
             }
         );
     }
@@ -177,7 +232,8 @@ mod tests {
                 Some(last),
                 at("2026-11-27T05:10:00Z"),
                 DEADLINE,
-                false
+                false,
+                None
             ),
             Step::Run {
                 at: at("2026-11-27T05:00:00Z")
@@ -190,7 +246,8 @@ mod tests {
                 Some(last),
                 at("2026-11-27T05:20:00Z"),
                 DEADLINE,
-                false
+                false,
+                None
             ),
             Step::Skip {
                 at: at("2026-11-27T05:00:00Z"),

@@ -27,6 +27,7 @@ use crate::triggers::hash;
 use crate::triggers::index::{
     ConfigEvent, ObjectKey, ReadHash, WorkloadEntry, WorkloadEvent, WorkloadKey,
 };
+use crate::triggers::record;
 use crate::triggers::refs::ConfigRef;
 use crate::triggers::rollout::{Cause, WorkloadView, trigger_rollout};
 
@@ -804,7 +805,10 @@ async fn the_record_wins_over_the_annotation_of_before() {
     );
     recorded_in_object(
         &ctx,
-        &crate::triggers::record::Field::ConfigHashes(&current),
+        &crate::triggers::record::Field::ConfigHashes {
+            hashes: &current,
+            pending: None,
+        },
     );
     // No rollout, no write: the mock fails any request.
     assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
@@ -820,7 +824,10 @@ async fn the_record_of_an_earlier_workload_of_the_name_is_first_sight() {
     let mut object = crate::triggers::record::apply(
         &web(),
         "uid-earlier",
-        &crate::triggers::record::Field::ConfigHashes(&stale),
+        &crate::triggers::record::Field::ConfigHashes {
+            hashes: &stale,
+            pending: None,
+        },
     );
     object.metadata.resource_version = Some("50".to_owned());
     ctx.records().apply(watcher::Event::Apply(object));
@@ -850,4 +857,115 @@ async fn a_tick_of_before_becomes_the_record_while_the_schedule_waits() {
     let again = evaluate(&ctx, &web()).await.expect("evaluates");
     assert_eq!(server.await.expect("scripted API server"), last);
     assert!(again.is_some_and(|again| again <= Duration::from_secs(60)));
+}
+
+/// A daily window (UTC) from `from` to `to` minutes after now: closed now when both are ahead.
+fn window_from_now(from: i64, to: i64) -> String {
+    let at = |minutes: i64| {
+        let time = (Timestamp::now() + SignedDuration::from_mins(minutes))
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .time();
+        format!("{:02}:{:02}", time.hour(), time.minute())
+    };
+    format!("{}-{}", at(from), at(to))
+}
+
+/// A change outside the window: no rollout; the record keeps the hashes rolled out before and
+/// says what waits and until when, with one Event; looked at again, nothing new is written.
+#[tokio::test]
+async fn a_change_outside_the_window_waits_in_the_record_with_one_event() {
+    let (ctx, mut handle, after, _expected, _first) = changed_app_config("old", "new");
+    let window = window_from_now(120, 180);
+    let recorded = record::recorded_hashes(
+        None,
+        &ctx.index().workload(&web()).expect("indexed").annotations,
+    );
+    index_web(
+        &ctx,
+        &[
+            CONFIG_CHANGE,
+            (
+                keys::ANNOTATION_CONFIG_HASHES,
+                &serde_json::to_string(&recorded).expect("JSON"),
+            ),
+            (keys::ANNOTATION_RECREATE_WINDOW, &window),
+        ],
+    );
+    let server = tokio::spawn(async move {
+        serve(&mut handle, APP_CONFIG_PATH, &after).await;
+        let spec = expect_record_apply(&mut handle).await;
+        let note = expect_event(&mut handle, "Normal", "ConfigChangePending").await;
+        (spec, note, handle)
+    });
+    let again = evaluate(&ctx, &web())
+        .await
+        .expect("evaluates")
+        .expect("looks again");
+    let (spec, note, _handle) = server.await.expect("scripted API server");
+    assert_eq!(
+        serde_json::from_value::<Hashes>(spec["configHashes"].clone()).ok(),
+        recorded,
+        "the hashes rolled out before stay"
+    );
+    assert_eq!(
+        spec["pendingChange"]["changed"],
+        json!(["configmap/app-config"])
+    );
+    let runs_at: Timestamp = spec["pendingChange"]["runsAt"]
+        .as_str()
+        .expect("runsAt")
+        .parse()
+        .expect("a time");
+    let until = runs_at.duration_since(Timestamp::now());
+    assert!(
+        until > SignedDuration::from_mins(110) && until <= SignedDuration::from_mins(120),
+        "{runs_at}"
+    );
+    assert!(note.contains("waits for the restart window"), "{note}");
+    assert!(again <= Duration::from_secs(3600), "{again:?}");
+    // Again, with the record as written: no write, no Event (the mock fails any request).
+    assert!(evaluate(&ctx, &web()).await.expect("evaluates").is_some());
+}
+
+/// The window open: the change waiting in the record is rolled out, and the record says it
+/// waits no more.
+#[tokio::test]
+async fn a_waiting_change_rolls_out_once_the_window_is_open() {
+    let (ctx, mut handle, after, expected, first) = changed_app_config("old", "new");
+    let window = window_from_now(-60, 60);
+    let recorded = record::recorded_hashes(
+        None,
+        &ctx.index().workload(&web()).expect("indexed").annotations,
+    )
+    .expect("recorded");
+    let pending = crr_crds::trigger_record::PendingChange {
+        since: Timestamp::now().to_string(),
+        changed: vec!["configmap/app-config".to_owned()],
+        runs_at: Timestamp::now().to_string(),
+    };
+    recorded_in_object(
+        &ctx,
+        &record::Field::ConfigHashes {
+            hashes: &recorded,
+            pending: Some(&pending),
+        },
+    );
+    index_web(
+        &ctx,
+        &[CONFIG_CHANGE, (keys::ANNOTATION_RECREATE_WINDOW, &window)],
+    );
+    let server = tokio::spawn(async move {
+        serve(&mut handle, APP_CONFIG_PATH, &after).await;
+        let rollout = expect_rollout(&mut handle).await;
+        assert_eq!(rollout["metadata"]["name"], first.as_str());
+        let spec = expect_record_apply(&mut handle).await;
+        assert!(spec.get("pendingChange").is_none(), "{spec}");
+        assert_eq!(
+            serde_json::from_value::<Hashes>(spec["configHashes"].clone()).expect("hashes"),
+            expected
+        );
+        expect_event(&mut handle, "Normal", "ConfigChanged").await;
+    });
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    server.await.expect("scripted API server");
 }
