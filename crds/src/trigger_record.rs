@@ -45,9 +45,9 @@ const MAX_NAME: usize = 253;
     ),
     printcolumn(
         name = "PENDING-UNTIL",
-        type_ = "date",
+        type_ = "string",
         json_path = ".spec.pendingChange.runsAt",
-        description = "When a config change that waits for the restart window is rolled out."
+        description = "When a config change that waits for the restart window is rolled out (RFC 3339: a date column would print a time to come as <invalid>)."
     ),
     printcolumn(
         name = "LAST-SCHEDULED",

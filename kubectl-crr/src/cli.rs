@@ -54,8 +54,9 @@ pub enum Command {
     /// PodDisruptionBudgets (a ContainerRecreateRollout); or show, pause, resume or abort one.
     Rollout(RolloutArgs),
     /// List the workloads that restart in place on a config change or a schedule (annotations
-    /// crr.dev/recreate-on-config-change, crr.dev/recreate-schedule): their triggers, last
-    /// trigger rollout and next scheduled run.
+    /// crr.dev/recreate-on-config-change, crr.dev/recreate-schedule): their triggers and restart
+    /// window (crr.dev/recreate-window), last trigger rollout, the config change that waits for
+    /// the window, and next scheduled run (marked when it falls outside the window).
     Triggers(TriggersArgs),
     /// Print a shell completion script for kubectl-crr (bash, zsh, fish, elvish, powershell).
     Completion(CompletionArgs),

@@ -1832,11 +1832,13 @@ async fn operator_writes_no_workload(ctx: &Ctx, operator: kube::Client) -> anyho
                 "e2e".to_owned(),
             )])),
             last_scheduled: None,
+            pending_change: None,
         },
         TriggerRecordSpec {
             workload: workload.clone(),
             config_hashes: Some(BTreeMap::new()),
             last_scheduled: Some("2026-01-01T00:00:00Z".to_owned()),
+            pending_change: None,
         },
     ] {
         let applied = records

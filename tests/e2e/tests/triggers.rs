@@ -46,6 +46,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "record-migration",
             run: |ctx| Box::pin(record_migration(ctx)),
         },
+        Scenario {
+            name: "trigger-window",
+            run: |ctx| Box::pin(window(ctx)),
+        },
     ]
 }
 
@@ -733,5 +737,87 @@ async fn record_migration(ctx: Ctx) -> anyhow::Result<()> {
             .iter()
             .any(|manager| manager.starts_with("crr-operator")),
         || format!("the operator wrote the Deployment: managers {managers:?}"),
+    )
+}
+
+/// A daily window (UTC) from `from` to `to` minutes after now.
+fn window_from_now(from: i64, to: i64) -> String {
+    let at = |minutes: i64| {
+        let time = (jiff::Timestamp::now() + jiff::SignedDuration::from_mins(minutes))
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .time();
+        format!("{:02}:{:02}", time.hour(), time.minute())
+    };
+    format!("{}-{}", at(from), at(to))
+}
+
+/// Two changes outside the restart window wait in the workload's TriggerRecord, through an
+/// operator restart, and go out in one rollout when the window opens.
+async fn window(ctx: Ctx) -> anyhow::Result<()> {
+    apply(&ctx, config_map("one", "no")).await?;
+    let closed = window_from_now(120, 180);
+    let annotated = |window: &str| {
+        web(
+            2,
+            json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true",
+                   keys::ANNOTATION_RECREATE_WINDOW: window}),
+        )
+    };
+    apply(&ctx, annotated(&closed)).await?;
+    let before = all_ready(&ctx, "web", 2).await?;
+    until_recorded(&ctx, "first sight", Duration::from_secs(60), |hashes| {
+        hashes.contains_key("configmap/app-config")
+    })
+    .await?;
+
+    // A change while the window is closed: nothing rolls out; the record says what waits.
+    apply(&ctx, config_map("two", "no")).await?;
+    let note = web_event(&ctx, "ConfigChangePending", Duration::from_secs(60)).await?;
+    check(note.contains("waits for the restart window"), || {
+        format!("the ConfigChangePending note: {note}")
+    })?;
+    let name = record_name("Deployment", "web");
+    let pending = records(&ctx)
+        .get(&name)
+        .await?
+        .spec
+        .pending_change
+        .context("no pendingChange in the record")?;
+    check(pending.changed == ["configmap/app-config"], || {
+        format!("pendingChange lists {:?}", pending.changed)
+    })?;
+    // A second change joins the first; the operator restarts meanwhile.
+    apply(&ctx, config_map("three", "no")).await?;
+    restart_operator(&ctx).await?;
+    none_for(
+        &ctx,
+        "config-change",
+        Duration::from_secs(10),
+        "a change outside the window",
+    )
+    .await?;
+    let still = records(&ctx).get(&name).await?.spec.pending_change;
+    check(
+        still
+            .as_ref()
+            .is_some_and(|still| still.since == pending.since),
+        || format!("after the restart the record's pendingChange is {still:?}, was {pending:?}"),
+    )?;
+
+    // The window opens: one rollout, for both changes; the record waits no more.
+    apply(&ctx, annotated(&window_from_now(-60, 60))).await?;
+    let rollout = first_rollout(&ctx, "config-change", Duration::from_secs(60))
+        .await
+        .context("the window opened and nothing rolled out")?;
+    wait_phase(&ctx, &rollout.name_any(), "Completed").await?;
+    all_ready(&ctx, "web", 2).await?;
+    recreated_in_place(&ctx, &before, 1).await?;
+    let record = records(&ctx).get(&name).await?;
+    check(record.spec.pending_change.is_none(), || {
+        format!("the record still waits: {:?}", record.spec.pending_change)
+    })?;
+    check(
+        trigger_rollouts(&ctx, "config-change").await?.len() == 1,
+        || "two changes made more than one rollout".to_owned(),
     )
 }

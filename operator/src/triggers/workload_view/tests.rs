@@ -389,3 +389,32 @@ fn it_is_addressed_as_the_kind_it_is_watched_as_and_decodes_lists_and_watch_even
     .unwrap();
     assert!(matches!(bookmark, WatchEvent::Bookmark(_)));
 }
+
+/// What the triggers read of the slim view is what they read of the whole workload: every
+/// annotation a trigger reads, set to a value it accepts, survives the decoding.
+#[test]
+fn the_triggers_read_the_same_of_the_slim_view_as_of_the_workload() {
+    let whole: BTreeMap<String, String> = [
+        (keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE, "true"),
+        (keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE, "25%"),
+        (keys::ANNOTATION_RECREATE_SCHEDULE, "0 3 * * *"),
+        (keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE, "Europe/Berlin"),
+        (keys::ANNOTATION_RECREATE_CONTAINERS, "app"),
+        (keys::ANNOTATION_RECREATE_WINDOW, "Mon-Fri 01:00-05:00"),
+        ("example.com/x", "y"),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value.to_owned()))
+    .collect();
+    let slim: SlimWorkload = serde_json::from_value(json!({
+        "metadata": {"name": "web", "annotations": whole},
+    }))
+    .unwrap();
+    let (from_slim, problems) = crate::triggers::annotations::parse(slim.annotations(), false);
+    assert_eq!(problems, []);
+    assert_eq!(
+        from_slim,
+        crate::triggers::annotations::parse(&whole, false).0
+    );
+    assert!(from_slim.window.is_some() && from_slim.schedule.is_some());
+}
