@@ -97,6 +97,9 @@ pub const ANNOTATION_RECREATE_SCHEDULE_TIMEZONE: &str = "crr.dev/recreate-schedu
 /// Workload annotation: the containers a scheduled rollout recreates, comma-separated (default:
 /// every regular container).
 pub const ANNOTATION_RECREATE_CONTAINERS: &str = "crr.dev/recreate-containers";
+/// Workload annotation: any new value restarts the containers (`crr.dev/recreate-containers`,
+/// default all) in place, once per value; `kubectl crr rollout restart` sets it.
+pub const ANNOTATION_RESTART_REQUESTED_AT: &str = "crr.dev/restart-requested-at";
 /// Workload annotation the operator wrote before the TriggerRecord: the hashes of the data of the
 /// ConfigMaps and Secrets last rolled out (JSON object, `configmap/<name>` or `secret/<name>` to
 /// hash). Read once, as the record of a workload that has none.

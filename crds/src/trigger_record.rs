@@ -30,7 +30,7 @@ const MAX_NAME: usize = 253;
     namespaced,
     derive = "PartialEq",
     derive = "Default",
-    doc = "TriggerRecord is what crr's config-change and schedule triggers last did for one workload: the data of the ConfigMaps and Secrets last rolled out, and the schedule tick last acted on. Written by the crr operator; deleted with its workload.",
+    doc = "TriggerRecord is what crr's triggers last did for one workload: the data of the ConfigMaps and Secrets last rolled out (and a change that waits for the restart window), the schedule tick and the requested restart last acted on. Written by the crr operator; deleted with its workload.",
     printcolumn(
         name = "WORKLOAD",
         type_ = "string",
@@ -80,6 +80,10 @@ pub struct TriggerRecordSpec {
     /// the window opens. ConfigHashes keeps the data rolled out before it until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_change: Option<PendingChange>,
+    /// RestartRequested is the value of `crr.dev/restart-requested-at` last acted on: the same
+    /// value never restarts again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_requested: Option<String>,
 }
 
 /// PendingChange is a config change that waits for the restart window.

@@ -7,7 +7,8 @@
 //! | `crr.dev/recreate-schedule` | a cron schedule (five fields, as a CronJob's) of rollouts |
 //! | `crr.dev/recreate-schedule-timezone` | its IANA time zone (default UTC), also the window's |
 //! | `crr.dev/recreate-window` | when either trigger may start a rollout (`window`): `Mon-Fri 01:00-05:00` |
-//! | `crr.dev/recreate-containers` | the containers a scheduled rollout recreates (default: every regular container) |
+//! | `crr.dev/recreate-containers` | the containers a scheduled or requested rollout recreates (default: every regular container) |
+//! | `crr.dev/restart-requested-at` | any new value restarts those containers in place, once per value (a timestamp committed to Git, say) |
 //!
 //! With Reloader's annotations honoured (the chart's `triggers.reloaderAnnotations`),
 //! `reloader.stakater.com/auto: "true"` is the config-change trigger, and
@@ -87,6 +88,18 @@ impl PartialEq for Schedule {
     }
 }
 
+/// A restart asked for by `crr.dev/restart-requested-at`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestartRequest {
+    /// The value: a restart runs once per value.
+    pub value: String,
+    /// The containers to recreate; `None`: every regular container.
+    pub containers: Option<Vec<String>>,
+}
+
+/// The longest `crr.dev/restart-requested-at` value: the record keeps it.
+pub const MAX_RESTART_VALUE: usize = 256;
+
 /// Everything a workload's annotations ask for.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Triggers {
@@ -96,14 +109,17 @@ pub struct Triggers {
     pub schedule: Option<Schedule>,
     /// The rollouts' `maxUnavailable`.
     pub max_unavailable: Option<Limit>,
-    /// When the triggers may start rollouts; `None`: at any time.
+    /// When the triggers may start rollouts; `None`: at any time. A requested restart does not
+    /// wait for it.
     pub window: Option<Window>,
+    /// The restart asked for, if any.
+    pub restart: Option<RestartRequest>,
 }
 
 impl Triggers {
     /// Whether any trigger is on.
     pub fn any(&self) -> bool {
-        self.config_change.is_some() || self.schedule.is_some()
+        self.config_change.is_some() || self.schedule.is_some() || self.restart.is_some()
     }
 
     /// The rollouts' `maxUnavailable`: the annotation's, else 1.
@@ -128,6 +144,7 @@ pub fn has_trigger_annotations(annotations: &BTreeMap<String, String>, reloader:
     let ours = [
         keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE,
         keys::ANNOTATION_RECREATE_SCHEDULE,
+        keys::ANNOTATION_RESTART_REQUESTED_AT,
     ];
     let reloaders = [
         keys::RELOADER_AUTO,
@@ -172,6 +189,25 @@ pub fn parse(
                 annotation: keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE,
                 problem,
             }),
+        }
+    }
+
+    if let Some(value) =
+        get(keys::ANNOTATION_RESTART_REQUESTED_AT).filter(|value| !value.is_empty())
+    {
+        if value.len() > MAX_RESTART_VALUE {
+            problems.push(BadAnnotation {
+                annotation: keys::ANNOTATION_RESTART_REQUESTED_AT,
+                problem: format!(
+                    "{} characters, more than {MAX_RESTART_VALUE}: use a short value, as a timestamp",
+                    value.len()
+                ),
+            });
+        } else {
+            triggers.restart = Some(RestartRequest {
+                value: value.to_owned(),
+                containers: get(keys::ANNOTATION_RECREATE_CONTAINERS).and_then(names),
+            });
         }
     }
 
@@ -410,6 +446,41 @@ mod tests {
             problems[2]
         );
         assert!(!triggers.any());
+    }
+
+    #[test]
+    fn a_restart_request_is_its_value_with_the_containers() {
+        let (triggers, problems) = parse(
+            &annotations(&[
+                (
+                    keys::ANNOTATION_RESTART_REQUESTED_AT,
+                    " 2026-11-29T20:00:00Z ",
+                ),
+                (keys::ANNOTATION_RECREATE_CONTAINERS, "app, sidecar"),
+            ]),
+            false,
+        );
+        assert_eq!(problems, []);
+        assert_eq!(
+            triggers.restart,
+            Some(RestartRequest {
+                value: "2026-11-29T20:00:00Z".to_owned(),
+                containers: Some(vec!["app".to_owned(), "sidecar".to_owned()]),
+            })
+        );
+        assert!(triggers.any());
+        let long = "x".repeat(MAX_RESTART_VALUE + 1);
+        let (triggers, problems) = parse(
+            &annotations(&[(keys::ANNOTATION_RESTART_REQUESTED_AT, &long)]),
+            false,
+        );
+        assert_eq!(triggers.restart, None);
+        assert_eq!(problems.len(), 1);
+        let (triggers, _) = parse(
+            &annotations(&[(keys::ANNOTATION_RESTART_REQUESTED_AT, "")]),
+            false,
+        );
+        assert_eq!(triggers.restart, None, "an empty value asks for nothing");
     }
 
     #[test]

@@ -1833,12 +1833,14 @@ async fn operator_writes_no_workload(ctx: &Ctx, operator: kube::Client) -> anyho
             )])),
             last_scheduled: None,
             pending_change: None,
+            restart_requested: None,
         },
         TriggerRecordSpec {
             workload: workload.clone(),
             config_hashes: Some(BTreeMap::new()),
             last_scheduled: Some("2026-01-01T00:00:00Z".to_owned()),
             pending_change: None,
+            restart_requested: None,
         },
     ] {
         let applied = records
