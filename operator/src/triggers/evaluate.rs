@@ -216,12 +216,83 @@ pub(super) async fn evaluate(
     }
     if let Some(schedule) = &triggers.schedule {
         let next = scheduled(ctx, key, &entry, &triggers, schedule, &view, &workload).await?;
-        again = match (again, next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        again = sooner(again, next);
+    }
+    if let Some(restart) = &triggers.restart {
+        let next =
+            requested_restart(ctx, key, &entry, &triggers, restart, &view, &workload).await?;
+        again = sooner(again, next);
     }
     Ok(again)
+}
+
+/// The sooner of two looks again.
+fn sooner(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A value of `crr.dev/restart-requested-at` the record has not acted on: one rollout of the
+/// requested containers, then the value recorded (so that it never restarts again). A restart of
+/// an earlier value that still runs is waited for. The restart window does not apply: it was
+/// asked for.
+async fn requested_restart(
+    ctx: &TriggerContext,
+    key: &WorkloadKey,
+    entry: &WorkloadEntry,
+    triggers: &Triggers,
+    restart: &annotations::RestartRequest,
+    view: &WorkloadView,
+    workload: &ObjectReference,
+) -> Result<Option<Duration>, TriggerError> {
+    let done = ctx
+        .records()
+        .of(key, &entry.uid)
+        .and_then(|record| record.restart_requested.clone());
+    if done.as_deref() == Some(restart.value.as_str()) {
+        return Ok(None);
+    }
+    if let Some(running) =
+        trigger_rollout::running(&ctx.rollouts.state(), &entry.uid, Trigger::Restart)
+    {
+        debug!(workload = ?key, %running, "a requested restart waits for the one that runs");
+        return Ok(Some(config_change::WAIT_FOR_RUNNING));
+    }
+    let cause = Cause::Restart {
+        value: restart.value.clone(),
+        hash: super::hash::restart_value(&restart.value),
+    };
+    let containers = restart
+        .containers
+        .clone()
+        .unwrap_or_else(|| entry.containers.clone());
+    let rollout =
+        trigger_rollout::trigger_rollout(view, containers, triggers.max_unavailable(), &cause);
+    let (name, created) = create_rollout(ctx, view, &cause, rollout).await?;
+    write_record(
+        ctx,
+        key,
+        &entry.uid,
+        Field::RestartRequested(&restart.value),
+    )
+    .await?;
+    if created {
+        let note = format!(
+            "{}: rollout {name} recreates {} in place",
+            cause.describe(),
+            restart.containers.as_ref().map_or_else(
+                || "every container".to_owned(),
+                |containers| containers.join(", ")
+            )
+        );
+        info!(workload = ?key, %note, "restart requested");
+        ctx.events
+            .publish(workload, EventType::Normal, "RestartRequested", &note)
+            .await;
+    }
+    Ok(None)
 }
 
 async fn config_change(

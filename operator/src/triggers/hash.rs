@@ -48,6 +48,14 @@ pub fn record(record: &Hashes) -> String {
     )
 }
 
+/// A short hash of a requested restart's value: names the rollout of that value.
+pub fn restart_value(value: &str) -> String {
+    hex_prefix(
+        ring::digest::digest(&ring::digest::SHA256, value.as_bytes()).as_ref(),
+        8,
+    )
+}
+
 /// The first `bytes` bytes of a digest, in hex.
 fn hex_prefix(digest: &[u8], bytes: usize) -> String {
     digest[..bytes.min(digest.len())]

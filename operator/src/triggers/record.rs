@@ -59,6 +59,8 @@ pub struct Record {
     pub last_scheduled: Option<Timestamp>,
     /// A config change waiting for the restart window.
     pub pending_change: Option<PendingChange>,
+    /// The `crr.dev/restart-requested-at` value last acted on.
+    pub restart_requested: Option<String>,
 }
 
 impl Record {
@@ -80,6 +82,7 @@ impl Record {
                     .as_deref()
                     .and_then(|text| text.parse().ok()),
                 pending_change: spec.pending_change.clone(),
+                restart_requested: spec.restart_requested.clone(),
             },
         ))
     }
@@ -198,6 +201,8 @@ pub enum Field<'a> {
         pending: Option<&'a PendingChange>,
     },
     LastScheduled(Timestamp),
+    /// The requested restart's: the value acted on.
+    RestartRequested(&'a str),
 }
 
 impl Field<'_> {
@@ -206,6 +211,7 @@ impl Field<'_> {
         match self {
             Self::ConfigHashes { .. } => "crr-operator-config-change",
             Self::LastScheduled(_) => "crr-operator-schedule",
+            Self::RestartRequested(_) => "crr-operator-restart",
         }
     }
 }
@@ -242,6 +248,7 @@ pub fn apply(key: &WorkloadKey, uid: &str, field: &Field<'_>) -> TriggerRecord {
             spec.pending_change = pending.cloned();
         }
         Field::LastScheduled(at) => spec.last_scheduled = Some(at.to_string()),
+        Field::RestartRequested(value) => spec.restart_requested = Some((*value).to_owned()),
     }
     let mut record = TriggerRecord::new(&RecordKey::of(key).name, spec);
     record.metadata = ObjectMeta {

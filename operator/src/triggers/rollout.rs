@@ -3,7 +3,9 @@
 //! A trigger's rollout is named after its cause (the workload's name, then `-config-` and a
 //! hash of the record it rolls out, or `-schedule-` and the tick), so a leader that fails between
 //! creating it and recording it on the workload creates the same name again and finds it there,
-//! still to run or running: never a second rollout for one change or one tick. A name held by a
+//! still to run or running: never a second rollout for one change or one tick. A requested
+//! restart is named after a hash of its value (`-restart-`): a rollout of the workload under
+//! that name, even one that ended, is that value's restart, done. A name held by a
 //! rollout that ended (the config went back to data rolled out before, whose rollout is kept) or
 //! by anything else is not that: the next name is tried (`-2`, `-3`, ...), never taken as done
 //! ([`name_taken`]). It is labelled with its trigger and the workload's UID, owned by the
@@ -35,6 +37,8 @@ pub enum Trigger {
     ConfigChange,
     /// A schedule ticked.
     Schedule,
+    /// `crr.dev/restart-requested-at` took a new value.
+    Restart,
 }
 
 impl Trigger {
@@ -43,6 +47,7 @@ impl Trigger {
         match self {
             Self::ConfigChange => "config-change",
             Self::Schedule => "schedule",
+            Self::Restart => "restart",
         }
     }
 }
@@ -75,6 +80,13 @@ pub enum Cause {
         /// The tick.
         tick: Timestamp,
     },
+    /// A restart asked for by `crr.dev/restart-requested-at`.
+    Restart {
+        /// The annotation's value.
+        value: String,
+        /// A short hash of it: the rollout's name.
+        hash: String,
+    },
 }
 
 impl Cause {
@@ -83,6 +95,7 @@ impl Cause {
         match self {
             Self::ConfigChange { .. } => Trigger::ConfigChange,
             Self::Schedule { .. } => Trigger::Schedule,
+            Self::Restart { .. } => Trigger::Restart,
         }
     }
 
@@ -92,6 +105,7 @@ impl Cause {
                 format!("-config-{}", &record[..record.len().min(10)])
             }
             Self::Schedule { tick } => format!("-schedule-{}", tick.as_second()),
+            Self::Restart { hash, .. } => format!("-restart-{}", &hash[..hash.len().min(10)]),
         }
     }
 
@@ -107,6 +121,7 @@ impl Cause {
                     .join(", ")
             ),
             Self::Schedule { tick } => format!("scheduled at {tick}"),
+            Self::Restart { value, .. } => format!("restart requested: {value}"),
         }
     }
 }
@@ -196,9 +211,11 @@ pub enum NameTaken {
 }
 
 /// Whether `existing`, holding the name of the rollout `trigger` wants for the workload `uid`,
-/// is an earlier try of it.
+/// is an earlier try of it. A requested restart's name is its value's: one of the workload's
+/// restart rollouts under it, even finished, is that value's restart, done.
 pub fn name_taken(existing: &ContainerRecreateRollout, uid: &str, trigger: Trigger) -> NameTaken {
-    if of_workload(existing, uid, Some(trigger)) && runs(existing) {
+    if of_workload(existing, uid, Some(trigger)) && (runs(existing) || trigger == Trigger::Restart)
+    {
         NameTaken::EarlierTry
     } else {
         NameTaken::Other
@@ -425,6 +442,32 @@ mod tests {
             name_taken(&with(None, "uid-web"), "uid-web", Trigger::Schedule),
             NameTaken::Other
         );
+    }
+
+    #[test]
+    fn a_restart_under_its_values_name_is_done_even_finished_but_not_another_workloads() {
+        let cause = Cause::Restart {
+            value: "v1".to_owned(),
+            hash: "0123456789abcdef".to_owned(),
+        };
+        assert_eq!(rollout_name("web", &cause), "web-restart-0123456789");
+        let taken = |phase: Option<RolloutPhase>, uid: &str| {
+            name_taken(
+                &of_workload_in_phase(uid, &cause, phase),
+                "uid-web",
+                Trigger::Restart,
+            )
+        };
+        assert_eq!(taken(None, "uid-web"), NameTaken::EarlierTry);
+        assert_eq!(
+            taken(Some(RolloutPhase::Completed), "uid-web"),
+            NameTaken::EarlierTry
+        );
+        assert_eq!(
+            taken(Some(RolloutPhase::Failed), "uid-web"),
+            NameTaken::EarlierTry
+        );
+        assert_eq!(taken(None, "uid-old-web"), NameTaken::Other);
     }
 
     #[test]

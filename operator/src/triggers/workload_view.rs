@@ -49,13 +49,14 @@ pub const WORKLOAD_PAGE: u32 = 6;
 /// wrote before the TriggerRecord (the config-change record, the last tick), read as the record
 /// of a workload that has none (`record`). No other key is kept, so a tenant's annotations,
 /// crr-looking or not, cost nothing.
-pub const TRIGGER_ANNOTATIONS: [&str; 11] = [
+pub const TRIGGER_ANNOTATIONS: [&str; 12] = [
     keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE,
     keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE,
     keys::ANNOTATION_RECREATE_SCHEDULE,
     keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE,
     keys::ANNOTATION_RECREATE_CONTAINERS,
     keys::ANNOTATION_RECREATE_WINDOW,
+    keys::ANNOTATION_RESTART_REQUESTED_AT,
     keys::ANNOTATION_CONFIG_HASHES,
     keys::ANNOTATION_LAST_SCHEDULED,
     keys::RELOADER_AUTO,

@@ -969,3 +969,72 @@ async fn a_waiting_change_rolls_out_once_the_window_is_open() {
     assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
     server.await.expect("scripted API server");
 }
+
+const RESTART_AT: &str = "2026-11-29T20:00:00Z";
+
+/// A new value of `crr.dev/restart-requested-at`: one rollout of every container, the value
+/// recorded, one Event; the value recorded, nothing again.
+#[tokio::test]
+async fn a_requested_restart_runs_once_per_value() {
+    let (ctx, mut handle) = context(Vec::new());
+    index_web(&ctx, &[(keys::ANNOTATION_RESTART_REQUESTED_AT, RESTART_AT)]);
+    let server = tokio::spawn(async move {
+        let rollout = expect_rollout(&mut handle).await;
+        assert_eq!(
+            rollout["metadata"]["name"],
+            format!("web-restart-{}", &hash::restart_value(RESTART_AT)[..10]).as_str()
+        );
+        assert_eq!(rollout["spec"]["containers"], json!(["app", "proxy"]));
+        assert_eq!(
+            rollout["metadata"]["labels"][keys::LABEL_ROLLOUT_TRIGGER],
+            "restart"
+        );
+        let spec = expect_record_apply(&mut handle).await;
+        assert_eq!(spec["restartRequested"], RESTART_AT);
+        assert!(
+            spec.get("configHashes").is_none(),
+            "only its own field: {spec}"
+        );
+        let note = expect_event(&mut handle, "Normal", "RestartRequested").await;
+        assert!(
+            note.contains(&format!("restart requested: {RESTART_AT}")),
+            "{note}"
+        );
+    });
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    server.await.expect("scripted API server");
+    // Recorded (the answer to the write): nothing again, the mock fails any request.
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+}
+
+/// A leader that created the restart's rollout and failed before recording the value: the next
+/// finds the rollout under the value's name, even finished, and only records it.
+#[tokio::test]
+async fn a_requested_restart_found_done_under_its_name_is_recorded_not_run_again() {
+    let (ctx, mut handle) = context(Vec::new());
+    index_web(&ctx, &[(keys::ANNOTATION_RESTART_REQUESTED_AT, RESTART_AT)]);
+    let first = format!("web-restart-{}", &hash::restart_value(RESTART_AT)[..10]);
+    let server = tokio::spawn(async move {
+        name_held(&mut handle, &first, Some(json!({"phase": "Completed"}))).await;
+        let spec = expect_record_apply(&mut handle).await;
+        assert_eq!(spec["restartRequested"], RESTART_AT);
+        // No second rollout, no Event: the script ends here.
+    });
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    server.await.expect("scripted API server");
+}
+
+/// A new value while the restart of an earlier one runs waits for it.
+#[tokio::test]
+async fn a_requested_restart_waits_for_the_one_that_runs() {
+    let earlier = running(&Cause::Restart {
+        value: "earlier".to_owned(),
+        hash: hash::restart_value("earlier"),
+    });
+    let (ctx, _handle) = context(vec![earlier]);
+    index_web(&ctx, &[(keys::ANNOTATION_RESTART_REQUESTED_AT, RESTART_AT)]);
+    assert_eq!(
+        evaluate(&ctx, &web()).await.expect("evaluates"),
+        Some(WAIT_FOR_RUNNING)
+    );
+}

@@ -401,6 +401,10 @@ fn the_triggers_read_the_same_of_the_slim_view_as_of_the_workload() {
         (keys::ANNOTATION_RECREATE_SCHEDULE_TIMEZONE, "Europe/Berlin"),
         (keys::ANNOTATION_RECREATE_CONTAINERS, "app"),
         (keys::ANNOTATION_RECREATE_WINDOW, "Mon-Fri 01:00-05:00"),
+        (
+            keys::ANNOTATION_RESTART_REQUESTED_AT,
+            "2026-11-29T20:00:00Z",
+        ),
         ("example.com/x", "y"),
     ]
     .into_iter()
@@ -417,4 +421,5 @@ fn the_triggers_read_the_same_of_the_slim_view_as_of_the_workload() {
         crate::triggers::annotations::parse(&whole, false).0
     );
     assert!(from_slim.window.is_some() && from_slim.schedule.is_some());
+    assert!(from_slim.restart.is_some());
 }
