@@ -50,6 +50,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "trigger-window",
             run: |ctx| Box::pin(window(ctx)),
         },
+        Scenario {
+            name: "trigger-restart-requested",
+            run: |ctx| Box::pin(restart_requested(ctx)),
+        },
     ]
 }
 
@@ -820,4 +824,110 @@ async fn window(ctx: Ctx) -> anyhow::Result<()> {
         trigger_rollouts(&ctx, "config-change").await?.len() == 1,
         || "two changes made more than one rollout".to_owned(),
     )
+}
+
+/// The names of the namespace's ReplicaSets.
+async fn replica_sets(ctx: &Ctx) -> anyhow::Result<Vec<String>> {
+    let api: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let mut names: Vec<String> = api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// `crr.dev/restart-requested-at` set twice to one value (and the operator restarted, and the
+/// rollout deleted, between), then to another: exactly two restarts in place, no new ReplicaSet,
+/// and the Deployment's generation moved only by the user's own edits of the annotation (a
+/// Deployment's annotations count in its generation; crr writes nothing to it).
+async fn restart_requested(ctx: Ctx) -> anyhow::Result<()> {
+    apply(&ctx, config_map("one", "no")).await?;
+    let requested = |value: &str| {
+        web(
+            2,
+            json!({keys::ANNOTATION_RESTART_REQUESTED_AT: value,
+                   keys::ANNOTATION_RECREATE_CONTAINERS: "app"}),
+        )
+    };
+    apply(&ctx, web(2, json!({}))).await?;
+    let before = all_ready(&ctx, "web", 2).await?;
+    let sets = replica_sets(&ctx).await?;
+    let generation = || async {
+        Ok::<_, anyhow::Error>(deployments(&ctx).get("web").await?.metadata.generation)
+    };
+    let unchanged = |what: &'static str, edited: Option<i64>| {
+        let sets = sets.clone();
+        let ctx = &ctx;
+        async move {
+            let now = deployments(ctx).get("web").await?.metadata.generation;
+            check(now == edited, || {
+                format!(
+                    "{what}: the Deployment's generation is {now:?}, {edited:?} after the user's edit"
+                )
+            })?;
+            let now = replica_sets(ctx).await?;
+            check(now == sets, || {
+                format!("{what}: the ReplicaSets went {sets:?} → {now:?}")
+            })
+        }
+    };
+
+    apply(&ctx, requested("2026-11-29T20:00:00Z")).await?;
+    let edited = generation().await?;
+    let first = first_rollout(&ctx, "restart", Duration::from_secs(60))
+        .await
+        .context("the first value started no rollout")?;
+    check(first.spec.containers == ["app"], || {
+        format!("the restart recreates {:?}", first.spec.containers)
+    })?;
+    wait_phase(&ctx, &first.name_any(), "Completed").await?;
+    all_ready(&ctx, "web", 2).await?;
+    recreated_in_place(&ctx, &before, 1).await?;
+    let note = web_event(&ctx, "RestartRequested", Duration::from_secs(30)).await?;
+    check(note.contains("2026-11-29T20:00:00Z"), || {
+        format!("the RestartRequested note: {note}")
+    })?;
+    unchanged("after the first restart", edited).await?;
+
+    // The same value again, applied again, past an operator restart and the rollout's deletion.
+    apply(&ctx, requested("2026-11-29T20:00:00Z")).await?;
+    restart_operator(&ctx).await?;
+    rollouts(&ctx)
+        .delete(&first.name_any(), &Default::default())
+        .await?;
+    none_for(
+        &ctx,
+        "restart",
+        Duration::from_secs(15),
+        "the same value again",
+    )
+    .await?;
+    unchanged("after the same value again", edited).await?;
+    let recorded = records(&ctx)
+        .get(&record_name("Deployment", "web"))
+        .await?
+        .spec
+        .restart_requested;
+    check(recorded.as_deref() == Some("2026-11-29T20:00:00Z"), || {
+        format!("the record says {recorded:?}")
+    })?;
+
+    // A new value: the second restart.
+    apply(&ctx, requested("2026-11-29T21:00:00Z")).await?;
+    let edited = generation().await?;
+    let second = first_rollout(&ctx, "restart", Duration::from_secs(60))
+        .await
+        .context("the new value started no rollout")?;
+    wait_phase(&ctx, &second.name_any(), "Completed").await?;
+    all_ready(&ctx, "web", 2).await?;
+    recreated_in_place(&ctx, &before, 2).await?;
+    check(trigger_rollouts(&ctx, "restart").await?.len() == 1, || {
+        "more than one rollout for the new value".to_owned()
+    })?;
+    unchanged("after the second restart", edited).await
 }
