@@ -116,7 +116,7 @@ pub const TRIGGER_RECORD_KIND: &str = "TriggerRecord";
 pub const TRIGGER_RECORD_PLURAL: &str = "triggerrecords";
 /// Name of the TriggerRecord CRD.
 pub const TRIGGER_RECORD_CRD_NAME: &str = "triggerrecords.crr.dev";
-/// Label on a rollout a trigger created: `config-change` or `schedule`.
+/// Label on a rollout a trigger created: `config-change`, `schedule` or `restart`.
 pub const LABEL_ROLLOUT_TRIGGER: &str = "crr.dev/trigger";
 /// Label on a rollout a trigger created: the UID of the workload it restarts.
 pub const LABEL_WORKLOAD_UID: &str = "crr.dev/workload-uid";

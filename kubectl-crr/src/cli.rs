@@ -51,19 +51,22 @@ pub enum Command {
     /// Show one ContainerRecreateRequest: spec, per-container states, conditions and events.
     Describe(DescribeArgs),
     /// Restart containers of every pod of a workload in place, a few pods at a time, within its
-    /// PodDisruptionBudgets (a ContainerRecreateRollout); or show, pause, resume or abort one.
+    /// PodDisruptionBudgets (a ContainerRecreateRollout); or show, pause, resume or abort one; or
+    /// ask the crr operator for one without touching the pod template (`rollout restart`).
     Rollout(RolloutArgs),
-    /// List the workloads that restart in place on a config change or a schedule (annotations
-    /// crr.dev/recreate-on-config-change, crr.dev/recreate-schedule): their triggers and restart
-    /// window (crr.dev/recreate-window), last trigger rollout, the config change that waits for
-    /// the window, and next scheduled run (marked when it falls outside the window).
+    /// List the workloads that restart in place on a config change, a schedule or a request
+    /// (annotations crr.dev/recreate-on-config-change, crr.dev/recreate-schedule,
+    /// crr.dev/restart-requested-at): their triggers and restart window (crr.dev/recreate-window),
+    /// last trigger rollout, the config change that waits for the window, and next scheduled run
+    /// (marked when it falls outside the window).
     Triggers(TriggersArgs),
     /// Print a shell completion script for kubectl-crr (bash, zsh, fish, elvish, powershell).
     Completion(CompletionArgs),
 }
 
 /// `kubectl crr rollout`: `rollout deploy/web -c app [...]` creates one; `rollout status|pause|
-/// resume|abort NAME` acts on one.
+/// resume|abort NAME` acts on one; `rollout restart deploy/web` asks the operator for one. The
+/// verbs are subcommands, so a verb is never read as a WORKLOAD (which is always KIND/NAME).
 #[derive(Args, Debug, Clone, PartialEq)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct RolloutArgs {
@@ -154,6 +157,25 @@ pub enum RolloutAction {
         /// The rollout's name.
         #[arg(value_name = "NAME")]
         name: String,
+    },
+    /// Ask the crr operator to restart a workload's containers in place, without changing its
+    /// pod template.
+    ///
+    /// Sets the workload's annotation crr.dev/restart-requested-at to the current time (a merge
+    /// patch of that one annotation). The pod template is not changed: no new ReplicaSet, no new
+    /// pods, nothing for a GitOps tool to see in the template. The operator restarts the
+    /// containers crr.dev/recreate-containers names (default: every regular container) in one
+    /// rollout, once per value, whatever the restart window, and names the rollout in a
+    /// RestartRequested Event on the workload.
+    Restart {
+        /// The workload: deploy/NAME, sts/NAME or ds/NAME (deployment/, statefulset/, daemonset/).
+        #[arg(value_name = "WORKLOAD")]
+        workload: String,
+        /// Set nothing: `client` (the default) only checks that the workload exists, `server`
+        /// has the API server check the patch without storing it.
+        #[arg(long, value_enum, value_name = "MODE", require_equals = true, num_args = 0..=1,
+              default_missing_value = "client", hide_possible_values = true)]
+        dry_run: Option<DryRun>,
     },
 }
 
@@ -525,6 +547,65 @@ mod tests {
         assert_eq!(describe.name, "web-0-abcde");
         assert_eq!(describe.output, Some(OutputFormat::Json));
         assert!(parse(&["get", "-o", "wide"]).is_err());
+    }
+
+    #[test]
+    fn rollout_restart_is_a_verb_and_rollout_workload_still_creates() {
+        for args in [
+            &["rollout", "restart", "deploy/web", "-n", "shop"][..],
+            &["-n", "shop", "rollout", "restart", "deploy/web"],
+        ] {
+            let cli = parse(args).expect("valid arguments");
+            assert_eq!(cli.connection.namespace.as_deref(), Some("shop"));
+            assert_eq!(
+                cli.command,
+                Command::Rollout(RolloutArgs {
+                    action: Some(RolloutAction::Restart {
+                        workload: "deploy/web".to_owned(),
+                        dry_run: None,
+                    }),
+                    create: RolloutCreateArgs {
+                        workload: None,
+                        selector: None,
+                        containers: Vec::new(),
+                        max_unavailable: Limit::Count(1),
+                        no_budgets: false,
+                        max_failed_pods: None,
+                        unready_grace: None,
+                        deadline: None,
+                        ttl: None,
+                        name: None,
+                        wait: false,
+                        timeout: None,
+                    },
+                })
+            );
+        }
+        let restart = |args: &[&str]| match parse(args).expect("valid arguments").command {
+            Command::Rollout(RolloutArgs {
+                action: Some(RolloutAction::Restart { workload, dry_run }),
+                ..
+            }) => (workload, dry_run),
+            other => panic!("not a restart: {other:?}"),
+        };
+        assert_eq!(
+            restart(&["rollout", "restart", "--dry-run", "sts/db"]),
+            ("sts/db".to_owned(), Some(DryRun::Client))
+        );
+        assert_eq!(
+            restart(&["rollout", "restart", "ds/agent", "--dry-run=server"]),
+            ("ds/agent".to_owned(), Some(DryRun::Server))
+        );
+        // A restart takes one workload and none of the create flags.
+        assert!(parse(&["rollout", "restart"]).is_err());
+        assert!(parse(&["rollout", "restart", "deploy/web", "-c", "app"]).is_err());
+        // The create form is unchanged.
+        let cli = parse(&["rollout", "deploy/web", "-c", "app"]).expect("valid arguments");
+        assert!(matches!(
+            cli.command,
+            Command::Rollout(RolloutArgs { action: None, create })
+                if create.workload.as_deref() == Some("deploy/web") && create.containers == ["app"]
+        ));
     }
 
     #[test]

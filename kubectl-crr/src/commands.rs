@@ -11,7 +11,10 @@ use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
-use crate::cli::{Cli, Command, DescribeArgs, DryRun, GetArgs, OutputFormat, RecreateArgs};
+use crate::cli::{
+    Cli, Command, DescribeArgs, DryRun, GetArgs, OutputFormat, RecreateArgs, RolloutAction,
+    RolloutArgs,
+};
 use crate::error::Error;
 use crate::follow::{self, Plan, Report};
 use crate::kubeconfig::connect;
@@ -29,6 +32,14 @@ pub async fn execute(cli: Cli) -> Result<Exit, Error> {
     }
     if let Command::Recreate(args) = &cli.command {
         check_recreate_flags(args)?;
+    }
+    if let Command::Rollout(RolloutArgs {
+        action: Some(RolloutAction::Restart { workload, .. }),
+        ..
+    }) = &cli.command
+    {
+        // A workload the operator cannot restart is refused before the cluster is asked.
+        crate::restart::RestartTarget::parse(workload)?;
     }
     let (client, namespace) = connect(&cli.connection).await?;
     match cli.command {

@@ -216,7 +216,7 @@ mod tests {
         assert_eq!(candidates(&["rec"]), (vec!["recreate".to_owned()], 4));
         // The rollout verbs, and its flags.
         let (verbs, _) = candidates(&["rollout", ""]);
-        for verb in ["status", "pause", "resume", "abort"] {
+        for verb in ["status", "pause", "resume", "abort", "restart"] {
             assert!(verbs.contains(&verb.to_owned()), "{verb} in {verbs:?}");
         }
         let (flags, _) = candidates(&["rollout", "deploy/web", "--no"]);

@@ -36,6 +36,13 @@ pub enum Error {
     RequestNotFound { namespace: String, name: String },
     #[error("containerrecreaterollout {name:?} not found in namespace {namespace:?}")]
     RolloutNotFound { namespace: String, name: String },
+    /// `kind` in lower case: `deployment "web" not found in namespace "shop"`.
+    #[error("{kind} {name:?} not found in namespace {namespace:?}")]
+    WorkloadNotFound {
+        namespace: String,
+        kind: String,
+        name: String,
+    },
     /// The API server (or an admission webhook through it) refused; its message verbatim.
     #[error("{0}")]
     Server(ServerError),

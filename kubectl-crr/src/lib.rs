@@ -21,6 +21,7 @@ pub mod printable;
 pub mod progress;
 pub mod render;
 pub mod request;
+pub mod restart;
 pub mod rollout;
 pub mod table;
 pub mod triggers;

@@ -253,6 +253,9 @@ pub async fn execute(client: Client, namespace: &str, args: &RolloutArgs) -> Res
         }
         Some(RolloutAction::Pause { name }) => set_paused(&api, namespace, name, true).await,
         Some(RolloutAction::Resume { name }) => set_paused(&api, namespace, name, false).await,
+        Some(RolloutAction::Restart { workload, dry_run }) => {
+            crate::restart::execute(client, namespace, workload, *dry_run).await
+        }
         Some(RolloutAction::Abort { name }) => {
             let params = DeleteParams {
                 propagation_policy: Some(PropagationPolicy::Background),

@@ -3,7 +3,7 @@
 //! restart window and its next scheduled run.
 //!
 //! NAMESPACE (with `-A`), WORKLOAD, TRIGGERS (with the restart window, and when it opens if it is
-//! closed), LAST ROLLOUT (name, phase, age), PENDING (from the workload's TriggerRecord), NEXT RUN
+//! closed, and the value of `crr.dev/restart-requested-at`), LAST ROLLOUT (name, phase, age), PENDING (from the workload's TriggerRecord), NEXT RUN
 //! (marked when the tick falls outside the window: the operator skips it). The annotations are
 //! read by `crr_crds::triggers::annotations`, the operator's own parser, so a value the operator
 //! refuses shows here as refused, with the reason. What is pending is what the operator wrote in
@@ -72,6 +72,13 @@ pub fn row(
     }
     if let Some(window) = &triggers.window {
         said.push(window_text(window, now));
+    }
+    if let Some(restart) = &triggers.restart {
+        // A tenant's free text: kept on its line.
+        said.push(format!(
+            "restart-requested {}",
+            crate::printable::printable(&restart.value)
+        ));
     }
     for problem in &problems {
         said.push(format!("refused: {problem}"));
@@ -386,6 +393,38 @@ mod tests {
         assert_eq!(
             row("Deployment", &web, &[], &[], false, now).triggers,
             "config-change; window Mon-Fri 01:00-05:00 (Europe/Berlin)"
+        );
+    }
+
+    #[test]
+    fn a_requested_restart_shows_its_value() {
+        let now: jiff::Timestamp = "2026-11-30T06:00:00Z".parse().unwrap();
+        let web = workload(json!({
+            keys::ANNOTATION_RESTART_REQUESTED_AT: "2026-11-29T20:00:00Z",
+        }));
+        assert!(annotations::has_trigger_annotations(
+            web.annotations(),
+            false
+        ));
+        assert_eq!(
+            row("Deployment", &web, &[], &[], false, now).triggers,
+            "restart-requested 2026-11-29T20:00:00Z"
+        );
+        let both = workload(json!({
+            keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true",
+            keys::ANNOTATION_RESTART_REQUESTED_AT: "release 42\u{1b}[2J",
+        }));
+        assert_eq!(
+            row("Deployment", &both, &[], &[], false, now).triggers,
+            "config-change; restart-requested release 42\\u{1b}[2J"
+        );
+        let long = workload(json!({
+            keys::ANNOTATION_RESTART_REQUESTED_AT: "x".repeat(257),
+        }));
+        assert!(
+            row("Deployment", &long, &[], &[], false, now)
+                .triggers
+                .starts_with("refused: annotation crr.dev/restart-requested-at"),
         );
     }
 
