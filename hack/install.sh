@@ -56,6 +56,9 @@ kubectl -n crr-system create configmap apiserver-webhook-client-ca \
   --from-file=ca.crt="$CLUSTER_DIR/pki/webhook-client-ca.crt" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 step "applying manifests/overlays/local-client-auth"
 kubectl apply --server-side --force-conflicts -k "$root/manifests/overlays/local-client-auth" >/dev/null
+# Left by releases before the TriggerRecord: the operator patches no workload any more.
+kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy \
+  crr-operator-trigger-annotations-only --ignore-not-found >/dev/null
 # Same tag, new image: restart so the pods run what was just built.
 kubectl -n crr-system rollout restart deployment/crr-operator deployment/crr-webhook daemonset/crr-node-daemon >/dev/null
 for workload in deployment/crr-webhook deployment/crr-operator daemonset/crr-node-daemon; do
