@@ -43,26 +43,19 @@ impl RestartTarget {
             flag: "WORKLOAD",
             message,
         };
-        let (kind, name) = text.split_once('/').ok_or_else(|| {
-            invalid(format!(
-                "{text:?} is not KIND/NAME (deploy/NAME, sts/NAME or ds/NAME)"
-            ))
-        })?;
-        let (kind, plural) = match kind.to_ascii_lowercase().as_str() {
-            "deploy" | "deployment" | "deployments" => ("Deployment", "deployments"),
-            "sts" | "statefulset" | "statefulsets" => ("StatefulSet", "statefulsets"),
-            "ds" | "daemonset" | "daemonsets" => ("DaemonSet", "daemonsets"),
-            "rs" | "replicaset" | "replicasets" => {
+        // The kinds as `kubectl crr rollout` reads them; of those, the ones the triggers watch.
+        let workload = crate::rollout::workload_ref(text)?;
+        let (kind, plural) = match workload.kind.as_str() {
+            "Deployment" => ("Deployment", "deployments"),
+            "StatefulSet" => ("StatefulSet", "statefulsets"),
+            "DaemonSet" => ("DaemonSet", "daemonsets"),
+            _ => {
                 return Err(invalid(format!(
                     "{text:?}: the operator restarts Deployments, StatefulSets and DaemonSets on request; restart the ReplicaSet's Deployment, or its pods with `kubectl crr rollout {text} -c CONTAINER`"
                 )));
             }
-            other => {
-                return Err(invalid(format!(
-                    "{other:?} is not a workload the operator restarts (deploy, sts or ds)"
-                )));
-            }
         };
+        let name = workload.name.as_str();
         if !is_object_name(name) {
             return Err(invalid(format!(
                 "{name:?} is not a workload name (lower-case letters, digits, '-' and '.', at most {MAX_NAME_LENGTH})"
