@@ -81,8 +81,16 @@ fn start_wings(
         registry,
         &errors,
     );
+    // Registered with triggers off too: every family docs/metrics.md lists is served.
+    let trigger_metrics = triggers::metrics::TriggerMetrics::register(registry);
     let triggers = match settings.triggers.clone() {
-        Some(triggers) => triggers::start(wing, triggers, rollouts.rollouts.clone(), &errors),
+        Some(triggers) => triggers::start(
+            wing,
+            triggers,
+            rollouts.rollouts.clone(),
+            &errors,
+            trigger_metrics,
+        ),
         None => Box::pin(std::future::ready(())),
     };
     Wings {

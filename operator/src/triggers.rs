@@ -21,6 +21,7 @@ pub mod error;
 mod evaluate;
 pub mod hash;
 pub mod index;
+pub mod metrics;
 pub mod queue;
 pub mod record;
 pub mod rollout;
@@ -51,6 +52,7 @@ pub fn start(
     settings: TriggerSettings,
     rollouts: Store<ContainerRecreateRollout>,
     errors: &ReconcileErrors,
+    metrics: metrics::TriggerMetrics,
 ) -> BoxFuture<'static, ()> {
     let ctx = Arc::new(TriggerContext::new(
         wing.client.clone(),
@@ -59,6 +61,7 @@ pub fn start(
         rollouts,
         settings,
         errors.controller("triggers", &TriggerError::KINDS),
+        metrics,
     ));
     let wing = wing.clone();
     async move {

@@ -19,6 +19,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
 use super::index::{TriggerIndex, WorkloadKey};
+use super::metrics::TriggerMetrics;
 use super::queue::WakeQueue;
 use super::record::Records;
 use super::warnings::Warnings;
@@ -89,6 +90,7 @@ pub struct TriggerContext {
     pub(super) backoff: Backoff,
     /// Failed evaluations, by kind.
     pub(super) errors: ControllerErrors,
+    pub(super) metrics: TriggerMetrics,
 }
 
 pub(super) fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -104,6 +106,7 @@ impl TriggerContext {
         rollouts: Store<ContainerRecreateRollout>,
         settings: TriggerSettings,
         errors: ControllerErrors,
+        metrics: TriggerMetrics,
     ) -> Self {
         Self {
             client,
@@ -118,6 +121,7 @@ impl TriggerContext {
             queue: WakeQueue::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
             errors,
+            metrics,
         }
     }
 
@@ -133,6 +137,14 @@ impl TriggerContext {
     /// The records, locked (never held across an await).
     pub(super) fn records(&self) -> MutexGuard<'_, Records> {
         locked(&self.records)
+    }
+
+    /// Keeps `crr_operator_trigger_pending_changes` equal to the records' pending changes.
+    pub(super) fn count_pending_changes(&self) {
+        let pending = self.records().pending_count();
+        self.metrics
+            .pending_changes
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
     }
 
     /// How many workloads have triggers (the `kubectl crr triggers` view reads the cluster).
@@ -165,6 +177,7 @@ impl TriggerContext {
         if !locked(&self.warned).is_news(uid, reason, message) {
             return;
         }
+        self.metrics.warned(reason);
         self.events
             .publish(workload, EventType::Warning, reason, message)
             .await;

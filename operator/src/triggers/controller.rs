@@ -264,7 +264,10 @@ pub async fn run(
                 .watch_backoff()
                 .for_each(move |event| {
                     match event {
-                        Ok(event) => ctx.records().apply(event),
+                        Ok(event) => {
+                            ctx.records().apply(event);
+                            ctx.count_pending_changes();
+                        }
                         Err(error) => warn!(%error, "trigger record watch"),
                     }
                     futures::future::ready(())
@@ -308,7 +311,12 @@ pub async fn run(
 /// a failure is counted in `errors` by its kind and retried with backoff.
 pub(super) async fn evaluate_due(ctx: &TriggerContext, key: WorkloadKey) {
     let name = format!("{}/{}/{}", key.kind, key.namespace, key.name);
-    match evaluate::evaluate(ctx, &key).await {
+    let started = std::time::Instant::now();
+    let evaluated = evaluate::evaluate(ctx, &key).await;
+    ctx.metrics
+        .evaluation
+        .observe(started.elapsed().as_secs_f64());
+    match evaluated {
         Ok(again) => {
             ctx.backoff.succeeded(&name);
             if let Some(after) = again {

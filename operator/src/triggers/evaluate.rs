@@ -102,6 +102,7 @@ async fn write_record(
             key.namespace
         )))?;
     ctx.records().wrote(&written);
+    ctx.count_pending_changes();
     Ok(())
 }
 
@@ -125,7 +126,10 @@ async fn create_rollout(
         let name = trigger_rollout::rollout_name_try(&view.name, cause, attempt);
         rollout.metadata.name = Some(name.clone());
         match api.create(&params, &rollout).await {
-            Ok(_) => return Ok((name, true)),
+            Ok(_) => {
+                ctx.metrics.rollout_created(cause.trigger());
+                return Ok((name, true));
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 let existing = api
                     .get_opt(&name)

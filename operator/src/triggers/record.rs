@@ -146,6 +146,18 @@ impl Records {
         }
     }
 
+    /// How many records hold a config change that waits for the restart window (an own write
+    /// counted for its record until the watch shows it).
+    pub fn pending_count(&self) -> usize {
+        let waits = |record: &Record| record.pending_change.is_some();
+        self.written.values().filter(|record| waits(record)).count()
+            + self
+                .seen
+                .iter()
+                .filter(|(key, record)| !self.written.contains_key(*key) && waits(record))
+                .count()
+    }
+
     /// The record of the workload `key` whose UID is `uid`; `None` when there is none, or when
     /// the one under its name is of an earlier workload of that name (deleted, made again).
     pub fn of(&self, key: &WorkloadKey, uid: &str) -> Option<&Record> {

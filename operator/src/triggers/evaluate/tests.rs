@@ -58,6 +58,7 @@ fn context(rollouts: Vec<ContainerRecreateRollout>) -> (TriggerContext, Handle) 
             debounce: Duration::from_secs(1),
         },
         ControllerErrors::unregistered("triggers", &TriggerError::KINDS),
+        crate::triggers::metrics::TriggerMetrics::default(),
     );
     (ctx, handle)
 }
@@ -678,6 +679,14 @@ async fn a_template_of_too_many_references_is_refused_with_one_event_and_no_read
         None,
         "no Event again"
     );
+    let refused = ctx
+        .metrics
+        .warnings
+        .get_or_create(&crate::triggers::metrics::ReasonLabels {
+            reason: "TooManyConfigReferences",
+        })
+        .get();
+    assert_eq!(refused, 1, "one Warning, counted once");
 }
 
 #[tokio::test]
@@ -923,6 +932,7 @@ async fn a_change_outside_the_window_waits_in_the_record_with_one_event() {
     );
     assert!(note.contains("waits for the restart window"), "{note}");
     assert!(again <= Duration::from_secs(3600), "{again:?}");
+    assert_eq!(ctx.metrics.pending_changes.get(), 1, "one change waits");
     // Again, with the record as written: no write, no Event (the mock fails any request).
     assert!(evaluate(&ctx, &web()).await.expect("evaluates").is_some());
 }
@@ -1005,6 +1015,13 @@ async fn a_requested_restart_runs_once_per_value() {
     server.await.expect("scripted API server");
     // Recorded (the answer to the write): nothing again, the mock fails any request.
     assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    let created = |trigger| {
+        ctx.metrics
+            .rollouts
+            .get_or_create(&crate::triggers::metrics::TriggerLabels { trigger })
+            .get()
+    };
+    assert_eq!((created("restart"), created("config-change")), (1, 0));
 }
 
 /// A leader that created the restart's rollout and failed before recording the value: the next
