@@ -149,6 +149,11 @@ pub(super) fn entry_of(object: SlimWorkload, reloader: bool) -> Option<WorkloadE
 /// them stay near 25 MB (the default page of 500 could reach 128 MB).
 const CONFIG_PAGE: u32 = 100;
 
+/// TriggerRecords per page of their list. crr writes them small, but whoever may write them in
+/// a namespace (a role with every resource) could make each 1.5 MB: 10 of those are 15 MB,
+/// decoded whole before they are slimmed.
+const RECORD_PAGE: u32 = 10;
+
 /// The metadata watch of the `K`s (ConfigMaps or Secrets, as `kind` says) in `namespace` (all
 /// when `None`).
 fn config_watch<K>(
@@ -260,7 +265,7 @@ pub async fn run(
             crr_runtime::client::namespaced_or_all(ctx.client.clone(), namespace.as_deref());
         let ctx = ctx.clone();
         watches.push(Box::pin(
-            watcher(api, watcher::Config::default().page_size(CONFIG_PAGE))
+            watcher(api, watcher::Config::default().page_size(RECORD_PAGE))
                 .watch_backoff()
                 .for_each(move |event| {
                     match event {
