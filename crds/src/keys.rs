@@ -128,3 +128,11 @@ pub const RELOADER_AUTO: &str = "reloader.stakater.com/auto";
 pub const RELOADER_CONFIGMAPS: &str = "configmap.reloader.stakater.com/reload";
 /// Reloader's annotation: restart on a change of these Secrets (comma-separated).
 pub const RELOADER_SECRETS: &str = "secret.reloader.stakater.com/reload";
+/// Reloader's workload annotations crr does not read: its search mode, its typed `auto`s, its
+/// rollout strategy. A workload carrying one is told so (with Reloader's annotations honoured).
+pub const RELOADER_NOT_READ: [&str; 4] = [
+    "reloader.stakater.com/search",
+    "configmap.reloader.stakater.com/auto",
+    "secret.reloader.stakater.com/auto",
+    "reloader.stakater.com/rollout-strategy",
+];

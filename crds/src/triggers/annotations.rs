@@ -153,6 +153,22 @@ pub fn has_trigger_annotations(annotations: &BTreeMap<String, String>, reloader:
     ];
     ours.iter().any(|key| annotations.contains_key(*key))
         || (reloader && reloaders.iter().any(|key| annotations.contains_key(*key)))
+        || !reloader_not_read(annotations, reloader).is_empty()
+}
+
+/// Reloader's annotations on the workload that crr does not read (`keys::RELOADER_NOT_READ`), in
+/// that order; none when Reloader's annotations are not honoured at all (`reloader`).
+pub fn reloader_not_read(
+    annotations: &BTreeMap<String, String>,
+    reloader: bool,
+) -> Vec<&'static str> {
+    if !reloader {
+        return Vec::new();
+    }
+    keys::RELOADER_NOT_READ
+        .into_iter()
+        .filter(|key| annotations.contains_key(*key))
+        .collect()
 }
 
 /// Reads the triggers of a workload from its annotations; `reloader`: whether Reloader's
@@ -481,6 +497,27 @@ mod tests {
             false,
         );
         assert_eq!(triggers.restart, None, "an empty value asks for nothing");
+    }
+
+    #[test]
+    fn reloaders_annotations_crr_does_not_read_are_named_when_reloaders_count() {
+        let with = annotations(&[
+            ("reloader.stakater.com/search", "true"),
+            ("secret.reloader.stakater.com/auto", "true"),
+            (keys::RELOADER_AUTO, "true"),
+        ]);
+        assert_eq!(
+            reloader_not_read(&with, true),
+            [
+                "reloader.stakater.com/search",
+                "secret.reloader.stakater.com/auto"
+            ]
+        );
+        assert!(reloader_not_read(&with, false).is_empty());
+        // A workload with only such an annotation is kept, to be told.
+        let alone = annotations(&[("reloader.stakater.com/search", "true")]);
+        assert!(has_trigger_annotations(&alone, true));
+        assert!(!has_trigger_annotations(&alone, false));
     }
 
     #[test]

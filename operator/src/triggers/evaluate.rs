@@ -207,6 +207,18 @@ pub(super) async fn evaluate(
         ctx.warn_once(&workload, warnings::BAD_ANNOTATION, &note)
             .await;
     }
+    let not_read =
+        annotations::reloader_not_read(&entry.annotations, ctx.settings.reloader_annotations);
+    if not_read.is_empty() {
+        ctx.clear_warning(&entry.uid, warnings::RELOADER_NOT_READ);
+    } else {
+        let note = format!(
+            "crr does not read {}: only reloader.stakater.com/auto and the reload lists are honoured (docs/migrating-from-reloader.md)",
+            not_read.join(", ")
+        );
+        ctx.warn_once(&workload, warnings::RELOADER_NOT_READ, &note)
+            .await;
+    }
     let view = WorkloadView {
         kind: key.kind,
         namespace: key.namespace.clone(),

@@ -3,7 +3,7 @@
 //! * `trigger_rollouts_total{trigger}`: rollouts the triggers created, by trigger;
 //! * `trigger_warnings_total{reason}`: Warning Events given about workloads, by reason: a bad
 //!   annotation, too many references (the workload refused), Secrets ignored, Reloader also
-//!   acting;
+//!   acting, Reloader annotations crr does not read;
 //! * `trigger_pending_changes`: config changes that wait for their workload's restart window;
 //! * `trigger_evaluation_seconds`: how long evaluating one workload took.
 
@@ -67,6 +67,7 @@ impl Default for TriggerMetrics {
                 warnings::TOO_MANY_REFERENCES,
                 warnings::SECRETS_IGNORED,
                 warnings::RELOADER_ALSO_ACTS,
+                warnings::RELOADER_NOT_READ,
             ]
             .map(|reason| ReasonLabels { reason }),
         );

@@ -23,6 +23,8 @@ pub const RELOADER_ALSO_ACTS: &str = "ReloaderAlsoActs";
 /// The reason of the Event that says a workload's template uses too many ConfigMaps and Secrets
 /// for the config-change trigger.
 pub const TOO_MANY_REFERENCES: &str = "TooManyConfigReferences";
+/// Reloader annotations on the workload that crr does not read.
+pub const RELOADER_NOT_READ: &str = "ReloaderAnnotationNotRead";
 
 /// The warnings given, per workload UID and reason.
 #[derive(Debug, Default)]

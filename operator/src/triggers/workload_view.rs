@@ -49,7 +49,7 @@ pub const WORKLOAD_PAGE: u32 = 6;
 /// wrote before the TriggerRecord (the config-change record, the last tick), read as the record
 /// of a workload that has none (`record`). No other key is kept, so a tenant's annotations,
 /// crr-looking or not, cost nothing.
-pub const TRIGGER_ANNOTATIONS: [&str; 12] = [
+pub const TRIGGER_ANNOTATIONS: [&str; 16] = [
     keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE,
     keys::ANNOTATION_RECREATE_MAX_UNAVAILABLE,
     keys::ANNOTATION_RECREATE_SCHEDULE,
@@ -62,6 +62,10 @@ pub const TRIGGER_ANNOTATIONS: [&str; 12] = [
     keys::RELOADER_AUTO,
     keys::RELOADER_CONFIGMAPS,
     keys::RELOADER_SECRETS,
+    keys::RELOADER_NOT_READ[0],
+    keys::RELOADER_NOT_READ[1],
+    keys::RELOADER_NOT_READ[2],
+    keys::RELOADER_NOT_READ[3],
 ];
 
 /// A workload with only what the trigger wing reads (see the module's table).

@@ -1055,3 +1055,31 @@ async fn a_requested_restart_waits_for_the_one_that_runs() {
         Some(WAIT_FOR_RUNNING)
     );
 }
+
+/// With Reloader's annotations honoured, a workload that carries one crr does not read is told
+/// so, once: the Warning names it.
+#[tokio::test]
+async fn reloaders_annotations_crr_does_not_read_are_named_in_one_warning() {
+    let (mut ctx, mut handle) = context(Vec::new());
+    ctx.settings.reloader_annotations = true;
+    index_web(
+        &ctx,
+        &[
+            ("reloader.stakater.com/search", "true"),
+            ("configmap.reloader.stakater.com/auto", "true"),
+        ],
+    );
+    let server = tokio::spawn(async move {
+        expect_event(&mut handle, "Warning", "ReloaderAnnotationNotRead").await
+    });
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+    let note = server.await.expect("scripted API server");
+    assert!(
+        note.contains(
+            "crr does not read reloader.stakater.com/search, configmap.reloader.stakater.com/auto"
+        ),
+        "{note}"
+    );
+    // Again: no second Event (the mock fails any request).
+    assert_eq!(evaluate(&ctx, &web()).await.expect("evaluates"), None);
+}
