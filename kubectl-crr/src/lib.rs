@@ -25,5 +25,6 @@ pub mod restart;
 pub mod rollout;
 pub mod table;
 pub mod triggers;
+pub mod workload;
 
 pub use error::Error;

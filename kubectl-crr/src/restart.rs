@@ -44,7 +44,7 @@ impl RestartTarget {
             message,
         };
         // The kinds as `kubectl crr rollout` reads them; of those, the ones the triggers watch.
-        let workload = crate::rollout::workload_ref(text)?;
+        let workload = crate::workload::workload_ref(text)?;
         let (kind, plural) = match workload.kind.as_str() {
             "Deployment" => ("Deployment", "deployments"),
             "StatefulSet" => ("StatefulSet", "statefulsets"),

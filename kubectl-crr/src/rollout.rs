@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use crr_crds::rollout::{
     ContainerRecreateRollout, ContainerRecreateRolloutSpec, RolloutPhase, RolloutRecreateStrategy,
-    RolloutTarget, WorkloadRef, target_name,
+    RolloutTarget, target_name,
 };
-use crr_crds::rules::rollout::{WORKLOAD_API_VERSION, check_rollout};
+use crr_crds::rules::rollout::check_rollout;
 use crr_crds::{keys, readiness_gate};
 use futures::StreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -26,38 +26,7 @@ use crate::exit::Exit;
 /// The field manager of the plugin's writes.
 const FIELD_MANAGER: &str = "kubectl-crr";
 
-/// Reads `deploy/web`, `sts/db`, `ds/agent`, `rs/web-5d9f` (and the kinds' full names, singular
-/// or plural, any case) as a workload of `apps/v1`.
-pub fn workload_ref(text: &str) -> Result<WorkloadRef, Error> {
-    let invalid = |message: String| Error::InvalidFlag {
-        flag: "WORKLOAD",
-        message,
-    };
-    let (kind, name) = text.split_once('/').ok_or_else(|| {
-        invalid(format!(
-            "{text:?} is not KIND/NAME (deploy/NAME, sts/NAME, ds/NAME or rs/NAME)"
-        ))
-    })?;
-    let kind = match kind.to_ascii_lowercase().as_str() {
-        "deploy" | "deployment" | "deployments" => "Deployment",
-        "sts" | "statefulset" | "statefulsets" => "StatefulSet",
-        "ds" | "daemonset" | "daemonsets" => "DaemonSet",
-        "rs" | "replicaset" | "replicasets" => "ReplicaSet",
-        other => {
-            return Err(invalid(format!(
-                "{other:?} is not a workload a rollout can restart (deploy, sts, ds or rs)"
-            )));
-        }
-    };
-    if name.is_empty() {
-        return Err(invalid(format!("{text:?} names no workload")));
-    }
-    Ok(WorkloadRef {
-        api_version: WORKLOAD_API_VERSION.to_owned(),
-        kind: kind.to_owned(),
-        name: name.to_owned(),
-    })
-}
+pub use crate::workload::workload_ref;
 
 /// Reads an equality selector, `app=web,tier=front` (`==` too), as the rollout's selector.
 pub fn label_selector(text: &str) -> Result<LabelSelector, Error> {
