@@ -148,6 +148,12 @@ pub struct RolloutRecreateStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 3, max = crate::limits::MAX_ACTIVE_DEADLINE_SECONDS))]
     pub active_deadline_seconds: Option<i64>,
+    /// TTLSecondsAfterFinished is each request's `ttlSecondsAfterFinished`: a request is deleted
+    /// this long after it finishes, but never while its rollout runs (the rollout reads its
+    /// outcome). Unset, the requests stay as long as the rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = crate::limits::MAX_TTL_SECONDS_AFTER_FINISHED))]
+    pub ttl_seconds_after_finished: Option<i32>,
 }
 
 /// The observed state of a rollout, derived from its requests and the target's pods.

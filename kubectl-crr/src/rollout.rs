@@ -89,6 +89,7 @@ pub fn build(namespace: &str, args: &RolloutCreateArgs) -> Result<ContainerRecre
             ..Default::default()
         },
         active_deadline_seconds: seconds(args.deadline),
+        ttl_seconds_after_finished: None,
     };
     let spec = ContainerRecreateRolloutSpec {
         target,

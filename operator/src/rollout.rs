@@ -65,7 +65,8 @@ pub fn start(
 ) -> RolloutWing {
     let namespace = wing.namespace.as_deref();
     let (budgets, budget_changes) = controller::budget_watch(wing.client.clone(), namespace);
-    let (rollouts, rollout_changes) = controller::rollout_watch(wing.client.clone(), namespace);
+    let (rollouts, rollout_changes, slots_freed) =
+        controller::rollout_watch(wing.client.clone(), namespace);
     registry.register_collector(Box::new(RolloutCollector::new({
         let rollouts = rollouts.clone();
         move || rollouts.state()
@@ -105,6 +106,7 @@ pub fn start(
             budget_changes,
             pod_readiness,
             pod_changes,
+            slots_freed,
             wing.became_leader(),
             wing.shutdown.requested(),
         );

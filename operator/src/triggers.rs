@@ -26,6 +26,7 @@ pub mod queue;
 pub mod record;
 pub mod rollout;
 pub mod schedule;
+pub mod settle;
 pub mod warnings;
 pub mod workload_view;
 

@@ -125,9 +125,15 @@ pub async fn reconcile(
             pod,
             now,
         };
+        let mut requeue_after = plan.requeue_after;
         for action in plan.actions {
-            if executor.execute(action).await? == Step::Stop {
-                break;
+            match executor.execute(action).await? {
+                Step::Continue => {}
+                Step::Stop => break,
+                Step::Later(after) => {
+                    requeue_after = Some(after);
+                    break;
+                }
             }
         }
         // The pod as this reconcile left it (a readiness write returns the new version); the
@@ -142,7 +148,7 @@ pub async fn reconcile(
             .get_or_create(&OutcomeLabels { outcome: "applied" })
             .inc();
         ctx.backoff.succeeded(&format!("{namespace}/{name}"));
-        Ok(match plan.requeue_after {
+        Ok(match requeue_after {
             Some(after) => controller::Action::requeue(after),
             None => controller::Action::await_change(),
         })

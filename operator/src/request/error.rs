@@ -23,6 +23,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The rollout that made a request could not be read (before deleting the request by TTL).
+    #[error("reading rollout {rollout}: {source}")]
+    ReadRollout {
+        /// `namespace/name`.
+        rollout: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// Someone else changed the object between our read and our write.
     #[error("{action} on {object}: it changed meanwhile, will retry")]
     Conflict {
@@ -61,9 +70,10 @@ pub enum Error {
 
 impl Error {
     /// Every [`Error::kind`], so metrics export each one from the start.
-    pub const KINDS: [&'static str; 7] = [
+    pub const KINDS: [&'static str; 8] = [
         "missing_namespace",
         "read_pod",
+        "read_rollout",
         "conflict",
         "write",
         "unreadable_holders",
@@ -75,7 +85,9 @@ impl Error {
     /// admission policy) or 422 Invalid. Trying again changes nothing.
     pub fn refusal(&self) -> Option<String> {
         match self {
-            Self::ReadPod { source, .. } | Self::Write { source, .. } => refusal(source),
+            Self::ReadPod { source, .. }
+            | Self::ReadRollout { source, .. }
+            | Self::Write { source, .. } => refusal(source),
             _ => None,
         }
     }
@@ -85,6 +97,7 @@ impl Error {
         match self {
             Self::MissingNamespace { .. } => "missing_namespace",
             Self::ReadPod { .. } => "read_pod",
+            Self::ReadRollout { .. } => "read_rollout",
             Self::Conflict { .. } => "conflict",
             Self::Write { .. } => "write",
             Self::UnreadableHolders { .. } => "unreadable_holders",

@@ -5,6 +5,7 @@
 //! written again on a conflict; Events on the request and its pod.
 
 use crr_crds::keys;
+use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use jiff::Timestamp;
@@ -32,6 +33,8 @@ pub(crate) enum Step {
     Continue,
     /// The request is gone: the rest of the plan has nothing to act on.
     Stop,
+    /// Nothing more now: look at the request again after this long.
+    Later(std::time::Duration),
 }
 
 /// Executes one reconcile's plan, action by action, each write built from the request as the
@@ -254,6 +257,25 @@ impl Executor<'_> {
     }
 
     async fn delete(&mut self) -> Result<Step, Error> {
+        if let Some(rollout) = self.current.labels().get(keys::LABEL_ROLLOUT).cloned() {
+            // One read, when the TTL has run out: the rollout's own watch is another wing's.
+            let rollouts: Api<ContainerRecreateRollout> = Api::namespaced(
+                self.ctx.client.clone(),
+                &self.current.namespace().unwrap_or_default(),
+            );
+            let owner = rollouts
+                .get_opt(&rollout)
+                .await
+                .map_err(|source| Error::ReadRollout {
+                    rollout: format!("{}/{rollout}", self.current.namespace().unwrap_or_default()),
+                    source,
+                })?;
+            if reconcile::rollout_keeps_request(&self.current, owner.as_ref()) {
+                let later = reconcile::rollout_keeps_request_recheck(&self.current);
+                debug!(%rollout, ?later, "past its TTL, kept while its rollout runs");
+                return Ok(Step::Later(later));
+            }
+        }
         let name = self.current.name_any();
         let params = DeleteParams::default().preconditions(Preconditions {
             uid: self.current.uid(),

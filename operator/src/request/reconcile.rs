@@ -33,6 +33,41 @@ use kube::ResourceExt;
 use crate::{deadline, readiness};
 use crr_crds::status::snapshot;
 
+/// A rollout's request whose TTL has run out while the rollout still runs is looked at again
+/// this long after (or after its TTL, when that is longer): the rollout reads its outcome.
+pub const ROLLOUT_RUNNING_RECHECK: Duration = Duration::from_secs(300);
+
+/// Whether the rollout a request was made by (read by its `crr.dev/rollout` label) keeps the
+/// request past its TTL: it exists, is the request's owner, and has not finished. A running
+/// rollout counts a pod whose request is gone as not started, and would restart it again.
+pub fn rollout_keeps_request(
+    crr: &ContainerRecreateRequest,
+    rollout: Option<&crr_crds::rollout::ContainerRecreateRollout>,
+) -> bool {
+    let Some(rollout) = rollout else {
+        return false;
+    };
+    let owned = rollout
+        .metadata
+        .uid
+        .as_deref()
+        .is_some_and(|uid| crr.owner_references().iter().any(|owner| owner.uid == uid));
+    let finished = rollout
+        .phase()
+        .is_some_and(crr_crds::rollout::RolloutPhase::is_finished);
+    owned && !finished
+}
+
+/// When to look again at a request kept past its TTL by its running rollout.
+pub fn rollout_keeps_request_recheck(crr: &ContainerRecreateRequest) -> Duration {
+    let ttl = crr
+        .spec
+        .ttl_seconds_after_finished
+        .and_then(|seconds| u64::try_from(seconds).ok())
+        .map_or(Duration::ZERO, Duration::from_secs);
+    ttl.max(ROLLOUT_RUNNING_RECHECK)
+}
+
 /// Status message when the pod cannot be taken out of endpoints before recreation.
 pub const MESSAGE_NO_READINESS_GATE: &str = "the pod could not be taken out of endpoints before recreating: it has no KruisePodReady readiness gate";
 

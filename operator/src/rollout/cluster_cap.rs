@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 use crr_crds::rollout::ContainerRecreateRollout;
 use jiff::Timestamp;
 use kube::ResourceExt as _;
+use kube::runtime::watcher;
 
 /// What the cap reads of a rollout.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +61,22 @@ impl CapView {
     fn waits(&self) -> bool {
         !self.started && !self.over && !self.paused
     }
+}
+
+/// Whether a rollout watch event frees a slot under the cap: a rollout that ended (or is being
+/// deleted), or one deleted after it started. The waiting rollouts are then looked at at once
+/// ([`waiting`]), not at their next poll. A relist's events free none (nothing changed).
+pub fn frees_a_slot(event: &watcher::Event<ContainerRecreateRollout>) -> bool {
+    match event {
+        watcher::Event::Apply(rollout) => CapView::of(rollout).over,
+        watcher::Event::Delete(rollout) => CapView::of(rollout).started,
+        watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone => false,
+    }
+}
+
+/// The rollouts that wait under the cap: not started, not ended, not paused.
+pub fn waiting(rollouts: &[CapView]) -> impl Iterator<Item = &CapView> {
+    rollouts.iter().filter(|view| view.waits())
 }
 
 /// Whether a rollout may start under the cap.
@@ -190,6 +207,37 @@ mod tests {
             admission(&rollouts, "a", "paused", 1),
             Admission::Wait { .. }
         ));
+    }
+
+    /// A rollout `name` of namespace `a`, started or not, in `phase`.
+    fn rollout(name: &str, started: bool, phase: Option<&str>) -> ContainerRecreateRollout {
+        let mut rollout = ContainerRecreateRollout::new(name, Default::default());
+        rollout.metadata.namespace = Some("a".to_owned());
+        rollout.status = Some(crr_crds::rollout::ContainerRecreateRolloutStatus {
+            start_time: started.then_some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::UNIX_EPOCH,
+            )),
+            phase: phase.map(str::to_owned),
+            ..Default::default()
+        });
+        rollout
+    }
+
+    #[test]
+    fn an_ending_or_a_started_rollouts_deletion_frees_a_slot() {
+        let done = rollout("done", true, Some("Failed"));
+        let runs = rollout("runs", true, Some("Progressing"));
+        let waits = rollout("waits", false, None);
+        assert!(frees_a_slot(&watcher::Event::Apply(done.clone())));
+        assert!(!frees_a_slot(&watcher::Event::Apply(runs.clone())));
+        assert!(frees_a_slot(&watcher::Event::Delete(runs)));
+        assert!(!frees_a_slot(&watcher::Event::Delete(waits.clone())));
+        assert!(!frees_a_slot(&watcher::Event::InitApply(done)));
+        let mut paused = CapView::of(&waits);
+        paused.paused = true;
+        let views = [CapView::of(&waits), paused, running("a", "r")];
+        let names: Vec<&str> = waiting(&views).map(|view| view.name.as_str()).collect();
+        assert_eq!(names, ["waits"]);
     }
 
     #[test]

@@ -276,28 +276,55 @@ pub fn budget_watch(
     (reader, stream)
 }
 
-/// The rollout cache and the stream that keeps it.
+/// The rollout cache, the stream that keeps it, and the slots it shows freed under the cluster's
+/// cap (`cluster_cap::frees_a_slot`: a rollout that ended or went), each the rollout that freed
+/// it, once the cache holds the change.
 pub fn rollout_watch(
     client: Client,
     namespace: Option<&str>,
 ) -> (
     Store<ContainerRecreateRollout>,
     impl Stream<Item = Result<ContainerRecreateRollout, watcher::Error>> + Send + 'static,
+    impl Stream<Item = ContainerRecreateRollout> + Send + 'static,
 ) {
     let api: Api<ContainerRecreateRollout> =
         crr_runtime::client::namespaced_or_all(client, namespace);
     let (reader, writer) = reflector::store();
+    let (freed, slots_freed) = futures::channel::mpsc::unbounded();
     let stream = watcher(api, watcher::Config::default())
         .watch_backoff()
         .modify(|rollout| {
             rollout.metadata.managed_fields = None;
         })
         .reflect(writer)
+        .inspect(move |event| {
+            if let Ok(event) = event
+                && cluster_cap::frees_a_slot(event)
+                && let watcher::Event::Apply(rollout) | watcher::Event::Delete(rollout) = event
+            {
+                // The controller's end of the channel lives as long as this stream.
+                let _ = freed.unbounded_send(rollout.clone());
+            }
+        })
         .applied_objects()
         // Only spec changes (and new rollouts) trigger: the controller's own status writes do
         // not come back as reconciles of their own.
         .predicate_filter(predicates::generation, PredicateConfig::default());
-    (reader, stream)
+    (reader, stream, slots_freed)
+}
+
+/// The rollouts waiting under the cluster's cap, from the rollout cache.
+fn waiting_under_the_cap(
+    rollouts: &Store<ContainerRecreateRollout>,
+) -> Vec<ObjectRef<ContainerRecreateRollout>> {
+    let views: Vec<CapView> = rollouts
+        .state()
+        .iter()
+        .map(|rollout| CapView::of(rollout))
+        .collect();
+    cluster_cap::waiting(&views)
+        .map(|view| ObjectRef::new(&view.name).within(&view.namespace))
+        .collect()
 }
 
 /// The unfinished rollouts of `namespace`.
@@ -332,6 +359,7 @@ pub async fn run(
     budget_changes: impl Stream<Item = Result<PodDisruptionBudget, watcher::Error>> + Send + 'static,
     pod_readiness: impl Stream<Item = PodReadiness> + Send + 'static,
     pod_changes: impl Stream<Item = SlimPod> + Send + 'static,
+    slots_freed: impl Stream<Item = ContainerRecreateRollout> + Send + 'static,
     became_leader: impl Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -372,6 +400,10 @@ pub async fn run(
             move |budget: PodDisruptionBudget| {
                 running_in(&rollouts, &budget.namespace().unwrap_or_default())
             }
+        })
+        .watches_stream(slots_freed.map(Ok), {
+            let rollouts = rollouts.clone();
+            move |_freed: ContainerRecreateRollout| waiting_under_the_cap(&rollouts)
         })
         .watches_stream(
             futures::stream::select(ready_flips, pod_changes.map(Ok)),

@@ -272,10 +272,10 @@ pub fn decide(
     })
 }
 
-/// How soon a rollout waiting under the cluster's cap looks again. Nothing wakes it sooner: a
-/// rollout that ends does not wake the waiting ones yet, so a slot is taken within this of
-/// freeing.
-pub const CLUSTER_CAP_POLL: Duration = Duration::from_secs(10);
+/// How soon a rollout waiting under the cluster's cap looks again if nothing wakes it first. A
+/// rollout that ends, or a started one deleted, wakes the waiting ones as soon as the rollout
+/// watch shows it (`cluster_cap::frees_a_slot`); this is only the fallback.
+pub const CLUSTER_CAP_POLL: Duration = Duration::from_secs(60);
 
 /// The decision for a rollout that has not started and waits under the cluster's cap
 /// (`cluster_cap`): its status says so, once, with an Event; nothing starts.

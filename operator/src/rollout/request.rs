@@ -59,8 +59,8 @@ pub fn pod_uid<'a>(rollout: &str, request: &'a str) -> Option<&'a str> {
 
 /// The request a rollout creates for a pod: named after the rollout and the pod's UID, owned by
 /// the rollout (deleting the rollout deletes it), labelled with the rollout's name, for the
-/// rollout's containers with its recreate strategy and a deadline (300 s unless the strategy
-/// says). `None` when the rollout has no name or UID yet (it was never stored).
+/// rollout's containers with its recreate strategy, a deadline (300 s unless the strategy
+/// says) and the strategy's TTL. `None` when the rollout has no name or UID yet (it was never stored).
 pub fn new_request(
     rollout: &ContainerRecreateRollout,
     pod: &PodRef,
@@ -71,6 +71,7 @@ pub fn new_request(
     let RolloutRecreateStrategy {
         request: strategy,
         active_deadline_seconds,
+        ttl_seconds_after_finished,
     } = strategy;
     Some(ContainerRecreateRequest {
         metadata: ObjectMeta {
@@ -95,7 +96,7 @@ pub fn new_request(
             active_deadline_seconds: Some(
                 active_deadline_seconds.unwrap_or(DEFAULT_POD_DEADLINE_SECONDS),
             ),
-            ttl_seconds_after_finished: None,
+            ttl_seconds_after_finished,
         },
         status: None,
     })
@@ -126,6 +127,7 @@ mod tests {
                         ..ContainerRecreateRequestStrategy::default()
                     },
                     active_deadline_seconds: None,
+                    ttl_seconds_after_finished: Some(3600),
                 }),
                 ..ContainerRecreateRolloutSpec::default()
             },
@@ -180,6 +182,7 @@ mod tests {
             crr.spec.active_deadline_seconds,
             Some(DEFAULT_POD_DEADLINE_SECONDS)
         );
+        assert_eq!(crr.spec.ttl_seconds_after_finished, Some(3600));
         assert_eq!(pod_uid("nightly", &crr.name_any()), Some("pod-uid"));
         assert_eq!(pod_uid("other", &crr.name_any()), None);
         assert_eq!(pod_uid("nightly", "nightly-"), None);

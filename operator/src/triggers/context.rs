@@ -22,6 +22,7 @@ use super::index::{TriggerIndex, WorkloadKey};
 use super::metrics::TriggerMetrics;
 use super::queue::WakeQueue;
 use super::record::Records;
+use super::settle::ChangeTimes;
 use super::warnings::Warnings;
 use crate::reconcile_errors::ControllerErrors;
 
@@ -82,6 +83,8 @@ pub struct TriggerContext {
     pub(super) records: Mutex<Records>,
     /// Warnings already given, so one problem is one Event (per workload and reason).
     pub(super) warned: Mutex<Warnings>,
+    /// When each workload's ConfigMaps and Secrets last changed (`settle`).
+    pub(super) change_times: Mutex<ChangeTimes>,
     /// The Deployments that run Reloader (an image of `stakater/reloader`, as
     /// `SlimWorkload::runs_reloader` says): with Reloader's
     /// annotations honoured, both would act on a change, and the workload is told.
@@ -117,6 +120,7 @@ impl TriggerContext {
             index: Mutex::default(),
             records: Mutex::default(),
             warned: Mutex::default(),
+            change_times: Mutex::default(),
             reloaders: Mutex::default(),
             queue: WakeQueue::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
@@ -189,11 +193,13 @@ impl TriggerContext {
         locked(&self.warned).cleared(uid, reason);
     }
 
-    /// Forgets the warnings of workloads the index no longer holds.
-    pub(super) fn forget_warnings_of_gone_workloads(&self) {
+    /// Forgets the warnings and change times of workloads the index no longer holds.
+    pub(super) fn forget_gone_workloads(&self) {
         let live = self.index().workload_uids();
         let live: HashSet<&str> = live.iter().map(String::as_str).collect();
         locked(&self.warned).retain_workloads(&live);
+        let live: HashSet<WorkloadKey> = self.index().workload_keys().into_iter().collect();
+        locked(&self.change_times).retain(|key| live.contains(key));
     }
 }
 

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use crr_crds::trigger_record::TriggerRecord;
 use crr_runtime::backoff::WatchBackoffExt as _;
 use futures::{Stream, StreamExt};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
@@ -78,20 +79,26 @@ impl TriggerContext {
             watcher::Event::InitDone => WorkloadEvent::Relisted(kind),
         };
         // Most events of workloads without triggers leave nothing: only one the index held
-        // (or a relist, which may drop several) has warnings to forget.
-        let leaving = match &event {
+        // (or a relist, which may drop several) has warnings and change times to forget.
+        let gone = match &event {
             WorkloadEvent::Gone(key) | WorkloadEvent::Seen { key, entry: None } => {
-                self.index().workload(key).map(|entry| entry.uid.clone())
+                Some(key.clone())
             }
             _ => None,
         };
+        let leaving = gone
+            .as_ref()
+            .and_then(|key| self.index().workload(key).map(|entry| entry.uid.clone()));
         let relisted = matches!(event, WorkloadEvent::Relisted(_));
         let wake = self.index().apply_workload(event);
         if let Some(uid) = leaving {
             locked(&self.warned).forget_workload(&uid);
         }
+        if let Some(key) = gone {
+            locked(&self.change_times).forget(&key);
+        }
         if relisted {
-            self.forget_warnings_of_gone_workloads();
+            self.forget_gone_workloads();
         }
         if let Some(key) = wake {
             self.queue.wake(key, self.settings.debounce);
@@ -104,8 +111,11 @@ impl TriggerContext {
     fn config_event(&self, event: &ConfigEvent) {
         let users = self.index().apply_config(event);
         if let ConfigEvent::Seen { object, .. } | ConfigEvent::Gone(object) = event {
+            let now = Timestamp::now();
+            let mut change_times = locked(&self.change_times);
             for user in &users {
                 debug!(workload = ?user, object = %object.object, "a used object changed");
+                change_times.changed(user.clone(), now);
             }
         }
         self.wake(users, self.settings.debounce);

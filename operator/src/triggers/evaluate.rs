@@ -29,6 +29,7 @@ use super::record::{self, Field};
 use super::refs::{ConfigKind, ConfigRef};
 use super::rollout::{self as trigger_rollout, Cause, NameTaken, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
+use super::settle;
 use super::warnings;
 use crate::wing::FIELD_MANAGER;
 
@@ -445,6 +446,12 @@ async fn config_change(
             };
             return wait_for_window(ctx, key, &entry.uid, workload, wait).await;
         }
+    }
+    let last_ended = trigger_rollout::last_ended(&ctx.rollouts.state(), &entry.uid);
+    let last_change = locked(&ctx.change_times).last(key);
+    if let Some(wait) = settle::hold(last_ended, last_change, Timestamp::now()) {
+        debug!(workload = ?key, ?wait, "a follow-up config change waits for its objects to settle");
+        return Ok(Some(wait));
     }
     let record = record_after;
     let cause = Cause::ConfigChange {

@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use crr_crds::keys;
 use crr_crds::rollout::{
-    ContainerRecreateRollout, ContainerRecreateRolloutSpec, Limit, RolloutTarget, WorkloadRef,
+    ContainerRecreateRollout, ContainerRecreateRolloutSpec, Limit, RolloutRecreateStrategy,
+    RolloutTarget, WorkloadRef,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -27,6 +28,10 @@ use super::refs::ConfigRef;
 
 /// How many finished trigger rollouts of one workload are kept (its newest).
 pub const HISTORY_LIMIT: usize = 3;
+/// How long a trigger rollout's requests are kept after they finish (never while the rollout
+/// runs): the rollout's status keeps their counts and failures, and the rollout itself is kept
+/// by [`HISTORY_LIMIT`].
+pub const REQUEST_TTL_SECONDS: i32 = 3600;
 /// The longest rollout name: it labels the rollout's requests.
 const MAX_NAME: usize = 63;
 
@@ -170,6 +175,10 @@ pub fn trigger_rollout(
             },
             containers,
             max_unavailable: Some(max_unavailable.to_int_or_string()),
+            recreate_strategy: Some(RolloutRecreateStrategy {
+                ttl_seconds_after_finished: Some(REQUEST_TTL_SECONDS),
+                ..RolloutRecreateStrategy::default()
+            }),
             ..ContainerRecreateRolloutSpec::default()
         },
     );
@@ -282,6 +291,17 @@ pub fn beyond_history(
         .collect()
 }
 
+/// When the newest finished trigger rollout of the workload `uid` ended, of any trigger (the
+/// kubelet's back-off counts every restart).
+pub fn last_ended(rollouts: &[Arc<ContainerRecreateRollout>], uid: &str) -> Option<Timestamp> {
+    rollouts
+        .iter()
+        .filter(|rollout| of_workload(rollout, uid, None) && finished(rollout))
+        .filter_map(|rollout| rollout.status.as_ref()?.completion_time.as_ref())
+        .map(|time| time.0)
+        .max()
+}
+
 /// The unfinished rollout of `trigger` for the workload `uid`, if one runs.
 pub fn running(
     rollouts: &[Arc<ContainerRecreateRollout>],
@@ -365,6 +385,12 @@ mod tests {
         assert_eq!(
             rollout.spec.ttl_seconds_after_finished, None,
             "kept by the workload's history limit, not for a time"
+        );
+        let strategy = rollout.spec.recreate_strategy.as_ref().expect("a strategy");
+        assert_eq!(
+            strategy.ttl_seconds_after_finished,
+            Some(REQUEST_TTL_SECONDS),
+            "its requests are deleted an hour after they finish"
         );
         crr_crds::rules::rollout::check_rollout(&rollout.name_any(), &rollout.spec)
             .expect("the webhook admits it");
@@ -510,6 +536,10 @@ mod tests {
         );
         assert!(beyond_history(&rollouts, "uid-web", 4).is_empty());
         assert!(beyond_history(&rollouts, "uid-other", 0) == ["other-workload"]);
+        // The newest end of any trigger, never another workload's or a user's own rollout.
+        assert_eq!(last_ended(&rollouts, "uid-web"), Some(at(40).0));
+        assert_eq!(last_ended(&rollouts, "uid-other"), Some(at(5).0));
+        assert_eq!(last_ended(&rollouts, "uid-none"), None);
     }
 
     #[test]

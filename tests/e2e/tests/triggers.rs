@@ -17,7 +17,7 @@ use crr_e2e::rollout::{
 use crr_e2e::{Ctx, Scenario, check, faults};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, LogParams};
 use serde_json::{Value, json};
 
 fn scenarios() -> Vec<Scenario> {
@@ -54,6 +54,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "trigger-restart-requested",
             run: |ctx| Box::pin(restart_requested(ctx)),
         },
+        Scenario {
+            name: "trigger-churn",
+            run: |ctx| Box::pin(churn(ctx)),
+        },
     ]
 }
 
@@ -68,9 +72,18 @@ fn config_map(data: &str, label: &str) -> Value {
 }
 
 /// A Deployment of `replicas` pods of `app` and `sidecar` with these annotations; only `app`
-/// mounts the ConfigMap `app-config`.
+/// mounts the ConfigMap `app-config`, and prints its `setting` when it starts
+/// (`setting=<data>`, read by [`app_reads`]).
 fn web(replicas: i32, annotations: Value) -> Value {
     let mut template = pod_template("web");
+    template["spec"]["containers"][0]["command"] = json!([
+        "sh",
+        "-c",
+        format!(
+            "echo setting=$(cat /etc/app/setting); {}",
+            crr_e2e::EXIT_ON_TERM_LOOP
+        )
+    ]);
     template["spec"]["volumes"] = json!([{"name": "config", "configMap": {"name": "app-config"}}]);
     template["spec"]["containers"][0]["volumeMounts"] =
         json!([{"name": "config", "mountPath": "/etc/app"}]);
@@ -78,6 +91,37 @@ fn web(replicas: i32, annotations: Value) -> Value {
            "metadata": {"name": "web", "annotations": annotations},
            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
                     "template": template}})
+}
+
+/// Every pod of `web`: its running `app` started with the ConfigMap's data at `data` (the line
+/// it printed when it started).
+async fn app_reads(ctx: &Ctx, data: &str) -> anyhow::Result<()> {
+    let pods = ctx
+        .pods()
+        .list(&ListParams::default().labels("app=web"))
+        .await?;
+    for pod in pods
+        .items
+        .iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+    {
+        let params = LogParams {
+            container: Some("app".to_owned()),
+            ..LogParams::default()
+        };
+        let log = ctx.pods().logs(&pod.name_any(), &params).await?;
+        let read = log
+            .lines()
+            .find_map(|line| line.strip_prefix("setting="))
+            .unwrap_or_default();
+        check(read == data, || {
+            format!(
+                "{}'s app started with setting {read:?}, where app-config holds {data:?}",
+                pod.name_any()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 fn deployments(ctx: &Ctx) -> Api<Deployment> {
@@ -310,6 +354,7 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
     })?;
     all_ready(&ctx, "web", 3).await?;
     recreated_in_place(&ctx, &before, 1).await?;
+    app_reads(&ctx, "two").await?;
     let changed = ctx
         .events_regarding("Deployment", "web", "ConfigChanged")
         .await?;
@@ -354,6 +399,7 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
                     next.name_any()
                 )
             })?;
+        app_reads(&ctx, data).await?;
         known.push(next.name_any());
     }
     check(known[2] == format!("{}-2", known[0]), || {
@@ -930,4 +976,71 @@ async fn restart_requested(ctx: Ctx) -> anyhow::Result<()> {
         "more than one rollout for the new value".to_owned()
     })?;
     unchanged("after the second restart", edited).await
+}
+
+/// A ConfigMap changed 15 times 2 s apart: the pod's `app` restarts at most 3 times (the first
+/// change at once, then what changed while the kubelet's back-off held it, once the ConfigMap
+/// settled: docs/triggers.md), and its last start reads the last data. `sidecar` never restarts.
+async fn churn(ctx: Ctx) -> anyhow::Result<()> {
+    apply(&ctx, config_map("v0", "no")).await?;
+    apply(
+        &ctx,
+        web(
+            1,
+            json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true"}),
+        ),
+    )
+    .await?;
+    let before = all_ready(&ctx, "web", 1).await?;
+    recorded(&ctx, "configmap/app-config", Duration::from_secs(60)).await?;
+    let started = tokio::time::Instant::now();
+    for change in 1..=15 {
+        apply(&ctx, config_map(&format!("v{change}"), "no")).await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let last = "v15";
+    // Until no trigger rollout runs and the app read the last data; then a quiet half minute
+    // in which nothing more starts.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    loop {
+        let rollouts = trigger_rollouts(&ctx, "config-change").await?;
+        let running = rollouts.iter().any(|rollout| {
+            !matches!(
+                rollout
+                    .status
+                    .as_ref()
+                    .and_then(|status| status.phase.as_deref()),
+                Some("Completed" | "Failed")
+            )
+        });
+        if !running
+            && all_ready(&ctx, "web", 1).await.is_ok()
+            && app_reads(&ctx, last).await.is_ok()
+        {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            app_reads(&ctx, last).await?;
+            return Err(anyhow!("a config-change rollout still runs after 240 s"));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let settled = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let rollouts = trigger_rollouts(&ctx, "config-change").await?;
+    let pod = ctx.pods().get(&before[0].name_any()).await?;
+    check(pod.uid() == before[0].uid(), || {
+        "the pod was replaced".to_owned()
+    })?;
+    let app = crr_e2e::container(&pod, "app")?.restart_count;
+    let sidecar = crr_e2e::container(&pod, "sidecar")?.restart_count;
+    println!(
+        "15 changes 2 s apart: app restarted {app} times by {} rollouts, settled {:.1} s after the first change",
+        rollouts.len(),
+        settled.as_secs_f64()
+    );
+    check((1..=3).contains(&app) && sidecar == 0, || {
+        format!("app restarted {app} times, sidecar {sidecar} (want 1 to 3, 0)")
+    })?;
+    app_reads(&ctx, last).await
 }

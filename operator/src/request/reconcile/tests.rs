@@ -698,3 +698,84 @@ fn status_default_is_unpicked() {
     request.status = Some(ContainerRecreateRequestStatus::default());
     assert_eq!(plan(&request, Some(&pod()), at(59)).requeue_after, secs(1));
 }
+
+/// A rollout `web` with UID `rollout-uid` in `phase` (none: not reconciled yet).
+fn rollout_in(phase: Option<&str>) -> crr_crds::rollout::ContainerRecreateRollout {
+    let mut rollout = crr_crds::rollout::ContainerRecreateRollout::new(
+        "web",
+        crr_crds::rollout::ContainerRecreateRolloutSpec::default(),
+    );
+    rollout.metadata.uid = Some("rollout-uid".to_owned());
+    rollout.status = phase.map(|phase| crr_crds::rollout::ContainerRecreateRolloutStatus {
+        phase: Some(phase.to_owned()),
+        ..Default::default()
+    });
+    rollout
+}
+
+/// A finished request of rollout `web`, owned by it.
+fn rollouts_request(ttl: Option<i32>) -> ContainerRecreateRequest {
+    let mut request = completed_at(crr(), 100);
+    request.spec.ttl_seconds_after_finished = ttl;
+    request
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert(keys::LABEL_ROLLOUT.to_owned(), "web".to_owned());
+    request.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "crr.dev/v1alpha1".to_owned(),
+            kind: "ContainerRecreateRollout".to_owned(),
+            name: "web".to_owned(),
+            uid: "rollout-uid".to_owned(),
+            controller: Some(true),
+            ..Default::default()
+        },
+    ]);
+    request
+}
+
+#[test]
+fn a_running_rollout_keeps_its_request_past_the_ttl() {
+    let request = rollouts_request(Some(3));
+    for phase in [None, Some("Progressing"), Some("Paused")] {
+        assert!(
+            rollout_keeps_request(&request, Some(&rollout_in(phase))),
+            "{phase:?}"
+        );
+    }
+    for phase in ["Completed", "Failed"] {
+        assert!(
+            !rollout_keeps_request(&request, Some(&rollout_in(Some(phase)))),
+            "{phase}"
+        );
+    }
+    assert!(
+        !rollout_keeps_request(&request, None),
+        "the rollout is gone"
+    );
+}
+
+#[test]
+fn a_new_rollout_under_the_same_name_does_not_keep_an_old_request() {
+    let request = rollouts_request(Some(3));
+    let mut other = rollout_in(Some("Progressing"));
+    other.metadata.uid = Some("another-uid".to_owned());
+    assert!(!rollout_keeps_request(&request, Some(&other)));
+}
+
+#[test]
+fn a_kept_request_is_looked_at_again_after_its_ttl_or_five_minutes() {
+    assert_eq!(
+        rollout_keeps_request_recheck(&rollouts_request(Some(3))),
+        ROLLOUT_RUNNING_RECHECK
+    );
+    assert_eq!(
+        rollout_keeps_request_recheck(&rollouts_request(Some(3600))),
+        Duration::from_secs(3600)
+    );
+    assert_eq!(
+        rollout_keeps_request_recheck(&rollouts_request(None)),
+        ROLLOUT_RUNNING_RECHECK
+    );
+}
