@@ -129,6 +129,18 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(0..=60_000)
     )]
     pub trigger_debounce_ms: u64,
+    /// A config change that reaches a container through a volume is rolled out this long after
+    /// the last change of the object: the kubelet writes it to the pod's volume only when it
+    /// syncs the pod (every `syncFrequency`, and up to half as much again), and a container
+    /// restarted before that starts with the data of before. 1.5 × the kubelets'
+    /// `syncFrequency` (60 s by default) and a few seconds; 0 turns the wait off.
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_TRIGGER_VOLUME_SYNC_SECONDS",
+        default_value_t = 95,
+        value_parser = clap::value_parser!(u64).range(0..=3600)
+    )]
+    pub trigger_volume_sync_seconds: u64,
 }
 
 /// The operator's spelling of the shared flags: its address flag is `--admin-addr`.
@@ -172,6 +184,7 @@ impl Args {
                 reloader_annotations: self.trigger_reloader_annotations,
                 starting_deadline: Duration::from_secs(self.schedule_starting_deadline_seconds),
                 debounce: Duration::from_millis(self.trigger_debounce_ms),
+                volume_sync: Duration::from_secs(self.trigger_volume_sync_seconds),
             }),
         })
     }
@@ -206,6 +219,7 @@ mod tests {
         assert!(!triggers.reloader_annotations);
         assert_eq!(triggers.starting_deadline, Duration::from_secs(900));
         assert_eq!(triggers.debounce, Duration::from_secs(1));
+        assert_eq!(triggers.volume_sync, Duration::from_secs(95));
         let settings = Args::parse_from([
             "crr-operator",
             "--trigger-secrets",

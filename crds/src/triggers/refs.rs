@@ -90,6 +90,22 @@ pub fn references(spec: &PodSpec) -> References {
 }
 
 /// The objects behind each volume, by volume name.
+/// The ConfigMaps and Secrets that reach a regular container through a volume it mounts. The
+/// kubelet writes a change of these to the pod's volume at its next sync of the pod (within its
+/// `syncFrequency` and half as much again), not when a container restarts: a container started
+/// sooner reads the data of before. An env reference is read when the container is created.
+pub fn mounted(spec: &PodSpec) -> BTreeSet<ConfigRef> {
+    let volumes = volume_objects(spec.volumes.as_deref().unwrap_or_default());
+    spec.containers
+        .iter()
+        .flat_map(|container| container.volume_mounts.iter().flatten())
+        .filter_map(|mount| volumes.get(mount.name.as_str()))
+        .flatten()
+        .filter(|object| !object.name.is_empty())
+        .cloned()
+        .collect()
+}
+
 fn volume_objects(volumes: &[Volume]) -> BTreeMap<&str, Vec<ConfigRef>> {
     volumes
         .iter()
@@ -183,6 +199,30 @@ mod tests {
         assert_eq!(
             references,
             References::from([(ConfigRef::config_map("app-config"), containers(&["app"]))])
+        );
+    }
+
+    #[test]
+    fn only_objects_behind_a_mounted_volume_are_mounted() {
+        let spec = spec(serde_json::json!({
+            "containers": [
+                {"name": "app",
+                 "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "a"}}}],
+                 "volumeMounts": [{"name": "config", "mountPath": "/etc/app"},
+                                  {"name": "all", "mountPath": "/etc/all"}]},
+            ],
+            "volumes": [
+                {"name": "config", "configMap": {"name": "app-config"}},
+                {"name": "all", "projected": {"sources": [{"secret": {"name": "tls"}}]}},
+                {"name": "unused", "configMap": {"name": "nobody-mounts-me"}},
+            ],
+        }));
+        assert_eq!(
+            mounted(&spec),
+            BTreeSet::from([
+                ConfigRef::config_map("app-config"),
+                ConfigRef::secret("tls")
+            ])
         );
     }
 

@@ -61,6 +61,9 @@ pub struct TriggerSettings {
     /// Changes of one workload within this of the first make one evaluation (and one rollout);
     /// a rollout is created this long after the change that starts it.
     pub debounce: Duration,
+    /// A change that reaches a container through a volume is rolled out this long after the
+    /// last change seen: the kubelets' sync, which writes it to the pods' volumes (`settle`).
+    pub volume_sync: Duration,
 }
 
 /// The kinds the triggers watch.

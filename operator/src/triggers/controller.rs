@@ -140,16 +140,17 @@ pub(super) fn entry_of(object: SlimWorkload, reloader: bool) -> Option<WorkloadE
     }
     let uid = object.uid().unwrap_or_default();
     let used = object.references.len();
-    let (references, references_refused) = if used > MAX_REFERENCES {
-        (References::new(), Some(used))
+    let (references, mounted, references_refused) = if used > MAX_REFERENCES {
+        (References::new(), Default::default(), Some(used))
     } else {
-        (object.references, None)
+        (object.references, object.mounted, None)
     };
     Some(WorkloadEntry {
         uid,
         annotations: object.metadata.annotations.unwrap_or_default(),
         containers: object.containers,
         references,
+        mounted,
         references_refused,
     })
 }

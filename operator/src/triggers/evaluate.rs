@@ -447,10 +447,7 @@ async fn config_change(
             return wait_for_window(ctx, key, &entry.uid, workload, wait).await;
         }
     }
-    let last_ended = trigger_rollout::last_ended(&ctx.rollouts.state(), &entry.uid);
-    let last_change = locked(&ctx.change_times).last(key);
-    if let Some(wait) = settle::hold(last_ended, last_change, Timestamp::now()) {
-        debug!(workload = ?key, ?wait, "a follow-up config change waits for its objects to settle");
+    if let Some(wait) = hold(ctx, key, entry, &changed) {
         return Ok(Some(wait));
     }
     let record = record_after;
@@ -482,6 +479,35 @@ async fn config_change(
             .await;
     }
     Ok(None)
+}
+
+/// How long a config change's rollout still waits (`settle`): a follow-up for its objects to
+/// settle, a change through a volume for the kubelets to write it there.
+fn hold(
+    ctx: &TriggerContext,
+    key: &WorkloadKey,
+    entry: &WorkloadEntry,
+    changed: &[ConfigRef],
+) -> Option<Duration> {
+    let now = Timestamp::now();
+    let last_ended = trigger_rollout::last_ended(&ctx.rollouts.state(), &entry.uid);
+    let last_change = {
+        let mut times = locked(&ctx.change_times);
+        // Not seen to change since the operator started: from now, as the kubelet may not have
+        // written it yet.
+        times.last(key).unwrap_or_else(|| {
+            times.changed(key.clone(), now);
+            now
+        })
+    };
+    let settling = settle::hold(last_ended, Some(last_change), now);
+    let mounted = changed.iter().any(|object| entry.mounted.contains(object));
+    let writing = mounted
+        .then(|| settle::volume_hold(last_change, ctx.settings.volume_sync, now))
+        .flatten();
+    let wait = settling.max(writing)?;
+    debug!(workload = ?key, ?wait, ?settling, ?writing, "the config change waits");
+    Some(wait)
 }
 
 /// A config change seen while the restart window is closed.

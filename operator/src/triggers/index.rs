@@ -9,7 +9,7 @@
 //! events into these values, the evaluation reads data and records the hash here. What to do
 //! about a workload is decided elsewhere (`config_change`, `schedule`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::refs::{ConfigRef, References};
 
@@ -42,6 +42,9 @@ pub struct WorkloadEntry {
     pub containers: Vec<String>,
     /// Which containers use which ConfigMap or Secret; empty when they are too many.
     pub references: References,
+    /// Those that reach a container through a volume (`refs::mounted`): the kubelet writes their
+    /// changes to the pods at its next sync, and a rollout of them waits for that.
+    pub mounted: BTreeSet<ConfigRef>,
     /// How many ConfigMaps and Secrets the template uses, when more than [`MAX_REFERENCES`]:
     /// none of them is kept, and the config-change trigger refuses the workload.
     pub references_refused: Option<usize>,
@@ -268,6 +271,7 @@ mod tests {
             )]),
             containers: vec!["app".to_owned()],
             references,
+            mounted: Default::default(),
             references_refused: None,
         }
     }

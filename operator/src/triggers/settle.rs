@@ -53,6 +53,20 @@ pub fn hold(
     Some(until_cap.min(until_quiet)).filter(|wait| !wait.is_zero())
 }
 
+/// How long a rollout of a change that reaches a container through a volume still waits for the
+/// kubelets to write it there: until `volume_sync` (the operator's `--trigger-volume-sync-seconds`)
+/// after the last change seen. The kubelet writes a ConfigMap or Secret volume when it syncs the
+/// pod, every `syncFrequency` (and up to half as much again), not when a container restarts: a
+/// container restarted sooner starts with the data of before, while its rollout says it was
+/// restarted for the new data.
+pub fn volume_hold(
+    last_change: Timestamp,
+    volume_sync: Duration,
+    now: Timestamp,
+) -> Option<Duration> {
+    Some(volume_sync.saturating_sub(elapsed(last_change, now))).filter(|wait| !wait.is_zero())
+}
+
 /// The time from `then` to `now`, zero when `then` is later.
 fn elapsed(then: Timestamp, now: Timestamp) -> Duration {
     Duration::try_from(now.duration_since(then)).unwrap_or(Duration::ZERO)
@@ -158,6 +172,18 @@ mod tests {
             now += 1;
         }
         assert_eq!(started, [33]);
+    }
+
+    #[test]
+    fn a_change_through_a_volume_waits_for_the_kubelets_sync_after_the_last_change() {
+        let sync = Duration::from_secs(95);
+        assert_eq!(volume_hold(at(10), sync, at(11)), secs(94));
+        assert_eq!(volume_hold(at(10), sync, at(105)), None);
+        assert_eq!(
+            volume_hold(at(10), Duration::ZERO, at(10)),
+            None,
+            "turned off"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! patches (`evaluate::annotate`) decode into it directly (`Api<SlimWorkload>`).
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crr_crds::keys;
@@ -36,7 +36,7 @@ use kube::core::{ApiResource, DynamicResourceScope};
 use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 
-use super::refs::{self, References};
+use super::refs::{self, ConfigRef, References};
 
 /// Workloads per page of a list (a watch's first list and its re-lists): a page's body is held
 /// whole before it is decoded and one workload may be as large as the API server stores (about
@@ -77,6 +77,8 @@ pub struct SlimWorkload {
     pub containers: Vec<String>,
     /// Which ConfigMaps and Secrets each regular container uses (`refs::references`).
     pub references: References,
+    /// Those of them that reach a container through a volume (`refs::mounted`).
+    pub mounted: BTreeSet<ConfigRef>,
     /// Whether a regular container runs Reloader ([`is_reloader_image`]).
     pub runs_reloader: bool,
 }
@@ -377,6 +379,7 @@ impl Wire {
             ..PodSpec::default()
         };
         let references = refs::references(&spec);
+        let mounted = refs::mounted(&spec);
         SlimWorkload {
             metadata,
             containers: spec
@@ -385,6 +388,7 @@ impl Wire {
                 .map(|container| container.name)
                 .collect(),
             references,
+            mounted,
             runs_reloader,
         }
     }

@@ -11,6 +11,7 @@ use anyhow::{Context as _, anyhow};
 use crr_crds::keys;
 use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::trigger_record::{RecordedWorkload, TriggerRecord, record_name};
+use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_e2e::rollout::{
     Unavailable, all_ready, apply, pod_template, recreated_in_place, rollouts, wait_phase,
 };
@@ -58,6 +59,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "trigger-churn",
             run: |ctx| Box::pin(churn(ctx)),
         },
+        Scenario {
+            name: "trigger-cluster-cap",
+            run: |ctx| Box::pin(cluster_cap(ctx)),
+        },
     ]
 }
 
@@ -75,7 +80,12 @@ fn config_map(data: &str, label: &str) -> Value {
 /// mounts the ConfigMap `app-config`, and prints its `setting` when it starts
 /// (`setting=<data>`, read by [`app_reads`]).
 fn web(replicas: i32, annotations: Value) -> Value {
-    let mut template = pod_template("web");
+    web_named("web", replicas, annotations)
+}
+
+/// [`web`], named (and its pods labelled `app: <name>`) `name`.
+fn web_named(name: &str, replicas: i32, annotations: Value) -> Value {
+    let mut template = pod_template(name);
     template["spec"]["containers"][0]["command"] = json!([
         "sh",
         "-c",
@@ -88,8 +98,8 @@ fn web(replicas: i32, annotations: Value) -> Value {
     template["spec"]["containers"][0]["volumeMounts"] =
         json!([{"name": "config", "mountPath": "/etc/app"}]);
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
-           "metadata": {"name": "web", "annotations": annotations},
-           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+           "metadata": {"name": name, "annotations": annotations},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                     "template": template}})
 }
 
@@ -355,6 +365,31 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
     all_ready(&ctx, "web", 3).await?;
     recreated_in_place(&ctx, &before, 1).await?;
     app_reads(&ctx, "two").await?;
+    // Its requests are kept an hour after they finish (the rollout keeps their outcome).
+    let requests: Api<ContainerRecreateRequest> =
+        Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let made = requests
+        .list(&ListParams::default().labels(&format!(
+            "{}={}",
+            keys::LABEL_ROLLOUT,
+            rollout.name_any()
+        )))
+        .await?
+        .items;
+    check(
+        made.len() == 3
+            && made
+                .iter()
+                .all(|crr| crr.spec.ttl_seconds_after_finished == Some(3600)),
+        || {
+            format!(
+                "the rollout's requests and their TTLs: {:?}",
+                made.iter()
+                    .map(|crr| (crr.name_any(), crr.spec.ttl_seconds_after_finished))
+                    .collect::<Vec<_>>()
+            )
+        },
+    )?;
     let changed = ctx
         .events_regarding("Deployment", "web", "ConfigChanged")
         .await?;
@@ -1043,4 +1078,101 @@ async fn churn(ctx: Ctx) -> anyhow::Result<()> {
         format!("app restarted {app} times, sidecar {sidecar} (want 1 to 3, 0)")
     })?;
     app_reads(&ctx, last).await
+}
+
+/// One ConfigMap shared by three Deployments, with the operator's cap at one rollout running in
+/// the cluster (`--max-running-rollouts=1`): its change makes a trigger rollout per Deployment,
+/// and they run one at a time, each Completed.
+async fn cluster_cap(ctx: Ctx) -> anyhow::Result<()> {
+    let original = current_operator_args().await?;
+    let mut capped: Vec<Value> = original
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|arg| {
+            !arg.as_str()
+                .is_some_and(|arg| arg.starts_with("--max-running-rollouts"))
+        })
+        .collect();
+    capped.push(json!("--max-running-rollouts=1"));
+    operator_args(&ctx, &Value::Array(capped)).await?;
+    let outcome = three_workloads_one_at_a_time(&ctx).await;
+    // The install as it was, whatever happened.
+    let restored = operator_args(&ctx, &original).await;
+    outcome.and(restored)
+}
+
+async fn three_workloads_one_at_a_time(ctx: &Ctx) -> anyhow::Result<()> {
+    const NAMES: [&str; 3] = ["web-a", "web-b", "web-c"];
+    apply(ctx, config_map("one", "no")).await?;
+    for name in NAMES {
+        let annotations = json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true"});
+        apply(ctx, web_named(name, 1, annotations)).await?;
+    }
+    for name in NAMES {
+        all_ready(ctx, name, 1).await?;
+        let record = record_name("Deployment", name);
+        let recorded = crr_e2e::wait(
+            records(ctx),
+            &record,
+            Duration::from_secs(60),
+            |record: Option<&TriggerRecord>| {
+                record
+                    .and_then(|record| record.spec.config_hashes.as_ref())
+                    .is_some_and(|hashes| hashes.contains_key("configmap/app-config"))
+            },
+        )
+        .await;
+        recorded.with_context(|| format!("{name} never recorded app-config"))?;
+    }
+    apply(ctx, config_map("two", "no")).await?;
+    let started = |rollout: &ContainerRecreateRollout| {
+        rollout
+            .status
+            .as_ref()
+            .is_some_and(|status| status.start_time.is_some())
+    };
+    let finished = |rollout: &ContainerRecreateRollout| {
+        rollout.phase().is_some_and(|phase| phase.is_finished())
+    };
+    let (mut most_running, mut waited) = (0, false);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    loop {
+        let made = trigger_rollouts(ctx, "config-change").await?;
+        let running = made
+            .iter()
+            .filter(|rollout| started(rollout) && !finished(rollout))
+            .count();
+        most_running = most_running.max(running);
+        waited |= made.iter().any(|rollout| {
+            rollout.status.as_ref().is_some_and(|status| {
+                status.conditions.iter().any(|condition| {
+                    condition.type_ == "Progressing" && condition.reason == "WaitingForClusterCap"
+                })
+            })
+        });
+        if made.len() == NAMES.len()
+            && made.iter().all(|rollout| {
+                rollout
+                    .phase()
+                    .is_some_and(|phase| phase.as_str() == "Completed")
+            })
+        {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!(
+                "the three rollouts did not all complete in 240 s: {:?}",
+                made.iter()
+                    .map(|rollout| (rollout.name_any(), rollout.phase()))
+                    .collect::<Vec<_>>()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    println!("cluster cap of 1: three trigger rollouts, at most {most_running} running at once");
+    check(most_running == 1 && waited, || {
+        format!("at most {most_running} ran at once (want 1), one waited for the cap: {waited}")
+    })
 }

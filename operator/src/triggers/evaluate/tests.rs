@@ -56,6 +56,7 @@ fn context(rollouts: Vec<ContainerRecreateRollout>) -> (TriggerContext, Handle) 
             reloader_annotations: false,
             starting_deadline: Duration::from_secs(900),
             debounce: Duration::from_secs(1),
+            volume_sync: Duration::from_secs(95),
         },
         ControllerErrors::unregistered("triggers", &TriggerError::KINDS),
         crate::triggers::metrics::TriggerMetrics::default(),
@@ -110,6 +111,7 @@ fn index_web(ctx: &TriggerContext, annotations: &[(&str, &str)]) {
             (proxy_config(), ["proxy".to_owned()].into()),
         ]
         .into(),
+        mounted: Default::default(),
         references_refused: None,
     };
     let wake = ctx.index().apply_workload(WorkloadEvent::Seen {
@@ -651,6 +653,7 @@ async fn a_template_of_too_many_references_is_refused_with_one_event_and_no_read
             },
             containers: vec!["app".to_owned()],
             references: many.into_iter().collect(),
+            mounted: Default::default(),
             runs_reloader: false,
         },
         false,

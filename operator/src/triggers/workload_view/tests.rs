@@ -103,6 +103,7 @@ fn old_entry(object: &DynamicObject, reloader: bool) -> Option<WorkloadEntry> {
             .collect(),
         containers: spec.containers.iter().map(|c| c.name.clone()).collect(),
         references: refs::references(&spec),
+        mounted: refs::mounted(&spec),
         references_refused: None,
     })
 }
