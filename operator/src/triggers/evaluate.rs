@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crr_crds::rollout::ContainerRecreateRollout;
-use crr_crds::trigger_record::{PendingChange, TriggerRecord};
-use crr_crds::triggers::window::Window;
+use crr_crds::trigger_record::TriggerRecord;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -29,9 +28,9 @@ use super::record::{self, Field};
 use super::refs::{ConfigKind, ConfigRef};
 use super::rollout::{self as trigger_rollout, Cause, NameTaken, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
-use super::settle;
 use super::warnings;
 use crate::wing::FIELD_MANAGER;
+use pending::{PendingWait, hold, wait_pending};
 
 fn reference(key: &WorkloadKey, uid: &str) -> ObjectReference {
     ObjectReference {
@@ -437,17 +436,37 @@ async fn config_change(
     if let Some(window) = triggers.window.as_ref() {
         let now = Timestamp::now();
         if !window.is_open(now) {
-            let wait = WindowWait {
-                window,
+            let Some(opens) = window.next_open(now) else {
+                return Ok(Some(WINDOW_LOOK_AGAIN));
+            };
+            let wait = PendingWait {
                 changed: &changed,
                 recorded: recorded.as_ref(),
                 before: pending_before,
                 now,
+                runs_at: opens,
+                why: format!("waits for the restart window {window}"),
             };
-            return wait_for_window(ctx, key, &entry.uid, workload, wait).await;
+            wait_pending(ctx, key, &entry.uid, workload, wait).await?;
+            let until = crate::deadline::until(opens, Timestamp::now());
+            return Ok(Some(until.min(WINDOW_LOOK_AGAIN)));
         }
     }
-    if let Some(wait) = hold(ctx, key, entry, &changed) {
+    if let Some((wait, why)) = hold(ctx, key, entry, &changed) {
+        let now = Timestamp::now();
+        let runs_at = jiff::SignedDuration::try_from(wait)
+            .ok()
+            .and_then(|wait| now.checked_add(wait).ok())
+            .unwrap_or(now);
+        let pending = PendingWait {
+            changed: &changed,
+            recorded: recorded.as_ref(),
+            before: pending_before,
+            now,
+            runs_at,
+            why: why.to_owned(),
+        };
+        wait_pending(ctx, key, &entry.uid, workload, pending).await?;
         return Ok(Some(wait));
     }
     let record = record_after;
@@ -479,81 +498,6 @@ async fn config_change(
             .await;
     }
     Ok(None)
-}
-
-/// How long a config change's rollout still waits (`settle`): a follow-up for its objects to
-/// settle, a change through a volume for the kubelets to write it there.
-fn hold(
-    ctx: &TriggerContext,
-    key: &WorkloadKey,
-    entry: &WorkloadEntry,
-    changed: &[ConfigRef],
-) -> Option<Duration> {
-    let now = Timestamp::now();
-    let last_ended = trigger_rollout::last_ended(&ctx.rollouts.state(), &entry.uid);
-    let last_change = {
-        let mut times = locked(&ctx.change_times);
-        // Not seen to change since the operator started: from now, as the kubelet may not have
-        // written it yet.
-        times.last(key).unwrap_or_else(|| {
-            times.changed(key.clone(), now);
-            now
-        })
-    };
-    let settling = settle::hold(last_ended, Some(last_change), now);
-    let mounted = changed.iter().any(|object| entry.mounted.contains(object));
-    let writing = mounted
-        .then(|| settle::volume_hold(last_change, ctx.settings.volume_sync, now))
-        .flatten();
-    let wait = settling.max(writing)?;
-    debug!(workload = ?key, ?wait, ?settling, ?writing, "the config change waits");
-    Some(wait)
-}
-
-/// A config change seen while the restart window is closed.
-struct WindowWait<'a> {
-    window: &'a Window,
-    changed: &'a [ConfigRef],
-    /// The hashes rolled out before: the record keeps them until the change is rolled out.
-    recorded: Option<&'a config_change::Hashes>,
-    /// The change that already waited, if one did.
-    before: Option<&'a PendingChange>,
-    now: Timestamp,
-}
-
-/// Keeps a config change for the window: the record says it waits (and since when, and until
-/// when) and keeps the hashes rolled out before, so the change survives a restart and is rolled
-/// out, with every change after it, when the window opens. One Event per new pending change.
-async fn wait_for_window(
-    ctx: &TriggerContext,
-    key: &WorkloadKey,
-    uid: &str,
-    workload: &ObjectReference,
-    wait: WindowWait<'_>,
-) -> Result<Option<Duration>, TriggerError> {
-    let Some(opens) = wait.window.next_open(wait.now) else {
-        return Ok(Some(WINDOW_LOOK_AGAIN));
-    };
-    let pending = record::pending_change(wait.changed, wait.before, wait.now, opens);
-    if wait.before != Some(&pending) {
-        let hashes = wait.recorded.cloned().unwrap_or_default();
-        let field = Field::ConfigHashes {
-            hashes: &hashes,
-            pending: Some(&pending),
-        };
-        write_record(ctx, key, uid, field).await?;
-        let note = format!(
-            "changed: {}: waits for the restart window {}; rolls out at {opens}",
-            pending.changed.join(", "),
-            wait.window
-        );
-        info!(workload = ?key, %note, "config change outside the restart window");
-        ctx.events
-            .publish(workload, EventType::Normal, "ConfigChangePending", &note)
-            .await;
-    }
-    let until = crate::deadline::until(opens, Timestamp::now());
-    Ok(Some(until.min(WINDOW_LOOK_AGAIN)))
 }
 
 /// The longest a workload whose change waits for its window sleeps before it is looked at again
@@ -660,6 +604,8 @@ async fn scheduled(
             .min(Duration::from_secs(60)),
     ))
 }
+
+mod pending;
 
 #[cfg(test)]
 mod tests;

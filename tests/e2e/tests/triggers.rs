@@ -351,7 +351,7 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
     let unavailable = Unavailable::watch(&ctx, "web");
     tokio::time::sleep(Duration::from_millis(500)).await;
     apply(&ctx, config_map("two", "yes")).await?;
-    let rollout = first_rollout(&ctx, "config-change", Duration::from_secs(30)).await?;
+    let rollout = first_rollout(&ctx, "config-change", Duration::from_secs(60)).await?;
     check(rollout.spec.containers == ["app"], || {
         format!("the rollout recreates {:?}", rollout.spec.containers)
     })?;
@@ -421,7 +421,7 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
     let mut known = vec![rollout.name_any()];
     for (data, recreated) in [("three", 2), ("two", 3)] {
         apply(&ctx, config_map(data, "yes")).await?;
-        let next = new_rollout(&ctx, "config-change", &known, Duration::from_secs(30))
+        let next = new_rollout(&ctx, "config-change", &known, Duration::from_secs(60))
             .await
             .with_context(|| format!("app-config's data set to {data}"))?;
         wait_phase(&ctx, &next.name_any(), "Completed").await?;
@@ -705,7 +705,7 @@ async fn reloader_restarts_in_place(
         format!("the Event says {note:?}")
     })?;
     apply(ctx, config_map("three", "no")).await?;
-    let rollout = first_rollout(ctx, "config-change", Duration::from_secs(30)).await?;
+    let rollout = first_rollout(ctx, "config-change", Duration::from_secs(60)).await?;
     check(rollout.spec.containers == ["app"], || {
         format!("the rollout recreates {:?}", rollout.spec.containers)
     })?;
