@@ -25,6 +25,19 @@ pub fn rollouts(ctx: &Ctx) -> Api<ContainerRecreateRollout> {
 }
 
 /// Two containers, `app` and `sidecar`, Ready once started (a readiness probe every second).
+/// Whether `rollout` has started: its status has a start time.
+pub fn started(rollout: &ContainerRecreateRollout) -> bool {
+    rollout
+        .status
+        .as_ref()
+        .is_some_and(|status| status.start_time.is_some())
+}
+
+/// Whether `rollout` has ended, Completed or Failed.
+pub fn finished(rollout: &ContainerRecreateRollout) -> bool {
+    rollout.phase().is_some_and(|phase| phase.is_finished())
+}
+
 pub fn pod_template(app: &str) -> Value {
     let container = |name: &str| {
         json!({

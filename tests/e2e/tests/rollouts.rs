@@ -10,8 +10,8 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 use crr_crds::rollout::ContainerRecreateRollout;
 use crr_e2e::rollout::{
-    Unavailable, all_ready, apply, create_rollout, deployment_of, pod_template, recreated_in_place,
-    rollouts, wait_phase,
+    Unavailable, all_ready, apply, create_rollout, deployment_of, finished, pod_template,
+    recreated_in_place, rollouts, started, wait_phase,
 };
 use crr_e2e::{Ctx, Scenario, check, container, wait};
 use kube::ResourceExt;
@@ -628,15 +628,6 @@ async fn cluster_cap(ctx: Ctx) -> anyhow::Result<()> {
         0,
     )
     .await?;
-    let started = |rollout: &ContainerRecreateRollout| {
-        rollout
-            .status
-            .as_ref()
-            .is_some_and(|status| status.start_time.is_some())
-    };
-    let finished = |rollout: &ContainerRecreateRollout| {
-        rollout.phase().is_some_and(|phase| phase.is_finished())
-    };
     // Rollouts of other scenarios still running count against the same cap.
     let all: Api<ContainerRecreateRollout> = Api::all(ctx.client.clone());
     let elsewhere = all

@@ -13,10 +13,12 @@ use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::trigger_record::{RecordedWorkload, TriggerRecord, record_name};
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_e2e::rollout::{
-    Unavailable, all_ready, apply, pod_template, recreated_in_place, rollouts, wait_phase,
+    Unavailable, all_ready, apply, finished, pod_template, recreated_in_place, rollouts, started,
+    wait_phase,
 };
 use crr_e2e::{Ctx, Scenario, check, faults};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, LogParams};
 use serde_json::{Value, json};
@@ -312,19 +314,19 @@ async fn roll_operator(ctx: &Ctx, change: &[&str]) -> anyhow::Result<()> {
     }
 }
 
+/// `app-config` holding `data`, and `web` of `replicas` pods with the config-change trigger, Ready
+/// and recorded (first sight: the operator records what it saw and restarts nothing); its pods.
+async fn triggered_web(ctx: &Ctx, data: &str, replicas: i32) -> anyhow::Result<Vec<Pod>> {
+    apply(ctx, config_map(data, "no")).await?;
+    let trigger = json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true"});
+    apply(ctx, web(replicas, trigger)).await?;
+    let pods = all_ready(ctx, "web", replicas).await?;
+    recorded(ctx, "configmap/app-config", Duration::from_secs(60)).await?;
+    Ok(pods)
+}
+
 async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
-    apply(&ctx, config_map("one", "no")).await?;
-    apply(
-        &ctx,
-        web(
-            3,
-            json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true"}),
-        ),
-    )
-    .await?;
-    let before = all_ready(&ctx, "web", 3).await?;
-    // First sight: the operator records what it saw and restarts nothing.
-    recorded(&ctx, "configmap/app-config", Duration::from_secs(60)).await?;
+    let before = triggered_web(&ctx, "one", 3).await?;
 
     // Labels only: nothing.
     apply(&ctx, config_map("one", "yes")).await?;
@@ -1017,17 +1019,7 @@ async fn restart_requested(ctx: Ctx) -> anyhow::Result<()> {
 /// change at once, then what changed while the kubelet's back-off held it, once the ConfigMap
 /// settled: docs/triggers.md), and its last start reads the last data. `sidecar` never restarts.
 async fn churn(ctx: Ctx) -> anyhow::Result<()> {
-    apply(&ctx, config_map("v0", "no")).await?;
-    apply(
-        &ctx,
-        web(
-            1,
-            json!({keys::ANNOTATION_RECREATE_ON_CONFIG_CHANGE: "true"}),
-        ),
-    )
-    .await?;
-    let before = all_ready(&ctx, "web", 1).await?;
-    recorded(&ctx, "configmap/app-config", Duration::from_secs(60)).await?;
+    let before = triggered_web(&ctx, "v0", 1).await?;
     let started = tokio::time::Instant::now();
     for change in 1..=15 {
         apply(&ctx, config_map(&format!("v{change}"), "no")).await?;
@@ -1127,15 +1119,6 @@ async fn three_workloads_one_at_a_time(ctx: &Ctx) -> anyhow::Result<()> {
         recorded.with_context(|| format!("{name} never recorded app-config"))?;
     }
     apply(ctx, config_map("two", "no")).await?;
-    let started = |rollout: &ContainerRecreateRollout| {
-        rollout
-            .status
-            .as_ref()
-            .is_some_and(|status| status.start_time.is_some())
-    };
-    let finished = |rollout: &ContainerRecreateRollout| {
-        rollout.phase().is_some_and(|phase| phase.is_finished())
-    };
     let (mut most_running, mut waited) = (0, false);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
     loop {
