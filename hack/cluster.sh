@@ -13,7 +13,7 @@
 #   hack/cluster.sh restart NAME   stop one daemon and start it again, the rest left running
 #                                  (an extra node's: containerd@crr-node-2, kubelet@..., kube-proxy@...)
 #   hack/cluster.sh stop NAME | start NAME   the two halves of restart (a fault held open)
-#   hack/cluster.sh env      prints `export KUBECONFIG=...` for eval
+#   hack/cluster.sh env      prints `export KUBECONFIG=... PATH=<the stack's kubectl>:$PATH` for eval
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.sh"
@@ -842,6 +842,8 @@ case "${1:-}" in
   restart) [[ $# == 2 ]] || die "usage: $0 restart NAME"; restart_one "$2" ;;
   stop) [[ $# == 2 ]] || die "usage: $0 stop NAME"; stop_one "$2" ;;
   start) [[ $# == 2 ]] || die "usage: $0 start NAME"; start_one "$2" ;;
-  env) echo "export KUBECONFIG=$KUBECONFIG_ADMIN" ;;
+  # The running stack's kubectl (and ctr) first on PATH: another kubectl on the machine may be
+  # versions away from the API server.
+  env) echo "export KUBECONFIG=$KUBECONFIG_ADMIN PATH=$CLUSTER_DIR/bin:\$PATH" ;;
   *) echo "usage: $0 up|down [--keep-data]|status|env|restart NAME|stop NAME|start NAME" >&2; exit 2 ;;
 esac

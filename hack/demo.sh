@@ -73,4 +73,4 @@ say "the request (v1beta1 view)"
 kubectl -n "$ns" get containerrecreaterequests.apps.kruise.io recreate-app -o jsonpath='{.status}' | sed 's/,"/,\n  "/g'; echo
 say "preStop ran in the old container before it was stopped (emptyDir kept):"
 kubectl -n "$ns" exec "$pod" -c sidecar -- cat /data/log
-say "done. Explore: eval \"\$(hack/cluster.sh env)\"; $KUBE_BIN/kubectl -n $ns get crr,pods"
+say "done. Explore: eval \"\$(hack/cluster.sh env)\"; kubectl -n $ns get crr,pods"
