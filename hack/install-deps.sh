@@ -11,6 +11,7 @@ packages=(
   protobuf-compiler                             # CRI bindings of the node daemon
   gcc libc6-dev                                 # the static pause program
   prometheus                                    # the test bed's Prometheus and promtool (monitoring/)
+  lua5.1                                        # Argo CD's health checks (manifests/gitops), Argo's Lua is 5.1
 )
 missing=()
 for p in "${packages[@]}"; do
