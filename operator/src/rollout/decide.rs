@@ -19,7 +19,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crr_crds::rollout::{ContainerRecreateRollout, Limit, max_unavailable, target_name};
+use crr_crds::rollout::{
+    ContainerRecreateRollout, ContainerRecreateRolloutStatus, Limit, max_unavailable, target_name,
+};
 use crr_crds::status::{NoResourceVersion, RolloutStatusPatch};
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use jiff::Timestamp;
@@ -180,9 +182,19 @@ pub fn before_reading(rollout: &ContainerRecreateRollout, now: Timestamp) -> Sta
             .as_ref()
             .and_then(|status| status.completion_time.as_ref());
         let (delete, next) = expiry(rollout.spec.ttl_seconds_after_finished, completed, now);
+        // A spec edit after the end (only `paused` may change) changes nothing, but is observed:
+        // `observedGeneration` catches up, as GitOps tools and `kubectl wait` read it.
+        let status = match observe_generation(rollout) {
+            Some(status) => match RolloutStatusPatch::of(rollout, status) {
+                Ok(patch) => Some(patch),
+                Err(error) => return Stage::Refused(error.to_string()),
+            },
+            None => None,
+        };
         return Stage::Decided(Box::new(Decision {
             delete,
             next,
+            status,
             ..Decision::idle()
         }));
     }
@@ -193,6 +205,19 @@ pub fn before_reading(rollout: &ContainerRecreateRollout, now: Timestamp) -> Sta
         }),
         Err(error) => Stage::Refused(format!("not starting: invalid maxUnavailable: {error}")),
     }
+}
+
+/// The status of a finished rollout whose spec changed after its end, with `observedGeneration`
+/// at the spec's generation; `None` when it is observed already.
+fn observe_generation(
+    rollout: &ContainerRecreateRollout,
+) -> Option<ContainerRecreateRolloutStatus> {
+    let generation = rollout.metadata.generation?;
+    let status = rollout.status.as_ref()?;
+    (status.observed_generation != Some(generation)).then(|| ContainerRecreateRolloutStatus {
+        observed_generation: Some(generation),
+        ..status.clone()
+    })
 }
 
 /// Stage 2: the decision from the world as read and the rollout's requests (by pod UID).

@@ -64,6 +64,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "rollout-cluster-cap",
             run: |ctx| Box::pin(cluster_cap(ctx)),
         },
+        Scenario {
+            name: "rollout-reapplied",
+            run: |ctx| Box::pin(reapplied(ctx)),
+        },
     ]
 }
 
@@ -704,4 +708,56 @@ async fn cluster_cap(ctx: Ctx) -> anyhow::Result<()> {
         took.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// A rollout applied from Git, as Argo CD or Flux apply it (`kubectl apply`), runs once: applied
+/// again after it completed, nothing restarts a second time. A later `paused` edit of the
+/// finished rollout is observed (`observedGeneration` catches up) and changes nothing else.
+async fn reapplied(ctx: Ctx) -> anyhow::Result<()> {
+    let before = deployment_of(&ctx, "web", 2).await?;
+    let manifest = json!({"apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
+                          "metadata": {"name": "from-git"},
+                          "spec": {"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+                                   "containers": ["app"]}});
+    apply(&ctx, manifest.clone()).await?;
+    wait_phase(&ctx, "from-git", "Completed").await?;
+    all_ready(&ctx, "web", 2).await?;
+    recreated_in_place(&ctx, &before, 1).await?;
+    apply(&ctx, manifest).await?;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    all_ready(&ctx, "web", 2).await?;
+    recreated_in_place(&ctx, &before, 1)
+        .await
+        .context("after the same manifest was applied again")?;
+    rollouts(&ctx)
+        .patch(
+            "from-git",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await?;
+    let observed = wait(
+        rollouts(&ctx),
+        "from-git",
+        Duration::from_secs(30),
+        |rollout: Option<&ContainerRecreateRollout>| {
+            rollout.is_some_and(|rollout| {
+                rollout.metadata.generation
+                    == rollout
+                        .status
+                        .as_ref()
+                        .and_then(|status| status.observed_generation)
+            })
+        },
+    )
+    .await
+    .context("a paused edit of the finished rollout was never observed")?
+    .ok_or_else(|| anyhow!("rollout from-git vanished"))?;
+    check(
+        observed
+            .phase()
+            .is_some_and(|phase| phase.as_str() == "Completed"),
+        || format!("the finished rollout is now {:?}", observed.phase()),
+    )?;
+    recreated_in_place(&ctx, &before, 1).await
 }

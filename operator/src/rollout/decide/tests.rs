@@ -182,6 +182,7 @@ fn the_ending_status_looks_again_when_its_ttl_runs_out() {
 fn a_finished_rollout_is_deleted_after_its_ttl_and_waits_before() {
     let mut rollout = rollout(json!({"ttlSecondsAfterFinished": 60}));
     rollout.status = Some(crr_crds::rollout::ContainerRecreateRolloutStatus {
+        observed_generation: Some(1),
         phase: Some(RolloutPhase::Completed.as_str().to_owned()),
         completion_time: Some(Time(at(200))),
         ..Default::default()
@@ -311,4 +312,32 @@ fn a_rollout_over_the_cluster_cap_says_so_once_and_starts_nothing() {
     .expect("decided");
     assert_eq!(reasons(&started), ["Started"]);
     assert_eq!(started.create.len(), 1);
+}
+
+#[test]
+fn a_finished_rollout_observes_a_later_spec_edit_and_nothing_else() {
+    let mut rollout = rollout(json!({"paused": true}));
+    rollout.metadata.generation = Some(2);
+    rollout.status = Some(crr_crds::rollout::ContainerRecreateRolloutStatus {
+        observed_generation: Some(1),
+        phase: Some(RolloutPhase::Completed.as_str().to_owned()),
+        completion_time: Some(Time(at(200))),
+        recreated: 4,
+        ..Default::default()
+    });
+    let Stage::Decided(decision) = before_reading(&rollout, at(300)) else {
+        panic!("a finished rollout reads nothing");
+    };
+    let status = decision.status.as_ref().expect("a status write");
+    let written = serde_json::to_value(status).expect("JSON");
+    assert_eq!(written["status"]["observedGeneration"], 2, "{written}");
+    assert_eq!(written["status"]["phase"], "Completed", "still Completed");
+    assert_eq!(written["status"]["recreated"], 4, "the counts kept");
+    assert!(decision.create.is_empty() && decision.events.is_empty());
+    // Observed: nothing more to write.
+    rollout.status.as_mut().unwrap().observed_generation = Some(2);
+    assert_eq!(
+        before_reading(&rollout, at(300)),
+        Stage::Decided(Box::new(Decision::idle()))
+    );
 }
