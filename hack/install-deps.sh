@@ -12,6 +12,7 @@ packages=(
   gcc libc6-dev                                 # the static pause program
   prometheus                                    # the test bed's Prometheus and promtool (monitoring/)
   lua5.1                                        # Argo CD's health checks (manifests/gitops), Argo's Lua is 5.1
+  jq                                            # hack/capture-gitops-fixtures.sh
 )
 missing=()
 for p in "${packages[@]}"; do

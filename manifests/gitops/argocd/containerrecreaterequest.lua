@@ -27,7 +27,23 @@ if status.conditions ~= nil then
     end
   end
 end
--- v1alpha1 (its conditions travel in an annotation): every container recreated, or not.
+-- v1alpha1: crr's conditions travel in an annotation, as JSON (a condition's fields in their
+-- order, `status` just before `type`).
+local annotations = obj.metadata.annotations
+local carried = annotations and annotations["crr.apps.kruise.io/status-conditions"]
+if carried ~= nil then
+  local succeeded = string.match(carried, '"status":"(%a+)","type":"Succeeded"')
+  if succeeded == "True" then
+    hs.status = "Healthy"
+    hs.message = status.message or "Completed"
+    return hs
+  elseif succeeded ~= nil then
+    hs.status = "Degraded"
+    hs.message = status.message or "not every container was recreated"
+    return hs
+  end
+end
+-- Otherwise (a request OpenKruise completed): every container recreated, or not.
 if status.phase == "Failed" then
   hs.status = "Degraded"
   hs.message = status.message

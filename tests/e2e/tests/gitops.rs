@@ -1,8 +1,9 @@
 //! Argo CD's health checks for crr's kinds (manifests/gitops/argocd, docs/gitops.md), run with a
 //! real Lua 5.1 interpreter (Debian's `lua5.1`, hack/install-deps.sh; Argo CD's gopher-lua is
-//! 5.1) on objects captured from the test bed: `tests/fixtures/gitops/<Status>-<what>.json`, each
-//! named after the health Argo CD must show for it. Argo CD hands a script the object as a Lua
-//! table (arrays 1-based, nulls absent), as [`lua_value`] writes it.
+//! 5.1) on objects captured from the test bed by `hack/capture-gitops-fixtures.sh`:
+//! `tests/fixtures/gitops/<Status>-<what>.json`, each named after the health Argo CD must show
+//! for it. Argo CD hands a script the object as a Lua table (arrays 1-based, nulls absent), as
+//! [`lua_value`] writes it.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
