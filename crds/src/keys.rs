@@ -84,6 +84,10 @@ pub const CONDITION_ROLLOUT_PROGRESSING: &str = "Progressing";
 pub const CONDITION_ROLLOUT_COMPLETE: &str = "Complete";
 /// Rollout condition: the rollout ended without finishing (`FailureLimit`, `TargetGone`).
 pub const CONDITION_ROLLOUT_FAILED: &str = "Failed";
+/// Rollout condition for kstatus (Flux): True while the rollout runs and is not paused.
+pub const CONDITION_ROLLOUT_RECONCILING: &str = "Reconciling";
+/// Rollout condition for kstatus (Flux): True once the rollout ended `Failed`.
+pub const CONDITION_ROLLOUT_STALLED: &str = "Stalled";
 
 /// Workload annotation: `"true"` makes a change of the data of a ConfigMap or Secret its pod
 /// template uses start a rollout of the containers that use it.

@@ -33,6 +33,18 @@ pub fn next_status(
         observed_generation: generation,
     };
     let (reason, message) = progressing_reason(plan);
+    // kstatus (Flux): Reconciling while pods are being started or waited for; Stalled once
+    // Failed. A paused or finished rollout reconciles nothing.
+    let reconciling = !finished && !matches!(plan.waiting, Waiting::Paused);
+    set_condition(
+        &mut conditions,
+        condition(
+            keys::CONDITION_ROLLOUT_RECONCILING,
+            reconciling,
+            reason,
+            message.clone(),
+        ),
+    );
     set_condition(
         &mut conditions,
         condition(
@@ -68,6 +80,15 @@ pub fn next_status(
                     .unwrap_or_default()
             ),
         };
+        set_condition(
+            &mut conditions,
+            condition(
+                keys::CONDITION_ROLLOUT_STALLED,
+                true,
+                reason,
+                message.clone(),
+            ),
+        );
         set_condition(
             &mut conditions,
             condition(keys::CONDITION_ROLLOUT_FAILED, true, reason, message),
@@ -109,18 +130,23 @@ pub fn waiting_for_cluster_cap(
 ) -> ContainerRecreateRolloutStatus {
     let previous = previous.cloned().unwrap_or_default();
     let mut conditions = previous.conditions.clone();
+    let waiting = |type_: &str| Condition {
+        type_: type_.to_owned(),
+        status: "True".to_owned(),
+        reason: REASON_WAITING_FOR_CLUSTER_CAP.to_owned(),
+        message: format!(
+            "waiting to start: at most {cap} rollouts run at once in this cluster (the operator's --max-running-rollouts)"
+        ),
+        last_transition_time: Time(now),
+        observed_generation: generation,
+    };
     set_condition(
         &mut conditions,
-        Condition {
-            type_: keys::CONDITION_ROLLOUT_PROGRESSING.to_owned(),
-            status: "True".to_owned(),
-            reason: REASON_WAITING_FOR_CLUSTER_CAP.to_owned(),
-            message: format!(
-                "waiting to start: at most {cap} rollouts run at once in this cluster (the operator's --max-running-rollouts)"
-            ),
-            last_transition_time: Time(now),
-            observed_generation: generation,
-        },
+        waiting(keys::CONDITION_ROLLOUT_RECONCILING),
+    );
+    set_condition(
+        &mut conditions,
+        waiting(keys::CONDITION_ROLLOUT_PROGRESSING),
     );
     ContainerRecreateRolloutStatus {
         observed_generation: generation,
@@ -287,6 +313,40 @@ mod tests {
             .iter()
             .find(|condition| condition.type_ == type_)
             .expect("the condition")
+    }
+
+    #[test]
+    fn kstatus_reads_reconciling_while_it_runs_and_stalled_once_it_failed() {
+        let status_of = |phase, waiting, failed_reason| {
+            let mut plan = plan(phase, waiting, counts(4, 1, 1));
+            plan.failed_reason = failed_reason;
+            next_status(None, &plan, Some(1), "Deployment/web".into(), at(0))
+        };
+        let truth = |status: &ContainerRecreateRolloutStatus, type_: &str| {
+            status
+                .conditions
+                .iter()
+                .find(|condition| condition.type_ == type_)
+                .map(|condition| condition.status.clone())
+        };
+        let running = status_of(RolloutPhase::Progressing, Waiting::Nothing, None);
+        assert_eq!(truth(&running, "Reconciling").as_deref(), Some("True"));
+        assert_eq!(truth(&running, "Stalled"), None);
+        let paused = status_of(RolloutPhase::Paused, Waiting::Paused, None);
+        assert_eq!(truth(&paused, "Reconciling").as_deref(), Some("False"));
+        let done = status_of(RolloutPhase::Completed, Waiting::Nothing, None);
+        assert_eq!(truth(&done, "Reconciling").as_deref(), Some("False"));
+        assert_eq!(truth(&done, "Stalled"), None);
+        let failed = status_of(
+            RolloutPhase::Failed,
+            Waiting::Nothing,
+            Some(REASON_FAILURE_LIMIT),
+        );
+        assert_eq!(truth(&failed, "Reconciling").as_deref(), Some("False"));
+        assert_eq!(truth(&failed, "Stalled").as_deref(), Some("True"));
+        assert_eq!(condition(&failed, "Stalled").reason, REASON_FAILURE_LIMIT);
+        let capped = waiting_for_cluster_cap(None, Some(1), "Deployment/web".into(), 10, at(0));
+        assert_eq!(truth(&capped, "Reconciling").as_deref(), Some("True"));
     }
 
     #[test]
