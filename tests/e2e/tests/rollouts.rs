@@ -720,7 +720,26 @@ async fn reapplied(ctx: Ctx) -> anyhow::Result<()> {
                           "spec": {"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
                                    "containers": ["app"]}});
     apply(&ctx, manifest.clone()).await?;
-    wait_phase(&ctx, "from-git", "Completed").await?;
+    let done = wait_phase(&ctx, "from-git", "Completed").await?;
+    // kstatus (Flux): no longer Reconciling, never Stalled.
+    let truth = |type_: &str| {
+        done.status.as_ref().and_then(|status| {
+            status
+                .conditions
+                .iter()
+                .find(|condition| condition.type_ == type_)
+                .map(|condition| condition.status.clone())
+        })
+    };
+    check(
+        truth("Reconciling").as_deref() == Some("False") && truth("Stalled").is_none(),
+        || {
+            format!(
+                "kstatus conditions of a completed rollout: {:?}",
+                done.status
+            )
+        },
+    )?;
     all_ready(&ctx, "web", 2).await?;
     recreated_in_place(&ctx, &before, 1).await?;
     apply(&ctx, manifest).await?;
