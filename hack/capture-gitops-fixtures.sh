@@ -109,11 +109,6 @@ save Progressing-rollout-running.json containerrecreaterollouts held
 # bed cannot hold still).
 jq '.metadata.generation += 1 | .spec.paused = true' "$out/Progressing-rollout-running.json" \
   > "$out/Progressing-rollout-spec-not-observed.json"
-k delete containerrecreaterollouts held --wait=true >/dev/null
-# Of a workload that does not exist.
-rollout orphan Deployment gone ''
-wait_for containerrecreaterollouts orphan '.status.phase == "Failed"'
-save Degraded-rollout-failed.json containerrecreaterollouts orphan
 # Not reconciled yet: as created, without a status.
 k create -f - -o json --dry-run=server <<EOF | jq 'del(.metadata.managedFields)' > "$out/Progressing-rollout-new.json"
 apiVersion: crr.dev/v1alpha1
@@ -131,4 +126,8 @@ spec:
   podName: ${pods[0]}
   containers: [{name: app}]
 EOF
+# Its workload deleted while it waited: it ends Failed (TargetGone).
+k delete deployment web --wait=false >/dev/null
+wait_for containerrecreaterollouts held '.status.phase == "Failed"'
+save Degraded-rollout-failed.json containerrecreaterollouts held
 log "wrote $(ls "$out" | wc -l) objects to $out"
