@@ -416,7 +416,8 @@ node_setup() {
   node_configs "$N_DIR" "$node" "$N_IP" "$N_SUBNET" "$N_CGROUP"
   # runc's state of this node's containers, apart from crr-node's.
   sed -i "s|SystemdCgroup = false|SystemdCgroup = false\n        Root = \"$N_DIR/runc\"|" "$N_DIR/containerd/config.toml"
-  mkdir -p "$N_DIR/run-containerd" "$N_DIR/log-pods" "$N_DIR/log-containers" "$N_DIR/runc" /run/containerd /var/log/pods /var/log/containers
+  mkdir -p "$N_DIR/run-containerd" "$N_DIR/log-pods" "$N_DIR/log-containers" "$N_DIR/runc" "$N_DIR/device-plugins" \
+    /run/containerd /var/log/pods /var/log/containers /var/lib/kubelet/device-plugins
   if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
     mkdir -p "/sys/fs/cgroup$N_CGROUP"
   else
@@ -443,6 +444,9 @@ node_setup() {
     nsenter --mount="$N_DIR/mnt" -- mount --bind "$N_DIR/run-containerd" /run/containerd
     nsenter --mount="$N_DIR/mnt" -- mount --bind "$N_DIR/log-pods" /var/log/pods
     nsenter --mount="$N_DIR/mnt" -- mount --bind "$N_DIR/log-containers" /var/log/containers
+    # The kubelet's device-plugin socket has a fixed path, not under --root-dir: two kubelets
+    # starting together race on one file (each removes it, then binds it) and the loser exits.
+    nsenter --mount="$N_DIR/mnt" -- mount --bind "$N_DIR/device-plugins" /var/lib/kubelet/device-plugins
   fi
 }
 
@@ -460,9 +464,15 @@ daemon_running() {
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
   [[ -n "$state" && "$state" != Z && "$state" != X ]] || return 1
-  while IFS= read -r -d '' arg; do
+  local cmdline
+  cmdline="$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  # A process inside execve (bash into nsenter, nsenter into the daemon) has no command line
+  # until the kernel has mapped the new program, which on a cold page cache takes seconds: a
+  # live process with an empty one is a daemon starting.
+  [[ -n "$cmdline" ]] || return 0
+  while IFS= read -r arg; do
     [[ "$(basename -- "$arg")" == "${name%@*}" ]] && return 0
-  done < "/proc/$pid/cmdline" 2>/dev/null
+  done <<< "$cmdline"
   return 1
 }
 
