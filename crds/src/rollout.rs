@@ -63,6 +63,20 @@ pub const MAX_NAME_LENGTH: usize = 63;
         type_ = "date",
         json_path = ".metadata.creationTimestamp",
         description = "CreationTimestamp is a timestamp representing the server time when this object was created."
+    ),
+    printcolumn(
+        name = "REASON",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Progressing\")].reason",
+        description = "Why the rollout is where it is: Started, WaitingForBudget, Paused, Completed, ...",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "MESSAGE",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Progressing\")].message",
+        description = "What the rollout waits for, in words.",
+        priority = "1"
     )
 )]
 #[serde(rename_all = "camelCase")]

@@ -41,6 +41,12 @@ use serde::{Deserialize, Deserializer, Serialize};
         description = "Node name of this ContainerRecreateRequest."
     ),
     printcolumn(
+        name = "SUCCEEDED",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Succeeded\")].status",
+        description = "Whether every container was recreated (the Succeeded condition): a Completed request may have failed."
+    ),
+    printcolumn(
         name = "AGE",
         type_ = "date",
         json_path = ".metadata.creationTimestamp",

@@ -44,18 +44,27 @@ fn crd_serves_both_versions_and_stores_v1beta1_with_webhook_conversion() {
             .flatten()
             .map(|c| (c.name.as_str(), c.json_path.as_str()))
             .collect();
-        assert_eq!(
-            columns,
-            vec![
-                ("PHASE", ".status.phase"),
-                ("POD", ".spec.podName"),
+        // Upstream's columns; v1beta1 (the version kubectl prefers) adds SUCCEEDED before AGE,
+        // since a Completed request may have failed.
+        let mut expected = vec![
+            ("PHASE", ".status.phase"),
+            ("POD", ".spec.podName"),
+            (
+                "NODE",
+                ".metadata.labels.crr\\.apps\\.kruise\\.io/node-name",
+            ),
+            ("AGE", ".metadata.creationTimestamp"),
+        ];
+        if version.name == "v1beta1" {
+            expected.insert(
+                3,
                 (
-                    "NODE",
-                    ".metadata.labels.crr\\.apps\\.kruise\\.io/node-name"
+                    "SUCCEEDED",
+                    ".status.conditions[?(@.type==\"Succeeded\")].status",
                 ),
-                ("AGE", ".metadata.creationTimestamp"),
-            ]
-        );
+            );
+        }
+        assert_eq!(columns, expected, "{}", version.name);
     }
     let conversion = crd.spec.conversion.expect("conversion");
     assert_eq!(conversion.strategy, "Webhook");
@@ -250,9 +259,19 @@ fn rollout_crd_is_namespaced_with_status_short_name_and_columns() {
         .additional_printer_columns
         .iter()
         .flatten()
-        .map(|c| c.name.as_str())
+        .map(|c| (c.name.as_str(), c.priority.unwrap_or(0)))
         .collect();
-    assert_eq!(columns, ["PHASE", "TARGET", "RECREATED", "AGE"]);
+    assert_eq!(
+        columns,
+        [
+            ("PHASE", 0),
+            ("TARGET", 0),
+            ("RECREATED", 0),
+            ("AGE", 0),
+            ("REASON", 1),
+            ("MESSAGE", 1)
+        ]
+    );
     let schema = serde_json::to_value(
         version
             .schema

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 pub use crr_crds::rollout::Limit;
 
 /// Recreate containers of pods in place (ContainerRecreateRequests) and watch them come back.
@@ -88,11 +88,12 @@ pub struct RolloutCreateArgs {
         conflicts_with = "selector"
     )]
     pub workload: Option<String>,
-    /// Restart the pods matching this selector (key=value,...) instead of a workload's.
+    /// Restart the pods matching this selector instead of a workload's (app=web, env in (prod,qa), ...).
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
-    /// A container to recreate in every pod; repeat for several.
-    #[arg(short, long = "container", value_name = "CONTAINER", required = true)]
+    /// A container to recreate in every pod; repeat for several. Default: every container of
+    /// the workload's pod template (of the first pod -l matches) that the kubelet starts again.
+    #[arg(short, long = "container", value_name = "CONTAINER")]
     pub containers: Vec<String>,
     /// How many pods may be unavailable at once: a number or a percentage of the target's pods
     /// (rounded down, at least 1).
@@ -123,34 +124,72 @@ pub struct RolloutCreateArgs {
     /// Give up following after this long (exit code 4; the rollout goes on); implies --wait.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
+    /// Print the created rollout in this format instead of a one-line summary.
+    #[arg(short, long, value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
 }
 
 /// What to do with an existing rollout.
 #[derive(Subcommand, Debug, Clone, PartialEq)]
 pub enum RolloutAction {
-    /// Print a rollout's progress and failures; with --wait follow it to the end.
+    /// Follow a rollout to its end, as `kubectl rollout status` does: exit 0 when every pod was
+    /// recreated, 3 when one failed or the rollout failed, 4 at --timeout.
     Status {
-        /// The rollout's name.
-        #[arg(value_name = "NAME")]
-        name: String,
-        /// Follow it until it ends; exit 3 when a pod failed.
-        #[arg(short, long)]
-        wait: bool,
-        /// Give up following after this long (exit code 4); implies --wait.
+        /// The rollout's NAME, or a workload's KIND/NAME (deploy/web) for its newest rollout.
+        #[arg(value_name = "NAME|KIND/NAME")]
+        target: String,
+        /// Follow the rollout until it ends (the default); --watch=false prints it once.
+        #[arg(short = 'w', long = "watch", alias = "wait", action = ArgAction::Set,
+              default_value_t = true, default_missing_value = "true", num_args = 0..=1,
+              require_equals = true, value_name = "BOOL")]
+        watch: bool,
+        /// Give up following after this long (exit code 4; the rollout goes on).
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         timeout: Option<Duration>,
     },
-    /// Start no new pod until resumed; requests in flight finish.
+    /// List rollouts: NAME, TARGET, PHASE, RECREATED, FAILED, AGE.
+    List {
+        /// Only the rollouts of this workload (deploy/NAME, sts/NAME, ds/NAME or rs/NAME).
+        #[arg(value_name = "KIND/NAME")]
+        workload: Option<String>,
+        /// The rollouts of every namespace.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        /// After the list, print each change until interrupted.
+        #[arg(short, long)]
+        watch: bool,
+        /// Print the rollouts in this format instead of a table.
+        #[arg(short, long, value_enum, value_name = "FORMAT")]
+        output: Option<OutputFormat>,
+    },
+    /// The rollouts of one workload, oldest first, numbered as `kubectl rollout history`
+    /// numbers revisions, with how each started (by hand, a config change, a schedule, a
+    /// restart request) and how it ended.
+    History {
+        /// The workload: deploy/NAME, sts/NAME, ds/NAME or rs/NAME.
+        #[arg(value_name = "KIND/NAME")]
+        workload: String,
+        /// Print the rollouts in this format instead of a table.
+        #[arg(short, long, value_enum, value_name = "FORMAT")]
+        output: Option<OutputFormat>,
+    },
+    /// Start no new pod until resumed; requests in flight finish. A finished rollout is refused.
     Pause {
         /// The rollout's name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Print the paused rollout in this format.
+        #[arg(short, long, value_enum, value_name = "FORMAT")]
+        output: Option<OutputFormat>,
     },
-    /// Go on after a pause.
+    /// Go on after a pause. A finished rollout is refused.
     Resume {
         /// The rollout's name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Print the resumed rollout in this format.
+        #[arg(short, long, value_enum, value_name = "FORMAT")]
+        output: Option<OutputFormat>,
     },
     /// Delete the rollout: no pod starts, requests in flight are cancelled (readiness restored).
     Abort {
@@ -333,6 +372,8 @@ pub enum DryRun {
 pub enum OutputFormat {
     Json,
     Yaml,
+    /// `KIND.GROUP/NAME`, a line per object.
+    Name,
 }
 
 /// Parses a duration as kubectl flags write them: `30` (seconds), `500ms` is refused (the API
@@ -577,6 +618,7 @@ mod tests {
                         name: None,
                         wait: false,
                         timeout: None,
+                        output: None,
                     },
                 })
             );

@@ -2,7 +2,7 @@
 //! Exit codes: 0 done, 1 error (before or while talking to the cluster), 2 usage (clap),
 //! 3 a container was not recreated, 4 the timeout passed.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use futures::StreamExt as _;
@@ -12,12 +12,12 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
 use crate::cli::{
-    Cli, Command, DescribeArgs, DryRun, GetArgs, OutputFormat, RecreateArgs, RolloutAction,
-    RolloutArgs,
+    Cli, Command, DescribeArgs, DryRun, GetArgs, RecreateArgs, RolloutAction, RolloutArgs,
 };
 use crate::error::Error;
 use crate::follow::{self, Plan, Report};
 use crate::kubeconfig::connect;
+use crate::output::print;
 use crate::render::{LineReporter, Reporter, TerminalReporter};
 use crate::request::{self, RecreateOptions};
 use crate::{completion, describe, output, table};
@@ -33,13 +33,8 @@ pub async fn execute(cli: Cli) -> Result<Exit, Error> {
     if let Command::Recreate(args) = &cli.command {
         check_recreate_flags(args)?;
     }
-    if let Command::Rollout(RolloutArgs {
-        action: Some(RolloutAction::Restart { workload, .. }),
-        ..
-    }) = &cli.command
-    {
-        // A workload the operator cannot restart is refused before the cluster is asked.
-        crate::restart::RestartTarget::parse(workload)?;
+    if let Command::Rollout(args) = &cli.command {
+        check_rollout_flags(args)?;
     }
     let (client, namespace) = connect(&cli.connection).await?;
     match cli.command {
@@ -49,6 +44,33 @@ pub async fn execute(cli: Cli) -> Result<Exit, Error> {
         Command::Rollout(args) => crate::rollout::execute(client, &namespace, &args).await,
         Command::Triggers(args) => crate::triggers::execute(client, &namespace, &args).await,
         Command::Completion(_) => unreachable!("answered above without a cluster"),
+    }
+}
+
+/// A rollout's flags checked before the cluster is asked: a workload the verb cannot act on, a
+/// selector or a rollout the webhook would refuse (its containers aside when -c is left to
+/// default from the pods).
+pub fn check_rollout_flags(args: &RolloutArgs) -> Result<(), Error> {
+    match &args.action {
+        None => {
+            let mut create = args.create.clone();
+            if create.containers.is_empty() {
+                create.containers.push("checked-later".to_owned());
+            }
+            crate::rollout::build("default", &create).map(|_| ())
+        }
+        Some(RolloutAction::Restart { workload, .. }) => {
+            crate::restart::RestartTarget::parse(workload).map(|_| ())
+        }
+        Some(RolloutAction::Status { target, .. }) if target.contains('/') => {
+            crate::workload::workload_ref(target).map(|_| ())
+        }
+        Some(RolloutAction::History { workload, .. })
+        | Some(RolloutAction::List {
+            workload: Some(workload),
+            ..
+        }) => crate::workload::workload_ref(workload).map(|_| ()),
+        Some(_) => Ok(()),
     }
 }
 
@@ -63,14 +85,6 @@ pub fn check_recreate_flags(args: &RecreateArgs) -> Result<(), Error> {
         });
     }
     RecreateOptions::from(args).validate()
-}
-
-fn print(text: &str) -> Result<(), Error> {
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|error| Error::Output(error.to_string()))
 }
 
 fn reporter() -> Box<dyn Reporter> {
@@ -294,19 +308,10 @@ async fn watch(
     let mut listed = false;
     let show = |crr: &ContainerRecreateRequest, widths: &mut Vec<usize>| -> Result<(), Error> {
         match args.output {
-            Some(OutputFormat::Json) => print(&output::object(crr, OutputFormat::Json)?),
-            Some(OutputFormat::Yaml) => print(&format!(
-                "---\n{}",
-                output::object(crr, OutputFormat::Yaml)?
-            )),
+            Some(format) => print(&output::streamed(crr, format)?),
             None => {
                 let row = table::row(crr, args.all_namespaces, jiff::Timestamp::now());
-                for (column, cell) in row.iter().enumerate() {
-                    match widths.get_mut(column) {
-                        Some(width) => *width = (*width).max(cell.chars().count()),
-                        None => widths.push(cell.chars().count()),
-                    }
-                }
+                table::widen(widths, &row);
                 print(&table::format_row(&row, widths))
             }
         }

@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(candidates(&["get", "-o", "y"]).0, ["yaml"]);
         assert_eq!(
             candidates(&["-n", "prod", "get", "-o", ""]).0,
-            ["json", "yaml"]
+            ["json", "yaml", "name"]
         );
         assert_eq!(candidates(&["recreate", "-c", ""]), (vec![], 4));
         // A kubeconfig is a file.

@@ -36,6 +36,15 @@ pub enum Error {
     RequestNotFound { namespace: String, name: String },
     #[error("containerrecreaterollout {name:?} not found in namespace {namespace:?}")]
     RolloutNotFound { namespace: String, name: String },
+    /// `workload` as `deployment/web`.
+    #[error("no containerrecreaterollout of {workload} in namespace {namespace:?}")]
+    NoRolloutOf { namespace: String, workload: String },
+    #[error("containerrecreaterollout {name:?} is {phase}: a finished rollout cannot be {verb}")]
+    RolloutFinished {
+        name: String,
+        phase: String,
+        verb: &'static str,
+    },
     /// `kind` in lower case: `deployment "web" not found in namespace "shop"`.
     #[error("{kind} {name:?} not found in namespace {namespace:?}")]
     WorkloadNotFound {

@@ -23,6 +23,8 @@ pub mod render;
 pub mod request;
 pub mod restart;
 pub mod rollout;
+pub mod rollout_list;
+pub mod selector;
 pub mod table;
 pub mod triggers;
 pub mod workload;

@@ -28,6 +28,11 @@ async fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let exit = match commands::execute(cli).await {
         Ok(exit) => exit,
+        // A bad flag value is a usage error, as clap's own: exit 2.
+        Err(error @ kubectl_crr::Error::InvalidFlag { .. }) => {
+            eprintln!("error: {error}");
+            Exit::Usage
+        }
         Err(error @ kubectl_crr::Error::Server(_)) => {
             eprintln!("{error}");
             Exit::Error

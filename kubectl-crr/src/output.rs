@@ -1,35 +1,84 @@
-//! `-o json|yaml`: objects as kubectl prints them (managed fields left out), several objects as
-//! a `v1` `List`.
+//! `-o json|yaml|name`: objects as kubectl prints them (managed fields left out), several objects
+//! as a `v1` `List`; `name` is kubectl's `KIND.GROUP/NAME`, one line per object.
 
-use crr_crds::v1beta1::ContainerRecreateRequest;
+use kube::Resource;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::cli::OutputFormat;
 use crate::error::Error;
 
-fn cleaned(crr: &ContainerRecreateRequest) -> Result<Value, Error> {
-    let mut crr = crr.clone();
-    crr.metadata.managed_fields = None;
-    serde_json::to_value(&crr).map_err(|error| Error::Output(error.to_string()))
+/// Writes `text` to standard output, flushed.
+pub fn print(text: &str) -> Result<(), Error> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|error| Error::Output(error.to_string()))
+}
+
+fn cleaned<K: Resource + Serialize + Clone>(object: &K) -> Result<Value, Error> {
+    let mut object = object.clone();
+    object.meta_mut().managed_fields = None;
+    serde_json::to_value(&object).map_err(|error| Error::Output(error.to_string()))
+}
+
+/// `containerrecreaterollout.crr.dev/NAME`, as `kubectl get -o name` prints an object.
+pub fn name<K: Resource<DynamicType = ()>>(object: &K) -> String {
+    format!(
+        "{}.{}/{}",
+        K::kind(&()).to_ascii_lowercase(),
+        K::group(&()),
+        object.meta().name.as_deref().unwrap_or_default()
+    )
 }
 
 /// One object in `format`, ending with a newline.
-pub fn object(crr: &ContainerRecreateRequest, format: OutputFormat) -> Result<String, Error> {
-    render(&cleaned(crr)?, format)
+pub fn object<K>(object: &K, format: OutputFormat) -> Result<String, Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + Clone,
+{
+    match format {
+        OutputFormat::Name => Ok(format!("{}\n", name(object))),
+        _ => render(&cleaned(object)?, format),
+    }
 }
 
-/// Several objects as a `List`.
-pub fn list(crrs: &[ContainerRecreateRequest], format: OutputFormat) -> Result<String, Error> {
-    let items = crrs.iter().map(cleaned).collect::<Result<Vec<_>, _>>()?;
+/// Several objects as a `List` (`name`: a line each).
+pub fn list<K>(objects: &[K], format: OutputFormat) -> Result<String, Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + Clone,
+{
+    if format == OutputFormat::Name {
+        return Ok(objects
+            .iter()
+            .map(|object| format!("{}\n", name(object)))
+            .collect());
+    }
+    let items = objects.iter().map(cleaned).collect::<Result<Vec<_>, _>>()?;
     render(
         &json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}),
         format,
     )
 }
 
+/// The one form an object takes in a watch's stream: JSON objects one after the other, YAML
+/// documents each opened by `---`, names a line each.
+pub fn streamed<K>(object: &K, format: OutputFormat) -> Result<String, Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + Clone,
+{
+    let text = self::object(object, format)?;
+    Ok(match format {
+        OutputFormat::Yaml => format!("---\n{text}"),
+        _ => text,
+    })
+}
+
 fn render(value: &Value, format: OutputFormat) -> Result<String, Error> {
     let mut text = match format {
-        OutputFormat::Json => {
+        OutputFormat::Json | OutputFormat::Name => {
             serde_json::to_string_pretty(value).map_err(|error| Error::Output(error.to_string()))?
         }
         OutputFormat::Yaml => {
@@ -45,6 +94,7 @@ fn render(value: &Value, format: OutputFormat) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crr_crds::v1beta1::ContainerRecreateRequest;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
     fn crr() -> ContainerRecreateRequest {
@@ -80,5 +130,25 @@ mod tests {
         let value: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(value["kind"], "List");
         assert_eq!(value["items"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn names_read_like_kubectls() {
+        assert_eq!(
+            object(&crr(), OutputFormat::Name).unwrap(),
+            "containerrecreaterequest.apps.kruise.io/web-0-a\n"
+        );
+        assert_eq!(
+            list(&[crr(), crr()], OutputFormat::Name)
+                .unwrap()
+                .lines()
+                .count(),
+            2
+        );
+        assert!(
+            streamed(&crr(), OutputFormat::Yaml)
+                .unwrap()
+                .starts_with("---\n")
+        );
     }
 }

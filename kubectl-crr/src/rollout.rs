@@ -3,7 +3,6 @@
 //! target, the object, the progress line, the exit code) are functions here with their tests;
 //! the API calls are the `async` functions at the bottom.
 
-use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
@@ -14,12 +13,13 @@ use crr_crds::rollout::{
 use crr_crds::rules::rollout::check_rollout;
 use crr_crds::{keys, readiness_gate};
 use futures::StreamExt as _;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
-use crate::cli::{RolloutAction, RolloutArgs, RolloutCreateArgs};
+use crate::cli::{OutputFormat, RolloutAction, RolloutArgs, RolloutCreateArgs};
 use crate::error::Error;
 use crate::exit::Exit;
 
@@ -27,38 +27,6 @@ use crate::exit::Exit;
 const FIELD_MANAGER: &str = "kubectl-crr";
 
 pub use crate::workload::workload_ref;
-
-/// Reads an equality selector, `app=web,tier=front` (`==` too), as the rollout's selector.
-pub fn label_selector(text: &str) -> Result<LabelSelector, Error> {
-    let mut labels = BTreeMap::new();
-    for requirement in text
-        .split(',')
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-    {
-        let (key, value) = requirement
-            .split_once("==")
-            .or_else(|| requirement.split_once('='))
-            .filter(|(key, _)| !key.is_empty() && !key.ends_with('!'))
-            .ok_or_else(|| Error::InvalidFlag {
-                flag: "-l",
-                message: format!(
-                    "{requirement:?}: a rollout's selector takes key=value requirements only"
-                ),
-            })?;
-        labels.insert(key.trim().to_owned(), value.trim().to_owned());
-    }
-    if labels.is_empty() {
-        return Err(Error::InvalidFlag {
-            flag: "-l",
-            message: "an empty selector would restart every pod of the namespace".to_owned(),
-        });
-    }
-    Ok(LabelSelector {
-        match_labels: Some(labels),
-        match_expressions: None,
-    })
-}
 
 /// The rollout `kubectl crr rollout` creates: named by `--name`, else generated from the
 /// workload (or `pods`) and the first container; checked by the rules the webhook applies.
@@ -70,7 +38,7 @@ pub fn build(namespace: &str, args: &RolloutCreateArgs) -> Result<ContainerRecre
         },
         (None, Some(selector)) => RolloutTarget {
             workload_ref: None,
-            selector: Some(label_selector(selector)?),
+            selector: Some(crate::selector::label_selector(selector)?),
         },
         _ => {
             return Err(Error::InvalidFlag {
@@ -203,12 +171,17 @@ pub async fn execute(client: Client, namespace: &str, args: &RolloutArgs) -> Res
     match &args.action {
         None => create(client, namespace, &api, &args.create).await,
         Some(RolloutAction::Status {
-            name,
-            wait,
+            target,
+            watch,
             timeout,
         }) => {
-            let rollout = get(&api, namespace, name).await?;
-            if *wait || timeout.is_some() {
+            let rollout = match target.split_once('/') {
+                Some(_) => {
+                    crate::rollout_list::newest(&api, namespace, &workload_ref(target)?).await?
+                }
+                None => get(&api, namespace, target).await?,
+            };
+            if *watch {
                 return follow(&api, rollout, *timeout).await;
             }
             println!("{}", progress_line(&rollout));
@@ -219,10 +192,34 @@ pub async fn execute(client: Client, namespace: &str, args: &RolloutArgs) -> Res
                     crate::printable::printable(&failure.to_string())
                 );
             }
-            Ok(Exit::Success)
+            Ok(exit_code(&rollout).unwrap_or(Exit::Success))
         }
-        Some(RolloutAction::Pause { name }) => set_paused(&api, namespace, name, true).await,
-        Some(RolloutAction::Resume { name }) => set_paused(&api, namespace, name, false).await,
+        Some(RolloutAction::List {
+            workload,
+            all_namespaces,
+            watch,
+            output,
+        }) => {
+            let workload = workload.as_deref().map(workload_ref).transpose()?;
+            crate::rollout_list::list(
+                client,
+                namespace,
+                workload.as_ref(),
+                *all_namespaces,
+                *watch,
+                *output,
+            )
+            .await
+        }
+        Some(RolloutAction::History { workload, output }) => {
+            crate::rollout_list::history(client, namespace, &workload_ref(workload)?, *output).await
+        }
+        Some(RolloutAction::Pause { name, output }) => {
+            set_paused(&api, namespace, name, true, *output).await
+        }
+        Some(RolloutAction::Resume { name, output }) => {
+            set_paused(&api, namespace, name, false, *output).await
+        }
         Some(RolloutAction::Restart { workload, dry_run }) => {
             crate::restart::execute(client, namespace, workload, *dry_run).await
         }
@@ -248,74 +245,129 @@ async fn create(
     api: &Api<ContainerRecreateRollout>,
     args: &RolloutCreateArgs,
 ) -> Result<Exit, Error> {
-    let rollout = build(namespace, args)?;
+    let template = target_pod(client.clone(), namespace, args).await?;
+    let mut args = args.clone();
+    if args.containers.is_empty() {
+        // As `recreate` without -c: every container the kubelet would start again.
+        let pod = template.clone().ok_or_else(|| no_pods(namespace, &args))?;
+        args.containers = crate::request::recreatable_containers(&pod);
+    }
+    let rollout = build(namespace, &args)?;
+    if let Some(workload) = &rollout.spec.target.workload_ref {
+        let rollouts = api.list(&kube::api::ListParams::default()).await?.items;
+        for running in crate::rollout_list::unfinished_of(&rollouts, workload) {
+            eprintln!(
+                "Warning: containerrecreaterollout/{} of {}/{} has not finished: its pods may be restarted twice",
+                running.name_any(),
+                workload.kind,
+                workload.name
+            );
+        }
+    }
     if rollout
         .spec
         .recreate_strategy
         .as_ref()
         .is_some_and(|strategy| strategy.request.unready_grace_period_seconds.is_some())
+        && let Some(pod) = &template
     {
-        warn_without_gate(client, namespace, &rollout.spec.target).await;
+        warn_without_gate(&rollout.spec.target, pod);
     }
     let params = PostParams {
         dry_run: false,
         field_manager: Some(FIELD_MANAGER.to_owned()),
     };
     let created = api.create(&params, &rollout).await?;
-    println!(
-        "containerrecreaterollout/{} created ({})",
-        created.name_any(),
-        target_name(&created.spec.target)
-    );
+    match args.output {
+        Some(format) => crate::output::print(&crate::output::object(&created, format)?)?,
+        None => println!(
+            "containerrecreaterollout/{} created ({})",
+            created.name_any(),
+            target_name(&created.spec.target)
+        ),
+    }
     if args.wait || args.timeout.is_some() {
         return follow(api, created, args.timeout).await;
     }
     Ok(Exit::Success)
 }
 
-/// Says once when an unready grace period cannot take the pods out of endpoints: the workload's
-/// pod template has neither the `KruisePodReady` gate nor the opt-in label.
-async fn warn_without_gate(client: Client, namespace: &str, target: &RolloutTarget) {
-    let Some(workload) = &target.workload_ref else {
-        return;
+fn no_pods(namespace: &str, args: &RolloutCreateArgs) -> Error {
+    match (&args.workload, &args.selector) {
+        (_, Some(selector)) => Error::NoPodsMatch {
+            namespace: namespace.to_owned(),
+            selector: selector.clone(),
+        },
+        (workload, None) => Error::InvalidFlag {
+            flag: "-c",
+            message: format!(
+                "{} has no pod template to take the containers from: name them with -c",
+                workload.as_deref().unwrap_or_default()
+            ),
+        },
+    }
+}
+
+/// What the rollout's pods look like: the workload's pod template (as a pod), or the first pod
+/// the selector matches; `None` when no pod matches. A workload that does not exist is an error.
+async fn target_pod(
+    client: Client,
+    namespace: &str,
+    args: &RolloutCreateArgs,
+) -> Result<Option<Pod>, Error> {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+    if let Some(selector) = &args.selector {
+        let pods: Api<Pod> = Api::namespaced(client, namespace);
+        let params = kube::api::ListParams::default().labels(selector).limit(1);
+        return Ok(pods.list(&params).await?.items.into_iter().next());
+    }
+    let Some(text) = &args.workload else {
+        return Ok(None);
     };
+    let workload = workload_ref(text)?;
+    let name = workload.name.as_str();
     let template = match workload.kind.as_str() {
-        "Deployment" => {
-            Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client, namespace)
-                .get_opt(&workload.name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|object| object.spec)
-                .map(|spec| spec.template)
-        }
-        "StatefulSet" => {
-            Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(client, namespace)
-                .get_opt(&workload.name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|object| object.spec)
-                .map(|spec| spec.template)
-        }
-        _ => None,
+        "Deployment" => Api::<Deployment>::namespaced(client, namespace)
+            .get_opt(name)
+            .await?
+            .map(|object| object.spec.map(|spec| spec.template)),
+        "StatefulSet" => Api::<StatefulSet>::namespaced(client, namespace)
+            .get_opt(name)
+            .await?
+            .map(|object| object.spec.map(|spec| spec.template)),
+        "DaemonSet" => Api::<DaemonSet>::namespaced(client, namespace)
+            .get_opt(name)
+            .await?
+            .map(|object| object.spec.map(|spec| spec.template)),
+        _ => Api::<ReplicaSet>::namespaced(client, namespace)
+            .get_opt(name)
+            .await?
+            .map(|object| object.spec.and_then(|spec| spec.template)),
     };
-    let Some(template) = template else {
-        return;
-    };
-    let gated = readiness_gate::declares_kruise_pod_ready(template.spec.as_ref())
-        || template
-            .metadata
-            .as_ref()
-            .and_then(|metadata| metadata.labels.as_ref())
-            .is_some_and(|labels| {
-                labels.get(keys::LABEL_READINESS_GATE).map(String::as_str) == Some("true")
-            });
+    let template = template.ok_or_else(|| Error::WorkloadNotFound {
+        namespace: namespace.to_owned(),
+        kind: workload.kind.to_ascii_lowercase(),
+        name: name.to_owned(),
+    })?;
+    Ok(template.map(|template| Pod {
+        metadata: template.metadata.unwrap_or_default(),
+        spec: template.spec,
+        status: None,
+    }))
+}
+
+/// Says once when an unready grace period cannot take the pods out of endpoints: the target's
+/// pods have neither the `KruisePodReady` gate nor the opt-in label.
+fn warn_without_gate(target: &RolloutTarget, pod: &Pod) {
+    let gated = readiness_gate::declares_kruise_pod_ready(pod.spec.as_ref())
+        || pod
+            .labels()
+            .get(keys::LABEL_READINESS_GATE)
+            .is_some_and(|value| value == "true");
     if !gated {
         eprintln!(
-            "Warning: the pods of {}/{} have no {} readiness gate: --unready-grace cannot take them out of Service endpoints before the kill (label the pod template {}: \"true\")",
-            workload.kind,
-            workload.name,
+            "Warning: the pods of {} have no {} readiness gate: --unready-grace cannot take them out of Service endpoints before the kill (label the pod template {}: \"true\")",
+            target_name(target),
             keys::POD_CONDITION_KRUISE_POD_READY,
             keys::LABEL_READINESS_GATE
         );
@@ -347,21 +399,36 @@ async fn set_paused(
     namespace: &str,
     name: &str,
     paused: bool,
+    output: Option<OutputFormat>,
 ) -> Result<Exit, Error> {
-    api.patch(
-        name,
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        },
-        &Patch::Merge(serde_json::json!({"spec": {"paused": paused}})),
-    )
-    .await
-    .map_err(|error| not_found(error, namespace, name))?;
-    println!(
-        "containerrecreaterollout/{name} {}",
-        if paused { "paused" } else { "resumed" }
-    );
+    let verb = if paused { "paused" } else { "resumed" };
+    let rollout = get(api, namespace, name).await?;
+    if let Some(phase) = rollout.phase().filter(|phase| phase.is_finished()) {
+        return Err(Error::RolloutFinished {
+            name: name.to_owned(),
+            phase: phase.as_str().to_owned(),
+            verb,
+        });
+    }
+    // Preconditioned on the version read: a rollout that finished since is not written.
+    let patched = api
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(serde_json::json!({
+                "metadata": {"resourceVersion": rollout.resource_version()},
+                "spec": {"paused": paused},
+            })),
+        )
+        .await
+        .map_err(|error| not_found(error, namespace, name))?;
+    match output {
+        Some(format) => crate::output::print(&crate::output::object(&patched, format)?)?,
+        None => println!("containerrecreaterollout/{name} {verb}"),
+    }
     Ok(Exit::Success)
 }
 
@@ -481,18 +548,24 @@ mod tests {
     }
 
     #[test]
-    fn selectors_take_equality_requirements_only() {
-        let selector = label_selector("app=web, tier==front").expect("a selector");
+    fn a_set_based_selector_is_the_rollouts_target() {
+        let rollout = build(
+            "shop",
+            &create_args(&["-l", "app=web,env in (prod)", "-c", "app"]),
+        )
+        .expect("a rollout");
+        let selector = rollout.spec.target.selector.expect("a selector");
+        assert_eq!(selector.match_labels.map(|labels| labels.len()), Some(1));
         assert_eq!(
-            selector.match_labels,
-            Some(BTreeMap::from([
-                ("app".to_owned(), "web".to_owned()),
-                ("tier".to_owned(), "front".to_owned())
-            ]))
+            selector
+                .match_expressions
+                .map(|expressions| expressions.len()),
+            Some(1)
         );
-        for bad in ["", "app", "app!=web", "app in (web)"] {
-            assert!(label_selector(bad).is_err(), "{bad:?} accepted");
-        }
+        assert_eq!(rollout.metadata.generate_name.as_deref(), Some("pods-app-"));
+        let error = build("shop", &create_args(&["-l", "app web", "-c", "app"]))
+            .expect_err("not a selector");
+        assert!(error.to_string().starts_with("invalid -l"), "{error}");
     }
 
     #[test]
@@ -557,11 +630,17 @@ mod tests {
         for (words, expected) in [
             (
                 ["rollout", "pause", "r1"],
-                RolloutAction::Pause { name: "r1".into() },
+                RolloutAction::Pause {
+                    name: "r1".into(),
+                    output: None,
+                },
             ),
             (
                 ["rollout", "resume", "r1"],
-                RolloutAction::Resume { name: "r1".into() },
+                RolloutAction::Resume {
+                    name: "r1".into(),
+                    output: None,
+                },
             ),
             (
                 ["rollout", "abort", "r1"],
@@ -580,7 +659,76 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        assert!(Cli::try_parse_from(["kubectl-crr", "rollout", "deploy/web"]).is_err());
+        assert!(Cli::try_parse_from(["kubectl-crr", "rollout"]).is_err());
+        // -c defaults, as `recreate`'s does: to the pods' containers, read when it runs.
+        assert!(create_args(&["deploy/web"]).containers.is_empty());
+    }
+
+    fn action(words: &[&str]) -> RolloutAction {
+        let cli = Cli::try_parse_from(std::iter::once("kubectl-crr").chain(words.iter().copied()))
+            .expect("valid arguments");
+        match cli.command {
+            Command::Rollout(RolloutArgs {
+                action: Some(action),
+                ..
+            }) => action,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn status_waits_unless_told_not_to_and_takes_a_workload() {
+        let status = |words: &[&str]| match action(words) {
+            RolloutAction::Status { target, watch, .. } => (target, watch),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(status(&["rollout", "status", "r1"]), ("r1".into(), true));
+        assert_eq!(
+            status(&["rollout", "status", "deploy/web", "--watch=false"]),
+            ("deploy/web".into(), false)
+        );
+        assert_eq!(
+            status(&["rollout", "status", "r1", "-w"]),
+            ("r1".into(), true)
+        );
+        assert_eq!(
+            status(&["rollout", "status", "r1", "--wait"]),
+            ("r1".into(), true)
+        );
+        assert!(
+            Cli::try_parse_from(["kubectl-crr", "rollout", "status", "r1", "--watch=maybe"])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn list_and_history_are_verbs_with_kubectls_flags() {
+        assert_eq!(
+            action(&["rollout", "list", "-A", "-w", "-o", "name"]),
+            RolloutAction::List {
+                workload: None,
+                all_namespaces: true,
+                watch: true,
+                output: Some(OutputFormat::Name),
+            }
+        );
+        assert_eq!(
+            action(&["rollout", "list", "sts/db"]),
+            RolloutAction::List {
+                workload: Some("sts/db".into()),
+                all_namespaces: false,
+                watch: false,
+                output: None,
+            }
+        );
+        assert_eq!(
+            action(&["rollout", "history", "deploy/web", "-o", "yaml"]),
+            RolloutAction::History {
+                workload: "deploy/web".into(),
+                output: Some(OutputFormat::Yaml),
+            }
+        );
+        assert!(Cli::try_parse_from(["kubectl-crr", "rollout", "history"]).is_err());
     }
 
     fn with_status(

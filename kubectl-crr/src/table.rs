@@ -117,6 +117,16 @@ pub fn column_widths(rows: &[Vec<String>]) -> Vec<usize> {
         .collect()
 }
 
+/// Widens `widths` to fit `row` (a watch's later rows, after the first ones set them).
+pub fn widen(widths: &mut Vec<usize>, row: &[String]) {
+    for (column, cell) in row.iter().enumerate() {
+        match widths.get_mut(column) {
+            Some(width) => *width = (*width).max(cell.chars().count()),
+            None => widths.push(cell.chars().count()),
+        }
+    }
+}
+
 /// One row padded to `widths` (three spaces between columns, as kubectl), with a newline.
 pub fn format_row(row: &[String], widths: &[usize]) -> String {
     let mut line = String::new();

@@ -558,10 +558,24 @@ async fn refused(ctx: Ctx) -> anyhow::Result<()> {
     })
 }
 
-/// `kubectl crr rollout deploy/web -c app --wait` creates, follows and exits 0; `status`, `pause`,
-/// `resume` and `abort` act on a rollout by name.
+/// `kubectl crr rollout` by kubectl's rules. Beside a paused rollout of the same Deployment
+/// (`web-held`), `rollout deploy/web -c app --wait` warns of it, creates, follows and exits 0.
+/// Then `status deploy/web` waits for the newest rollout of the workload (exit 0 once Completed),
+/// `list -o name` and `history` show both, oldest first; `pause` of the finished rollout is
+/// refused (exit 1), a selector the API would refuse is a usage error (exit 2); `abort` deletes,
+/// and `status` of a deleted rollout exits 1.
 async fn plugin(ctx: Ctx) -> anyhow::Result<()> {
     let before = deployment_of(&ctx, "web", 4).await?;
+    create_rollout(
+        &ctx,
+        "web-held",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"], "paused": true}),
+    )
+    .await?;
+    wait_phase(&ctx, "web-held", "Paused").await?;
+    // Creation times count whole seconds: the plugin's rollout is the newer one.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let output = ctx
         .plugin(&[
             "rollout",
@@ -576,13 +590,14 @@ async fn plugin(ctx: Ctx) -> anyhow::Result<()> {
         ])
         .await?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     check(output.status.code() == Some(0), || {
-        format!(
-            "exit {:?}: {stdout}{}",
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr)
-        )
+        format!("exit {:?}: {stdout}{stderr}", output.status.code())
     })?;
+    check(
+        stderr.contains("containerrecreaterollout/web-held") && stderr.contains("has not finished"),
+        || format!("no warning of the paused rollout: {stderr}"),
+    )?;
     let name = stdout
         .lines()
         .find_map(|line| line.strip_prefix("containerrecreaterollout/"))
@@ -594,22 +609,68 @@ async fn plugin(ctx: Ctx) -> anyhow::Result<()> {
         || stdout.clone(),
     )?;
     recreated_in_place(&ctx, &before, 1).await?;
-    let status = ctx.plugin(&["rollout", "status", &name]).await?;
+    let status = ctx
+        .plugin(&["rollout", "status", "deploy/web", "--timeout", "30s"])
+        .await?;
     let text = String::from_utf8_lossy(&status.stdout).into_owned();
     check(
-        status.status.success() && text.contains("Completed"),
-        || text.clone(),
+        status.status.code() == Some(0) && text.contains(&format!("{name}: Completed")),
+        || format!("status deploy/web: exit {:?}: {text}", status.status.code()),
     )?;
-    for verb in ["pause", "resume"] {
-        let output = ctx.plugin(&["rollout", verb, &name]).await?;
-        check(output.status.success(), || {
-            format!("{verb}: {}", String::from_utf8_lossy(&output.stderr))
+    let listed = ctx
+        .plugin(&["rollout", "list", "deploy/web", "-o", "name"])
+        .await?;
+    let names = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let mut expected = vec![
+        "containerrecreaterollout.crr.dev/web-held".to_owned(),
+        format!("containerrecreaterollout.crr.dev/{name}"),
+    ];
+    expected.sort();
+    check(names.lines().collect::<Vec<_>>() == expected, || {
+        format!("rollout list -o name: {names}")
+    })?;
+    let history = ctx.plugin(&["rollout", "history", "deploy/web"]).await?;
+    let rows: Vec<Vec<String>> = String::from_utf8_lossy(&history.stdout)
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+        .collect();
+    check(
+        rows.len() == 2
+            && rows[0][..3] == ["1", "web-held", "manual"]
+            && rows[0][4] == "Paused"
+            && rows[1][..2] == ["2".to_owned(), name.clone()]
+            && rows[1][4] == "Completed",
+        || format!("rollout history: {rows:?}"),
+    )?;
+    let pause = ctx.plugin(&["rollout", "pause", &name]).await?;
+    let error = String::from_utf8_lossy(&pause.stderr).into_owned();
+    check(
+        pause.status.code() == Some(1)
+            && error.contains("is Completed: a finished rollout cannot be paused"),
+        || {
+            format!(
+                "pause of a finished rollout: exit {:?}: {error}",
+                pause.status.code()
+            )
+        },
+    )?;
+    let usage = ctx
+        .plugin(&["rollout", "-l", "app web", "-c", "app"])
+        .await?;
+    check(usage.status.code() == Some(2), || {
+        format!(
+            "a bad selector: exit {:?}: {}",
+            usage.status.code(),
+            String::from_utf8_lossy(&usage.stderr)
+        )
+    })?;
+    for rollout in [name.as_str(), "web-held"] {
+        let abort = ctx.plugin(&["rollout", "abort", rollout]).await?;
+        check(abort.status.success(), || {
+            String::from_utf8_lossy(&abort.stderr).into_owned()
         })?;
     }
-    let abort = ctx.plugin(&["rollout", "abort", &name]).await?;
-    check(abort.status.success(), || {
-        String::from_utf8_lossy(&abort.stderr).into_owned()
-    })?;
     let missing = ctx.plugin(&["rollout", "status", &name]).await?;
     let error = String::from_utf8_lossy(&missing.stderr).into_owned();
     check(
