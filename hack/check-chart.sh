@@ -4,6 +4,10 @@
 #   - `helm lint --strict` (NOTES.txt included) and `helm template` pass with the default values,
 #     with every optional piece on (Prometheus-operator objects, a managed certificate Secret) and
 #     with the minimal install (no node daemon, no tests), each rendering the objects it should;
+#   - rendered with -n other-ns, nothing names another namespace and every object has the
+#     standard labels (helm.sh/chart, app.kubernetes.io/part-of, instance, managed-by, version); no
+#     Namespace unless createNamespace=true; imagePullSecrets, a digest, podLabels, podAnnotations
+#     and topologySpreadConstraints render; an old namespace value naming another namespace fails;
 #   - values.schema.json refuses bad values, each with a message naming the value: a negative
 #     replica count, an unknown log format or pull policy, a mistyped key, ports and seconds out of
 #     range, a Prometheus interval that is no duration, two monitors scraping the same pods.
@@ -46,6 +50,61 @@ for values in default all-on minimal; do
   fi
 done
 
+# Helm's conventions, on every rendering: the namespace is the release's (`-n`), nothing names
+# another; every object carries the standard labels; the chart creates no namespace unless told.
+standard_labels=(helm.sh/chart app.kubernetes.io/part-of app.kubernetes.io/instance app.kubernetes.io/managed-by app.kubernetes.io/version)
+# unlabelled RENDERING: the `kind: NAME` of each object whose metadata.labels lacks a standard label.
+unlabelled() {
+  awk -v wanted="${standard_labels[*]}" '
+    function check() {
+      if (kind == "") return
+      n = split(wanted, keys, " ")
+      for (i = 1; i <= n; i++) if (!(keys[i] in seen)) { print kind ": " keys[i]; }
+    }
+    /^---/ { check(); kind = ""; delete seen; inmeta = 0; inlabels = 0; next }
+    /^kind: / { kind = $2 }
+    /^metadata:/ { inmeta = 1; next }
+    /^[^ #]/ { inmeta = 0; inlabels = 0 }
+    inmeta && /^  labels:/ { inlabels = 1; next }
+    inmeta && /^  [^ ]/ { inlabels = 0 }
+    inlabels && /^    [^ ]/ { key = $1; sub(/:$/, "", key); seen[key] = 1 }
+    END { check() }' <<<"$1"
+}
+for values in default all-on minimal; do
+  case $values in
+    default) args=() ;;
+    all-on) args=("${all_on[@]}") ;;
+    minimal) args=("${minimal[@]}") ;;
+  esac
+  out="$(helm template crr "$chart" --namespace other-ns --kube-version 1.35.0 "${args[@]}" 2>&1)" ||
+    { echo "$out" >&2; failed "helm template -n other-ns fails with the $values values"; continue; }
+  others="$(grep -nE '^ *namespace: [a-z0-9-]+$' <<<"$out" | grep -vE 'namespace: other-ns$' || true)"
+  [[ -z $others ]] || { echo "$others" >&2; failed "with -n other-ns and the $values values, objects name another namespace"; }
+  # The PrometheusRule's runbooks are monitoring/alerts.yaml's prose, which names the usual namespace.
+  ! awk '/^---/ { if (doc !~ /\nkind: PrometheusRule\n/) printf "%s", doc; doc = "" } { doc = doc "\n" $0 }
+         END { if (doc !~ /\nkind: PrometheusRule\n/) printf "%s", doc }' <<<"$out" | grep -q 'crr-system' ||
+    failed "with -n other-ns and the $values values, crr-system is still named"
+  missing="$(unlabelled "$out")"
+  [[ -z $missing ]] || { echo "$missing" >&2; failed "objects without the standard labels ($values values)"; }
+  ! grep -qx 'kind: Namespace' <<<"$out" || failed "the $values values render a Namespace (Helm creates it: --create-namespace)"
+done
+out="$(template --set createNamespace=true --show-only templates/namespace.yaml 2>&1)"
+grep -q '^    helm.sh/resource-policy: keep$' <<<"$out" && grep -q '^    pod-security.kubernetes.io/enforce: privileged$' <<<"$out" ||
+  { echo "$out" >&2; failed "createNamespace=true renders no kept, privileged Namespace"; }
+# What users set on pods: pull secrets, a digest, labels, annotations, spread constraints.
+out="$(template --set-json 'imagePullSecrets=[{"name":"regcred"}]' --set podLabels.team=infra \
+  --set podAnnotations.note=x --set images.operator.digest=sha256:$(printf '0%.0s' {1..64}) \
+  --set-json 'webhook.topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]' 2>&1)"
+for expected in '^      imagePullSecrets:$' '^      - name: regcred$' '^        team: infra$' '^        note: x$' \
+    "image: crr-operator:0.1.0@sha256:$(printf '0%.0s' {1..64})$" '^      topologySpreadConstraints:$' \
+    '^      priorityClassName: system-cluster-critical$'; do
+  [[ $(grep -cE -- "$expected" <<<"$out") -ge 1 ]] || failed "pod values: nothing renders /$expected/"
+done
+[[ $(grep -c '^      - name: regcred$' <<<"$out") -ge 3 ]] || failed "imagePullSecrets is not on every crr pod"
+# The old namespace value, when it names another namespace than the release's, is refused.
+if out="$(template --set namespace=elsewhere 2>&1)"; then failed "namespace=elsewhere renders beside -n crr-system"
+else grep -qF "differs from the release's namespace crr-system" <<<"$out" || { echo "$out" | head -3 >&2; failed "namespace=elsewhere fails without saying why"; }; fi
+
 # Each bad value: the --set arguments, then a piece of the error message expected.
 bad=(
   "operator.replicas=-1|/operator/replicas': minimum: got -1, want 1"
@@ -65,6 +124,8 @@ bad=(
   "nodeDaemon.tolerations[0].operator=Maybe|/nodeDaemon/tolerations/0/operator': value must be one of"
   "metrics.serviceMonitor.interval=soon|/metrics/serviceMonitor/interval'"
   "namespace=Crr_System|/namespace'"
+  "images.webhook.digest=latest|/images/webhook/digest'"
+  "imagePullSecrets[0].nam=regcred|/imagePullSecrets/0'"
   "tests.timeoutSeconds=2|/tests/timeoutSeconds': minimum: got 2, want 10"
   "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true,metrics.podMonitor.allComponents=true|both scrape the operator and the webhook"
 )
@@ -77,5 +138,5 @@ for case in "${bad[@]}"; do
     failed "--set $set_args fails without saying: $expected"
   fi
 done
-(( status == 0 )) && echo "check-chart: default, all-on and minimal values lint and render, ${#bad[@]} bad values refused" >&2
+(( status == 0 )) && echo "check-chart: default, all-on and minimal values lint and render (in -n other-ns too, standard labels on every object), pod values render, ${#bad[@]} bad values refused" >&2
 exit $status

@@ -9,6 +9,8 @@
 #   5. helm template with metrics.prometheusRule.enabled=true renders one PrometheusRule whose
 #      spec is alerts.yaml (promtool checks it again), with metrics.prometheusRule.labels on it;
 #      with the default values it renders none; helm lint --strict with it enabled
+#   5b. the chart's files/dashboard.json is byte-identical to monitoring/dashboard.json, and
+#      metrics.grafanaDashboard.enabled=true renders it in a ConfigMap labelled grafana_dashboard
 #   6. monitoring/dashboard.json is JSON and every metric named by alerts.yaml and by the
 #      dashboard's queries is a family of docs/metrics.md (CRR_METRICS_DOC overrides the path);
 #      `up` is Prometheus's own
@@ -123,9 +125,27 @@ else
     ok "helm template renders the PrometheusRule (metrics.prometheusRule.enabled=true, labels)"
   fi
 fi
+# 5b: the chart's copy of the dashboard, as a ConfigMap for Grafana's sidecar.
+if cmp -s "$mon/dashboard.json" "$chart/files/dashboard.json"; then ok "manifests/helm/crr/files/dashboard.json = monitoring/dashboard.json"
+else fail "manifests/helm/crr/files/dashboard.json differs from monitoring/dashboard.json: cp monitoring/dashboard.json manifests/helm/crr/files/dashboard.json"; fi
+if helm_template --show-only templates/grafana-dashboard.yaml --set metrics.grafanaDashboard.enabled=true \
+    >"$tmp/dashboard.yaml" 2>"$tmp/out"; then
+  # data.crr.json: the dashboard indented by four.
+  sed -n '/^  crr.json: |-$/,$p' "$tmp/dashboard.yaml" | tail -n +2 | sed -e 's/^    //' > "$tmp/dashboard.json"
+  if grep -q '^    grafana_dashboard: "1"$' "$tmp/dashboard.yaml" && diff -q <(sed -e '$a\' "$mon/dashboard.json") "$tmp/dashboard.json" >/dev/null; then
+    ok "helm template renders the dashboard ConfigMap (metrics.grafanaDashboard.enabled=true, grafana_dashboard: \"1\")"
+  else
+    diff <(sed -e '$a\' "$mon/dashboard.json") "$tmp/dashboard.json" | head -5 >&2 || true
+    fail "chart dashboard ConfigMap: not labelled grafana_dashboard: \"1\", or its crr.json is not monitoring/dashboard.json"
+  fi
+else
+  cat "$tmp/out" >&2; fail "helm template with metrics.grafanaDashboard.enabled=true"
+fi
 if helm_template >"$tmp/default.yaml" 2>"$tmp/out"; then
   if grep -q '^kind: PrometheusRule$' "$tmp/default.yaml"; then fail "the chart renders a PrometheusRule with its default values"
   else ok "no PrometheusRule with the default values"; fi
+  if grep -q '^  name: crr-grafana-dashboard$' "$tmp/default.yaml"; then fail "the chart renders the dashboard ConfigMap with its default values"
+  else ok "no dashboard ConfigMap with the default values"; fi
 else
   cat "$tmp/out" >&2; fail "helm template with the default values"
 fi

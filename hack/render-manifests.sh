@@ -25,11 +25,13 @@ render_system() {
   # the CRD (manifests/crd): preflight.yaml only checks the cluster, the Prometheus-operator
   # objects are off by default, and templates/tests/ is `helm test`'s.
   local shown=() source
-  for source in $(helm_template | sed -n 's|^# Source: crr/\(templates/[^/]*\.yaml\)$|\1|p' | LC_ALL=C sort -u); do
+  for source in $(helm_template --set createNamespace=true | sed -n 's|^# Source: crr/\(templates/[^/]*\.yaml\)$|\1|p' | LC_ALL=C sort -u); do
     [[ $source == templates/crd.yaml || $source == templates/rollout-crd.yaml ]] || shown+=(--show-only "$source")
   done
   header
-  helm_template "${shown[@]}"
+  # With Helm the namespace is the release's (--create-namespace); a plain `kubectl apply` gets
+  # the Namespace object, labelled for the node daemon's pod security.
+  helm_template --set createNamespace=true "${shown[@]}"
 }
 
 if [[ "${1:-}" == --check ]]; then

@@ -371,3 +371,56 @@ fn the_schema_covers_every_value_and_refuses_unknown_keys() {
         serde_json::json!(["Always", "IfNotPresent", "Never"])
     );
 }
+
+/// Every object installed, the CRDs included, carries Helm's and Kubernetes' recommended labels;
+/// the components' workloads and their pods say which component they are, and the plain
+/// manifests bring the namespace they install into, kept on `helm uninstall`.
+#[test]
+fn every_object_has_the_standard_labels_and_the_namespace_comes_with_them() {
+    let crds = CRDS
+        .split("\n---\n")
+        .filter(|document| document.lines().any(|line| line.starts_with("kind:")))
+        .map(|document| serde_saphyr::from_str(document).expect("manifests/crd/crd.yaml parses"));
+    let all: Vec<Value> = objects().into_iter().chain(crds).collect();
+    assert!(all.len() > 20, "{} objects", all.len());
+    for object in &all {
+        let labels = &object["metadata"]["labels"];
+        for key in [
+            "helm.sh/chart",
+            "app.kubernetes.io/part-of",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/managed-by",
+            "app.kubernetes.io/version",
+        ] {
+            assert!(
+                labels[key].is_string(),
+                "{} {} lacks the label {key}: {labels}",
+                object["kind"],
+                object["metadata"]["name"]
+            );
+        }
+    }
+    for (kind, name, component) in [
+        ("Deployment", "crr-operator", "operator"),
+        ("Deployment", "crr-webhook", "webhook"),
+        ("DaemonSet", "crr-node-daemon", "node-daemon"),
+    ] {
+        let workload = find(kind, name);
+        for labels in [
+            &workload["metadata"]["labels"],
+            &workload["spec"]["template"]["metadata"]["labels"],
+        ] {
+            assert_eq!(labels["app.kubernetes.io/component"], component, "{name}");
+            assert_eq!(labels["app.kubernetes.io/name"], name, "{name}");
+        }
+    }
+    let namespace = find("Namespace", "crr-system");
+    assert_eq!(
+        namespace["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
+    );
+}

@@ -1,6 +1,52 @@
+{{/* The namespace of every namespaced object: the release's (helm install -n NAMESPACE). The
+  old `namespace` value, when still set, must name the same one. */}}
+{{- define "crr.namespace" -}}
+{{- if and .Values.namespace (ne .Values.namespace .Release.Namespace) -}}
+{{- fail (printf "the value namespace=%s differs from the release's namespace %s: crr installs into the release's namespace (helm install -n %s ...); drop the value" .Values.namespace .Release.Namespace .Values.namespace) -}}
+{{- end -}}
+{{- .Release.Namespace -}}
+{{- end }}
+
+{{/* The labels of every object: Helm's and Kubernetes' recommended ones. A component's objects
+  add app.kubernetes.io/component (crr.componentLabels). */}}
 {{- define "crr.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/part-of: crr
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+
+{{/* (list $ "operator"): the labels, the component, and the selector of crr-<component>. */}}
+{{- define "crr.componentLabels" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{ include "crr.labels" $root }}
+app.kubernetes.io/component: {{ $component }}
+{{ include "crr.selector" (printf "crr-%s" $component) }}
+{{- end }}
+
+{{/* (list $ "operator"): a component's pod template labels and annotations, with the chart's
+  podLabels and podAnnotations. */}}
+{{- define "crr.podMetadata" -}}
+{{- $root := index . 0 -}}
+labels:
+  {{- include "crr.componentLabels" . | nindent 2 }}
+  {{- with $root.Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with $root.Values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* imagePullSecrets, when any: part of every pod's spec. */}}
+{{- define "crr.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 0 }}
+{{- end }}
 {{- end }}
 
 {{- define "crr.selector" -}}
@@ -11,7 +57,7 @@ app.kubernetes.io/name: {{ . }}
 {{- define "crr.image" -}}
 {{- $root := index . 0 -}}
 {{- $image := index $root.Values.images (index . 1) -}}
-{{ $image.repository }}:{{ $image.tag | default $root.Chart.AppVersion }}
+{{ $image.repository }}:{{ $image.tag | default $root.Chart.AppVersion }}{{ with $image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
 {{- define "crr.restrictedContainer" -}}
@@ -22,7 +68,7 @@ securityContext:
 {{- end }}
 
 {{/* Pod scheduling from a component's values: priorityClassName, nodeSelector, affinity,
-  tolerations (each left out when empty). Use: {{- with include "crr.scheduling" .Values.x | trim }}. */}}
+  tolerations, topologySpreadConstraints (each left out when empty). Use: {{- with include "crr.scheduling" .Values.x | trim }}. */}}
 {{- define "crr.scheduling" -}}
 {{- with .priorityClassName }}
 priorityClassName: {{ . }}
@@ -39,6 +85,10 @@ affinity:
 tolerations:
 {{- toYaml . | nindent 0 }}
 {{- end }}
+{{- with .topologySpreadConstraints }}
+topologySpreadConstraints:
+{{- toYaml . | nindent 0 }}
+{{- end }}
 {{- end }}
 
 {{/* PodDisruptionBudget: (list $ "crr-operator" .Values.operator). One replica at a time may be
@@ -53,7 +103,7 @@ apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:
   name: {{ $name }}
-  namespace: {{ $root.Values.namespace }}
+  namespace: {{ include "crr.namespace" $root }}
   labels:
     {{- include "crr.labels" $root | nindent 4 }}
 spec:
