@@ -13,6 +13,7 @@ packages=(
   prometheus                                    # the test bed's Prometheus and promtool (monitoring/)
   lua5.1                                        # Argo CD's health checks (manifests/gitops), Argo's Lua is 5.1
   jq                                            # hack/capture-gitops-fixtures.sh
+  tmux                                          # the plugin's live output in an 80-column terminal (kubectl-crr/tests)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -89,7 +89,9 @@ pub fn check_recreate_flags(args: &RecreateArgs) -> Result<(), Error> {
 
 fn reporter() -> Box<dyn Reporter> {
     if std::io::stdout().is_terminal() {
-        Box::new(TerminalReporter::new(std::io::stdout()))
+        Box::new(TerminalReporter::new(
+            indicatif::ProgressDrawTarget::stdout(),
+        ))
     } else {
         Box::new(LineReporter::new(std::io::stdout()))
     }

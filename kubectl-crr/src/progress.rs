@@ -91,7 +91,7 @@ pub fn progress(crr: &ContainerRecreateRequest) -> RequestProgress {
                 message: state
                     .and_then(|state| state.message.as_deref())
                     .filter(|message| !message.is_empty())
-                    .map(printable),
+                    .map(|message| short_container_ids(&printable(message))),
             }
         })
         .collect();
@@ -156,6 +156,28 @@ fn unfinished_summary(containers: &[ContainerProgress]) -> String {
         })
         .collect();
     format!("not recreated: {}", unfinished.join("; "))
+}
+
+/// Container IDs shortened to 12 hex digits, as kubectl and crictl show them:
+/// `containerd://0123456789ab…` (64 hex) reads `containerd://0123456789ab`.
+pub fn short_container_ids(text: &str) -> String {
+    const FULL: usize = 64;
+    const SHORT: usize = 12;
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        out.push_str(before);
+        let hex = after.bytes().take_while(u8::is_ascii_hexdigit).count();
+        if hex == FULL {
+            out.push_str(&after[..SHORT]);
+            rest = &after[FULL..];
+        } else {
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -296,5 +318,24 @@ mod tests {
             progress(&crr(condition("True"))).outcome,
             Outcome::Succeeded
         );
+    }
+
+    #[test]
+    fn container_ids_read_as_kubectl_shows_them() {
+        let id = "0123456789abcdef".repeat(4);
+        assert_eq!(
+            short_container_ids(&format!(
+                "killing container containerd://{id}, then cri-o://{id}"
+            )),
+            "killing container containerd://0123456789ab, then cri-o://0123456789ab"
+        );
+        for unchanged in [
+            "see http://example.test/x",
+            "containerd://0123",
+            "no id",
+            "",
+        ] {
+            assert_eq!(short_container_ids(unchanged), unchanged);
+        }
     }
 }

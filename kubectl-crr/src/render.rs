@@ -7,6 +7,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use crr_crds::v1beta1::Phase;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::progress::{Outcome, RequestProgress};
 
@@ -171,19 +172,23 @@ impl<W: Write> Reporter for LineReporter<W> {
 
 const SPINNER: [&str; 4] = ["|", "/", "-", "\\"];
 
-/// A live display redrawn in place: one line per container of each request.
-pub struct TerminalReporter<W: Write> {
-    out: W,
+/// A live display redrawn in place: one line per container of each request. indicatif draws it:
+/// it knows the terminal's width, so a line longer than the terminal (a long message) is redrawn
+/// over every row it wrapped to, and notes are printed above the live area.
+pub struct TerminalReporter {
+    bar: ProgressBar,
     requests: Vec<(RequestProgress, Timing)>,
-    drawn_lines: usize,
 }
 
-impl<W: Write> TerminalReporter<W> {
-    pub fn new(out: W) -> Self {
+impl TerminalReporter {
+    /// Draws on `target`: `ProgressDrawTarget::stdout()` for the terminal, an in-memory one in
+    /// tests.
+    pub fn new(target: ProgressDrawTarget) -> Self {
+        let bar = ProgressBar::with_draw_target(None, target);
+        bar.set_style(ProgressStyle::with_template("{msg}").expect("a fixed template"));
         Self {
-            out,
+            bar,
             requests: Vec::new(),
-            drawn_lines: 0,
         }
     }
 
@@ -232,25 +237,11 @@ impl<W: Write> TerminalReporter<W> {
     }
 
     fn redraw(&mut self, now: Duration) {
-        let frame = self.frame(now);
-        let mut text = String::new();
-        if self.drawn_lines > 0 {
-            text.push_str(&format!("\x1b[{}A", self.drawn_lines));
-        }
-        for line in &frame {
-            text.push_str("\r\x1b[2K");
-            text.push_str(line);
-            text.push('\n');
-        }
-        // Clear whatever an earlier, longer frame left below.
-        text.push_str("\x1b[J");
-        self.drawn_lines = frame.len();
-        let _ = self.out.write_all(text.as_bytes());
-        let _ = self.out.flush();
+        self.bar.set_message(self.frame(now).join("\n"));
     }
 }
 
-impl<W: Write> Reporter for TerminalReporter<W> {
+impl Reporter for TerminalReporter {
     fn request(&mut self, progress: &RequestProgress, now: Duration) {
         match self
             .requests
@@ -273,17 +264,9 @@ impl<W: Write> Reporter for TerminalReporter<W> {
         self.redraw(now);
     }
 
-    fn note(&mut self, message: &str, now: Duration) {
-        // Notes stay above the live area: clear it, write the note, draw it again below.
-        let mut text = String::new();
-        if self.drawn_lines > 0 {
-            text.push_str(&format!("\x1b[{}A\r\x1b[J", self.drawn_lines));
-        }
-        text.push_str(message);
-        text.push('\n');
-        let _ = self.out.write_all(text.as_bytes());
-        self.drawn_lines = 0;
-        self.redraw(now);
+    fn note(&mut self, message: &str, _now: Duration) {
+        // Above the live area, which is drawn again below it.
+        self.bar.println(message);
     }
 
     fn tick(&mut self, now: Duration) {
@@ -294,6 +277,7 @@ impl<W: Write> Reporter for TerminalReporter<W> {
 
     fn finish(&mut self, now: Duration) {
         self.redraw(now);
+        self.bar.finish();
     }
 }
 
@@ -364,7 +348,7 @@ mod tests {
 
     #[test]
     fn terminal_frame_has_a_line_per_container_with_frozen_elapsed_once_done() {
-        let mut reporter = TerminalReporter::new(Vec::new());
+        let mut reporter = TerminalReporter::new(ProgressDrawTarget::hidden());
         reporter.request(&request(Phase::Recreating, Outcome::Running, 0), secs(1));
         let frame = reporter.frame(secs(4));
         assert_eq!(frame.len(), 1);
@@ -382,12 +366,36 @@ mod tests {
         );
     }
 
+    /// Drawn into an 80-column terminal: a message longer than a row wraps, and the next frame
+    /// (a shorter message) leaves no row of the longer one behind; notes stay above.
     #[test]
-    fn terminal_redraw_moves_up_over_the_previous_frame() {
-        let mut reporter = TerminalReporter::new(Vec::new());
-        reporter.request(&request(Phase::Pending, Outcome::Running, 0), secs(0));
-        reporter.tick(secs(1));
-        let text = String::from_utf8(reporter.out.clone()).unwrap();
-        assert_eq!(text.matches("\x1b[1A").count(), 1, "{text:?}");
+    fn terminal_redraws_wrapped_rows_without_leaving_any_behind() {
+        let term = indicatif::InMemoryTerm::new(20, 80);
+        let mut reporter = TerminalReporter::new(ProgressDrawTarget::term_like_with_hz(
+            Box::new(term.clone()),
+            250,
+        ));
+        let mut long = request(Phase::Recreating, Outcome::Running, 0);
+        long.containers[0].message =
+            Some(format!("stopping: {}", "preStop hook output ".repeat(8)));
+        reporter.note("containerrecreaterequest/web-0-x1 created", secs(0));
+        reporter.request(&long, secs(0));
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(term.contents().lines().count() >= 3, "{}", term.contents());
+        reporter.request(&request(Phase::Succeeded, Outcome::Succeeded, 1), secs(3));
+        reporter.finish(secs(3));
+        let screen = term.contents();
+        let rows: Vec<&str> = screen
+            .lines()
+            .filter(|row| !row.trim().is_empty())
+            .collect();
+        assert_eq!(
+            rows.len(),
+            2,
+            "the note and one row for the container: {screen}"
+        );
+        assert_eq!(rows[0], "containerrecreaterequest/web-0-x1 created");
+        assert!(rows[1].starts_with("✓ web-0/app  Succeeded"), "{screen}");
+        assert!(!screen.contains("preStop"), "a stale row is left: {screen}");
     }
 }

@@ -13,6 +13,7 @@ use crr_crds::rollout::{
 use crr_crds::rules::rollout::check_rollout;
 use crr_crds::{keys, readiness_gate};
 use futures::StreamExt as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
@@ -440,14 +441,21 @@ async fn follow(
     timeout: Option<Duration>,
 ) -> Result<Exit, Error> {
     let terminal = std::io::stdout().is_terminal();
+    // On a terminal the line is redrawn in place by indicatif, over every row it wraps to.
+    let live = if terminal {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
+        bar.set_style(ProgressStyle::with_template("{msg}").expect("a fixed template"));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
     let name = rollout.name_any();
     let mut last = String::new();
     let mut show = |rollout: &ContainerRecreateRollout| {
         let line = progress_line(rollout);
         if line != last {
             if terminal {
-                print!("\r\x1b[2K{line}");
-                let _ = std::io::Write::flush(&mut std::io::stdout());
+                live.set_message(line.clone());
             } else {
                 println!("{line}");
             }
@@ -456,9 +464,7 @@ async fn follow(
         exit_code(rollout)
     };
     if let Some(exit) = show(&rollout) {
-        if terminal {
-            println!();
-        }
+        live.finish();
         return Ok(exit);
     }
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
@@ -494,9 +500,7 @@ async fn follow(
             .unwrap_or(Ok(Exit::TimedOut)),
         None => watching.await,
     };
-    if terminal {
-        println!();
-    }
+    live.finish();
     if result.as_ref().is_ok_and(|exit| *exit == Exit::TimedOut) {
         eprintln!("timed out: the rollout goes on (kubectl crr rollout status {name})");
     }

@@ -8,6 +8,7 @@
 //! drawn mostly from a small set (`c0`..`c3`) so that a request's containers meet the pod's.
 
 pub mod admission;
+pub mod certificate;
 pub mod conversion;
 pub mod objects;
 pub mod pre_stop_response;

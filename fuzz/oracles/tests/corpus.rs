@@ -30,6 +30,11 @@ const TARGETS: &[Target] = &[
         run: crr_fuzz::admission::run,
     },
     Target {
+        name: "certificate_validity",
+        module: "certificate",
+        run: crr_fuzz::certificate::run,
+    },
+    Target {
         name: "conversion_review",
         module: "conversion",
         run: crr_fuzz::conversion::run,

@@ -375,7 +375,7 @@ fn installed_account(component: &str) -> String {
 }
 
 /// Denies the installed components `components` (service account names, say `crr-node-daemon`,
-/// in whatever namespace crr is installed) every write of requests,
+/// in whatever namespace crr is installed) every write of requests, rollouts,
 /// their status and ConfigMaps in `namespace`, with `message`, through a ValidatingAdmissionPolicy
 /// named after the namespace (removed by [`in_namespace`]); returns once the API server enforces
 /// it, proven by a dry-run as the first of them being refused. So the component under test is
@@ -397,10 +397,14 @@ pub async fn deny_writes(
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{
-                "apiGroups": [keys::GROUP, ""],
+                "apiGroups": [keys::GROUP, keys::ROLLOUT_GROUP, ""],
                 "apiVersions": ["*"],
                 "operations": ["CREATE", "UPDATE", "DELETE"],
-                "resources": [keys::PLURAL, format!("{}/status", keys::PLURAL), "configmaps"],
+                "resources": [
+                    keys::PLURAL, format!("{}/status", keys::PLURAL),
+                    keys::ROLLOUT_PLURAL, format!("{}/status", keys::ROLLOUT_PLURAL),
+                    "configmaps",
+                ],
             }]},
             "matchConditions": [{"name": "installed-crr", "expression": is_installed}],
             "validations": [{"expression": "false", "message": message}],
