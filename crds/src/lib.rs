@@ -17,6 +17,7 @@ pub mod limits;
 pub mod readiness_gate;
 pub mod restart_policy;
 pub mod rollout;
+pub mod rollout_order;
 pub mod rules;
 pub mod schema;
 pub mod slim;

@@ -127,6 +127,14 @@ pub struct RolloutCreateArgs {
     /// Print the created rollout in this format instead of a one-line summary.
     #[arg(short, long, value_enum, value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
+    /// Create nothing; print the plan: the pods in the order they would restart, how many may
+    /// start now, and the PodDisruptionBudgets over them (with -o, the rollout instead).
+    /// `client` (the default) builds it here; `server` has the API server and the webhook check
+    /// it too (dryRun=All).
+    #[arg(long, value_enum, value_name = "MODE", require_equals = true, num_args = 0..=1,
+          default_missing_value = "client", hide_possible_values = true,
+          conflicts_with_all = ["wait", "timeout"])]
+    pub dry_run: Option<DryRun>,
 }
 
 /// What to do with an existing rollout.
@@ -619,6 +627,7 @@ mod tests {
                         wait: false,
                         timeout: None,
                         output: None,
+                        dry_run: None,
                     },
                 })
             );

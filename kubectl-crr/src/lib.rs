@@ -24,6 +24,7 @@ pub mod request;
 pub mod restart;
 pub mod rollout;
 pub mod rollout_list;
+pub mod rollout_plan;
 pub mod selector;
 pub mod table;
 pub mod triggers;

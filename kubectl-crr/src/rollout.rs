@@ -20,7 +20,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPo
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
-use crate::cli::{OutputFormat, RolloutAction, RolloutArgs, RolloutCreateArgs};
+use crate::cli::{DryRun, OutputFormat, RolloutAction, RolloutArgs, RolloutCreateArgs};
 use crate::error::Error;
 use crate::exit::Exit;
 
@@ -246,7 +246,7 @@ async fn create(
     api: &Api<ContainerRecreateRollout>,
     args: &RolloutCreateArgs,
 ) -> Result<Exit, Error> {
-    let template = target_pod(client.clone(), namespace, args).await?;
+    let TargetPods { template, selector } = target_pods(client.clone(), namespace, args).await?;
     let mut args = args.clone();
     if args.containers.is_empty() {
         // As `recreate` without -c: every container the kubelet would start again.
@@ -273,6 +273,45 @@ async fn create(
         && let Some(pod) = &template
     {
         warn_without_gate(&rollout.spec.target, pod);
+    }
+    if let Some(mode) = args.dry_run {
+        // As kubectl's --dry-run: nothing is stored; `server` has the API server and the webhook
+        // check the rollout too.
+        let checked = match mode {
+            DryRun::Client => rollout,
+            DryRun::Server => {
+                let params = PostParams {
+                    dry_run: true,
+                    field_manager: Some(FIELD_MANAGER.to_owned()),
+                };
+                api.create(&params, &rollout).await?
+            }
+        };
+        match args.output {
+            Some(format) => crate::output::print(&crate::output::object(&checked, format)?)?,
+            None => {
+                let plan = match &selector {
+                    Some(selector) => {
+                        crate::rollout_plan::read(client, namespace, selector).await?
+                    }
+                    None => crate::rollout_plan::Plan {
+                        pods: Vec::new(),
+                        budgets: Vec::new(),
+                    },
+                };
+                crate::output::print(&crate::rollout_plan::text(
+                    &checked,
+                    &plan,
+                    args.max_unavailable,
+                    if mode == DryRun::Server {
+                        "server"
+                    } else {
+                        "client"
+                    },
+                ))?;
+            }
+        }
+        return Ok(Exit::Success);
     }
     let params = PostParams {
         dry_run: false,
@@ -309,52 +348,86 @@ fn no_pods(namespace: &str, args: &RolloutCreateArgs) -> Error {
     }
 }
 
-/// What the rollout's pods look like: the workload's pod template (as a pod), or the first pod
-/// the selector matches; `None` when no pod matches. A workload that does not exist is an error.
-async fn target_pod(
+/// What the rollout's pods look like (the workload's pod template as a pod, or the first pod
+/// the selector matches; `None` when no pod matches) and the selector of its pods (the workload's,
+/// or the rollout's). A workload that does not exist is an error.
+struct TargetPods {
+    template: Option<Pod>,
+    selector: Option<kube::core::Selector>,
+}
+
+async fn target_pods(
     client: Client,
     namespace: &str,
     args: &RolloutCreateArgs,
-) -> Result<Option<Pod>, Error> {
+) -> Result<TargetPods, Error> {
     use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-    if let Some(selector) = &args.selector {
+    let selector_of =
+        |selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
+            selector.and_then(|selector| kube::core::Selector::try_from(selector).ok())
+        };
+    if let Some(text) = &args.selector {
+        let selector = selector_of(Some(crate::selector::label_selector(text)?));
         let pods: Api<Pod> = Api::namespaced(client, namespace);
-        let params = kube::api::ListParams::default().labels(selector).limit(1);
-        return Ok(pods.list(&params).await?.items.into_iter().next());
+        let params = kube::api::ListParams::default().labels(text).limit(1);
+        return Ok(TargetPods {
+            template: pods.list(&params).await?.items.into_iter().next(),
+            selector,
+        });
     }
     let Some(text) = &args.workload else {
-        return Ok(None);
+        return Ok(TargetPods {
+            template: None,
+            selector: None,
+        });
     };
     let workload = workload_ref(text)?;
     let name = workload.name.as_str();
-    let template = match workload.kind.as_str() {
+    let found = match workload.kind.as_str() {
         "Deployment" => Api::<Deployment>::namespaced(client, namespace)
             .get_opt(name)
             .await?
-            .map(|object| object.spec.map(|spec| spec.template)),
+            .map(|object| {
+                object
+                    .spec
+                    .map(|spec| (Some(spec.template), Some(spec.selector)))
+            }),
         "StatefulSet" => Api::<StatefulSet>::namespaced(client, namespace)
             .get_opt(name)
             .await?
-            .map(|object| object.spec.map(|spec| spec.template)),
+            .map(|object| {
+                object
+                    .spec
+                    .map(|spec| (Some(spec.template), Some(spec.selector)))
+            }),
         "DaemonSet" => Api::<DaemonSet>::namespaced(client, namespace)
             .get_opt(name)
             .await?
-            .map(|object| object.spec.map(|spec| spec.template)),
+            .map(|object| {
+                object
+                    .spec
+                    .map(|spec| (Some(spec.template), Some(spec.selector)))
+            }),
         _ => Api::<ReplicaSet>::namespaced(client, namespace)
             .get_opt(name)
             .await?
-            .map(|object| object.spec.and_then(|spec| spec.template)),
+            .map(|object| object.spec.map(|spec| (spec.template, Some(spec.selector)))),
     };
-    let template = template.ok_or_else(|| Error::WorkloadNotFound {
-        namespace: namespace.to_owned(),
-        kind: workload.kind.to_ascii_lowercase(),
-        name: name.to_owned(),
-    })?;
-    Ok(template.map(|template| Pod {
-        metadata: template.metadata.unwrap_or_default(),
-        spec: template.spec,
-        status: None,
-    }))
+    let (template, selector) = found
+        .ok_or_else(|| Error::WorkloadNotFound {
+            namespace: namespace.to_owned(),
+            kind: workload.kind.to_ascii_lowercase(),
+            name: name.to_owned(),
+        })?
+        .unwrap_or((None, None));
+    Ok(TargetPods {
+        template: template.map(|template| Pod {
+            metadata: template.metadata.unwrap_or_default(),
+            spec: template.spec,
+            status: None,
+        }),
+        selector: selector_of(selector),
+    })
 }
 
 /// Says once when an unready grace period cannot take the pods out of endpoints: the target's

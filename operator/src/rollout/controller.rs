@@ -49,8 +49,9 @@ use super::executor::{CONFLICT_RETRY, Executor};
 use super::plan::RequestState;
 use super::ready_flips::ReadyFlips;
 use super::request::{pod_uid, request_state};
-use super::world::{self, pod_view};
+use super::world;
 use crate::pod_view::{PodReadiness, SlimPod};
+use crr_crds::rollout_order::pod_view;
 
 /// Triggers of one rollout within this are served by one reconcile.
 pub const TRIGGER_DEBOUNCE: Duration = Duration::from_millis(250);

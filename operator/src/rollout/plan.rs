@@ -38,22 +38,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crr_crds::rollout::{Limit, MAX_LISTED_FAILURES, RolloutFailure, RolloutPhase};
 use jiff::Timestamp;
 
-/// A pod of the target, as the planner needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodView {
-    /// The pod's name.
-    pub name: String,
-    /// The pod's UID (its request is named after it).
-    pub uid: String,
-    /// When the pod was created.
-    pub created: Timestamp,
-    /// Whether the pod is Ready (its `Ready` condition is True).
-    pub ready: bool,
-    /// Whether the pod is being deleted.
-    pub terminating: bool,
-    /// The pod's ordinal when a StatefulSet owns it.
-    pub ordinal: Option<u32>,
-}
+/// A pod of the target, as the planner needs it (shared with `kubectl crr rollout --dry-run`).
+pub use crr_crds::rollout_order::PodView;
 
 /// Where a pod's request stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -280,7 +266,7 @@ fn plan_starts(
     }
     failures.sort_by(|a, b| a.pod.cmp(&b.pod));
     failures.truncate(MAX_LISTED_FAILURES);
-    pending.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+    pending.sort_by(|a, b| a.restart_order().cmp(&b.restart_order()));
     counts.pending = pending.len();
 
     let ended = |phase, reason, counts| Plan {
@@ -448,18 +434,6 @@ fn fresh_allowance(budget: &BudgetView, in_flight: &BTreeSet<&str>) -> i64 {
     } else {
         seen.min(i64::from(budget.disruptions_allowed))
     }
-}
-
-/// The `Default` order: not Ready first, then StatefulSet pods from the highest ordinal, then
-/// the oldest, ties by name.
-fn order_key(pod: &PodView) -> (bool, bool, std::cmp::Reverse<u32>, Timestamp, &str) {
-    (
-        pod.ready,
-        pod.ordinal.is_none(),
-        std::cmp::Reverse(pod.ordinal.unwrap_or(0)),
-        pod.created,
-        pod.name.as_str(),
-    )
 }
 
 #[cfg(test)]

@@ -22,9 +22,10 @@ use kube::api::ListParams;
 use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, ResourceExt};
 
-use super::plan::{BudgetView, PodView};
+use super::plan::BudgetView;
 use super::scoped_watches::ScopedWatches;
 use crate::pod_view::{POD_PAGE, SlimPod};
+use crr_crds::rollout_order::is_terminating;
 
 /// Why the world could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -293,39 +294,6 @@ fn disrupted_and_released(
     (disrupted, released)
 }
 
-/// A pod as the plan sees it.
-pub fn pod_view(pod: &Pod) -> PodView {
-    let statefulset_owned = pod
-        .owner_references()
-        .iter()
-        .any(|owner| owner.controller == Some(true) && owner.kind == "StatefulSet");
-    PodView {
-        name: pod.name_any(),
-        uid: pod.uid().unwrap_or_default(),
-        created: pod
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(Timestamp::UNIX_EPOCH, |time| time.0),
-        ready: crr_crds::rules::pod_ready(pod),
-        terminating: is_terminating(pod),
-        ordinal: statefulset_owned.then(|| ordinal(pod)).flatten(),
-    }
-}
-
-/// A StatefulSet pod's ordinal: its `apps.kubernetes.io/pod-index` label, else its name's last
-/// dash-separated part.
-fn ordinal(pod: &Pod) -> Option<u32> {
-    pod.labels()
-        .get("apps.kubernetes.io/pod-index")
-        .and_then(|index| index.parse().ok())
-        .or_else(|| pod.name_any().rsplit('-').next()?.parse().ok())
-}
-
-fn is_terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
-}
-
 fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
     meta.owner_references
         .iter()
@@ -388,38 +356,6 @@ mod tests {
 
     fn pod(value: serde_json::Value) -> Pod {
         serde_json::from_value(value).expect("a pod")
-    }
-
-    #[test]
-    fn a_statefulset_pod_has_its_ordinal_and_readiness() {
-        let view = pod_view(&pod(serde_json::json!({
-            "metadata": {"name": "db-12", "uid": "u", "creationTimestamp": "2026-11-27T00:00:00Z",
-                         "labels": {"apps.kubernetes.io/pod-index": "12"},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db",
-                                              "uid": "s", "controller": true}]},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-        })));
-        assert_eq!(view.ordinal, Some(12));
-        assert!(view.ready && !view.terminating);
-        let unlabelled = pod_view(&pod(serde_json::json!({
-            "metadata": {"name": "db-3", "uid": "u",
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db",
-                                              "uid": "s", "controller": true}]},
-        })));
-        assert_eq!(unlabelled.ordinal, Some(3));
-        assert!(!unlabelled.ready);
-    }
-
-    #[test]
-    fn other_pods_have_no_ordinal_even_with_a_numeric_suffix() {
-        let view = pod_view(&pod(serde_json::json!({
-            "metadata": {"name": "web-7", "uid": "u", "deletionTimestamp": "2026-11-27T00:00:00Z",
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
-                                              "uid": "r", "controller": true}]},
-            "status": {"conditions": [{"type": "Ready", "status": "False"}]},
-        })));
-        assert_eq!(view.ordinal, None);
-        assert!(view.terminating && !view.ready);
     }
 
     fn at(seconds: i64) -> Timestamp {

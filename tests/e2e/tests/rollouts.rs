@@ -559,7 +559,8 @@ async fn refused(ctx: Ctx) -> anyhow::Result<()> {
 }
 
 /// `kubectl crr rollout` by kubectl's rules. Beside a paused rollout of the same Deployment
-/// (`web-held`), `rollout deploy/web -c app --wait` warns of it, creates, follows and exits 0.
+/// (`web-held`), `--dry-run=server` prints the plan and stores nothing; `rollout deploy/web -c app
+/// --wait` warns of the paused one, creates, follows and exits 0.
 /// Then `status deploy/web` waits for the newest rollout of the workload (exit 0 once Completed),
 /// `list -o name` and `history` show both, oldest first; `pause` of the finished rollout is
 /// refused (exit 1), a selector the API would refuse is a usage error (exit 2); `abort` deletes,
@@ -574,6 +575,40 @@ async fn plugin(ctx: Ctx) -> anyhow::Result<()> {
     )
     .await?;
     wait_phase(&ctx, "web-held", "Paused").await?;
+    // --dry-run=server: the webhook checks it, nothing is stored, the plan is printed.
+    let dry = ctx
+        .plugin(&[
+            "rollout",
+            "deploy/web",
+            "-c",
+            "app",
+            "--max-unavailable",
+            "50%",
+            "--dry-run=server",
+        ])
+        .await?;
+    let plan = String::from_utf8_lossy(&dry.stdout).into_owned();
+    check(
+        dry.status.success()
+            && plan.contains("(dry run, server): Deployment/web, containers app")
+            && plan.contains("4 pods, restarted in this order")
+            && plan.contains("at most 2 unavailable at once (maxUnavailable 50% of 4)"),
+        || {
+            format!(
+                "rollout --dry-run=server: exit {:?}: {plan}{}",
+                dry.status.code(),
+                String::from_utf8_lossy(&dry.stderr)
+            )
+        },
+    )?;
+    let stored = rollouts(&ctx)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .len();
+    check(stored == 1, || {
+        format!("{stored} rollouts after a dry run, not 1")
+    })?;
     // Creation times count whole seconds: the plugin's rollout is the newer one.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let output = ctx
