@@ -119,6 +119,85 @@ pub fn plugin_candidates(words: &[String]) -> (Vec<String>, u8) {
     (matching(candidates), DIRECTIVE_NO_FILES)
 }
 
+/// The objects whose names complete a positional argument, read from the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Names {
+    Pods,
+    Requests,
+    Rollouts,
+    /// `deploy/NAME`, `sts/NAME`, `ds/NAME` (and `rs/NAME` unless a restart).
+    Workloads {
+        replica_sets: bool,
+    },
+    /// `rollout status`: a rollout's name, or a workload's KIND/NAME.
+    RolloutsOrWorkloads,
+}
+
+/// Which names complete the last of `words` (the words after `kubectl crr`): the positional
+/// argument of the subcommand typed, while it is still missing (a request's `get` takes several).
+/// `None` where no object's name goes (a flag, a subcommand, a value given already).
+pub fn names_wanted(words: &[String]) -> Option<Names> {
+    let (partial, typed) = words.split_last()?;
+    if partial.starts_with('-') {
+        return None;
+    }
+    let mut command = Cli::command().bin_name(BIN_NAME);
+    command.build();
+    let mut path: Vec<String> = Vec::new();
+    let mut current = &command;
+    let mut pending = false;
+    let mut positionals_typed = 0;
+    for word in typed {
+        if std::mem::take(&mut pending) {
+            continue;
+        }
+        if let Some(long) = word.strip_prefix("--") {
+            pending = !long.contains('=')
+                && current
+                    .get_arguments()
+                    .find(|arg| arg.get_long() == Some(long))
+                    .is_some_and(|arg| arg.get_action().takes_values());
+        } else if let Some(short) = word.strip_prefix('-').filter(|short| short.len() == 1) {
+            let short = short.chars().next();
+            pending = current
+                .get_arguments()
+                .find(|arg| arg.get_short() == short)
+                .is_some_and(|arg| arg.get_action().takes_values());
+        } else if let Some(subcommand) = current.find_subcommand(word) {
+            current = subcommand;
+            path.push(word.clone());
+            positionals_typed = 0;
+        } else {
+            positionals_typed += 1;
+        }
+    }
+    if pending {
+        return None;
+    }
+    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+    match (path.as_slice(), positionals_typed) {
+        (["get"], _) | (["describe"], 0) => Some(Names::Requests),
+        (["recreate"], 0) => Some(Names::Pods),
+        (["rollout"], 0) => Some(Names::Workloads { replica_sets: true }),
+        (["rollout", "status"], 0) => Some(Names::RolloutsOrWorkloads),
+        (["rollout", "pause" | "resume" | "abort"], 0) => Some(Names::Rollouts),
+        (["rollout", "list" | "history"], 0) => Some(Names::Workloads { replica_sets: true }),
+        (["rollout", "restart"], 0) => Some(Names::Workloads {
+            replica_sets: false,
+        }),
+        _ => None,
+    }
+}
+
+/// The workload kinds, as `deploy/` and its kin, that `partial` may still become.
+pub fn workload_prefixes(replica_sets: bool) -> Vec<&'static str> {
+    let mut kinds = vec!["deploy/", "sts/", "ds/"];
+    if replica_sets {
+        kinds.push("rs/");
+    }
+    kinds
+}
+
 /// What `kubectl_complete-crr` prints: one candidate per line, then `:<directive>`.
 pub fn plugin_completion_output(words: &[String]) -> String {
     let (candidates, directive) = plugin_candidates(words);
@@ -256,5 +335,49 @@ mod tests {
         assert!(matches!(cli.command, Command::Completion(args) if args.shell == Shell::Zsh));
         assert!(Cli::try_parse_from(["kubectl-crr", "completion", "tcsh"]).is_err());
         assert!(Cli::try_parse_from(["kubectl-crr", "completion"]).is_err());
+    }
+
+    #[test]
+    fn names_complete_the_positional_still_missing() {
+        let wanted = |words: &[&str]| {
+            names_wanted(
+                &words
+                    .iter()
+                    .map(|word| (*word).to_owned())
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(wanted(&["recreate", "we"]), Some(Names::Pods));
+        assert_eq!(
+            wanted(&["-n", "shop", "recreate", "-c", "app", ""]),
+            Some(Names::Pods)
+        );
+        assert_eq!(wanted(&["recreate", "web-0", ""]), None);
+        assert_eq!(wanted(&["recreate", "-c", ""]), None);
+        assert_eq!(wanted(&["recreate", "--"]), None);
+        assert_eq!(wanted(&["get", "a", ""]), Some(Names::Requests));
+        assert_eq!(wanted(&["describe", ""]), Some(Names::Requests));
+        assert_eq!(wanted(&["rollout", "pause", ""]), Some(Names::Rollouts));
+        assert_eq!(
+            wanted(&["rollout", "status", "de"]),
+            Some(Names::RolloutsOrWorkloads)
+        );
+        assert_eq!(
+            wanted(&["rollout", "history", ""]),
+            Some(Names::Workloads { replica_sets: true })
+        );
+        assert_eq!(
+            wanted(&["rollout", "restart", "deploy/"]),
+            Some(Names::Workloads {
+                replica_sets: false
+            })
+        );
+        assert_eq!(
+            wanted(&["rollout", "--max-unavailable", "2", ""]),
+            Some(Names::Workloads { replica_sets: true })
+        );
+        assert_eq!(wanted(&["triggers", ""]), None);
+        assert_eq!(wanted(&[""]), None);
+        assert!(workload_prefixes(false).iter().all(|kind| *kind != "rs/"));
     }
 }

@@ -11,6 +11,7 @@ pub mod batch;
 pub mod cli;
 pub mod commands;
 pub mod completion;
+pub mod completion_names;
 pub mod describe;
 pub mod error;
 pub mod exit;

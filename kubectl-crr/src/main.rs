@@ -19,7 +19,8 @@ async fn main() -> ExitCode {
             .is_some_and(|name| name == completion::KUBECTL_COMPLETION_NAME)
     }) {
         let words: Vec<String> = args.collect();
-        print!("{}", completion::plugin_completion_output(&words));
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        print!("{}", kubectl_crr::completion_names::output(&words).await);
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();

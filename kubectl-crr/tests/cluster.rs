@@ -464,3 +464,47 @@ async fn selector_batch_with_max_unavailable_one_never_has_two_requests_active()
     })
     .await;
 }
+
+/// kubectl's plugin completion (`kubectl_complete-crr`, a link to the binary) completes object
+/// names from the cluster: the namespace's pods after `recreate`, `deploy/NAME` after a kind.
+#[tokio::test]
+#[ignore = "needs the local test bed (hack/README.md); hack/cluster-test.sh runs it"]
+async fn plugin_completion_offers_the_namespaces_pods() {
+    with_namespace("complete", |client, namespace| async move {
+        ready_pods(&client, &namespace, "web", &["web-a", "web-b"]).await;
+        let folder = std::env::temp_dir().join(format!("crr-complete-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).expect("a folder");
+        let link = folder.join("kubectl_complete-crr");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kubectl-crr"), &link).expect("a link");
+        let complete = |words: Vec<String>| {
+            let link = link.clone();
+            async move {
+                let output = tokio::process::Command::new(&link)
+                    .args(words)
+                    .output()
+                    .await
+                    .expect("running kubectl_complete-crr");
+                String::from_utf8_lossy(&output.stdout).into_owned()
+            }
+        };
+        let pods = complete(vec![
+            "-n".into(),
+            namespace.clone(),
+            "recreate".into(),
+            "web".into(),
+        ])
+        .await;
+        assert_eq!(pods, "web-a\nweb-b\n:4\n");
+        let kinds = complete(vec![
+            "-n".into(),
+            namespace.clone(),
+            "rollout".into(),
+            "".into(),
+        ])
+        .await;
+        assert!(kinds.starts_with("deploy/\nsts/\nds/\nrs/\n"), "{kinds}");
+        let _ = std::fs::remove_dir_all(&folder);
+    })
+    .await;
+}
