@@ -26,6 +26,13 @@ const V1ALPHA1: &[&str] = &["v1alpha1"];
 const V1BETA1: &[&str] = &["v1beta1"];
 const CRD: &[&str] = &[];
 
+/// Printer columns crr adds to upstream's (version, column, why); upstream's own are kept as they are.
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[(
+    "v1beta1",
+    "SUCCEEDED",
+    "the Succeeded condition's status: a Completed request may have failed, which PHASE alone hides",
+)];
+
 const DELIBERATE: &[Deliberate] = &[
     // The CRD and its versions.
     Deliberate {
@@ -429,7 +436,19 @@ fn differences() -> Vec<Difference> {
                 .cloned()
                 .unwrap_or_default()
         };
-        let (our_columns, upstream_columns) = (columns(ours), columns(upstream));
+        let (mut our_columns, upstream_columns) = (columns(ours), columns(upstream));
+        // Columns crr adds are deliberate too, each with its reason; the rest match upstream's.
+        for (version, added, _reason) in ADDED_COLUMNS {
+            if *version == name {
+                let before = our_columns.len();
+                our_columns.retain(|column| column["name"] != *added);
+                assert_eq!(
+                    before,
+                    our_columns.len() + 1,
+                    "{name}: no added column {added}"
+                );
+            }
+        }
         let column_names = |columns: &[Value]| -> Vec<String> {
             columns
                 .iter()
