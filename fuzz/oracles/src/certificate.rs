@@ -5,14 +5,18 @@
 //! Oracles besides "never panics" (on the raw bytes as a certificate, and on a real certificate
 //! cut short or with bytes changed): a certificate rcgen signs with any validity from 1950 to
 //! 9999 reads back exactly those two instants, in UTCTime (before 2050) and GeneralizedTime
-//! (from 2050) alike; and whatever it reads from any bytes is an instant of those years.
+//! (from 2050) alike; and whatever it reads from any bytes is an instant of the years 0000 to
+//! 9999 (a GeneralizedTime may name any four-digit year: the first run found year 96).
 
 use arbitrary::{Arbitrary, Unstructured};
 use crr_webhook::x509;
 
-/// 1950-01-01T00:00:00Z and 9999-12-31T23:59:59Z: what UTCTime and GeneralizedTime can say.
+/// 1950-01-01T00:00:00Z and 9999-12-31T23:59:59Z: the validity the certificates signed here
+/// get (UTCTime says 1950 to 2049, GeneralizedTime the rest, as RFC 5280 has them).
 const EARLIEST: i64 = -631_152_000;
 const LATEST: i64 = 253_402_300_799;
+/// 0000-01-01T00:00:00Z: a GeneralizedTime can name any four-digit year, RFC 5280's rule or not.
+const EARLIEST_READABLE: i64 = -62_167_219_200;
 
 /// One run: a certificate's validity, what it names, and what is done to its bytes afterwards.
 #[derive(Arbitrary, Clone, Debug)]
@@ -40,8 +44,8 @@ fn check_read(der: &[u8]) {
     if let Ok((not_before, not_after)) = x509::validity(der) {
         for seconds in [not_before, not_after] {
             assert!(
-                (EARLIEST..=LATEST).contains(&seconds),
-                "read {seconds}, outside 1950..=9999"
+                (EARLIEST_READABLE..=LATEST).contains(&seconds),
+                "read {seconds}, outside the years 0000..=9999"
             );
         }
         assert_eq!(x509::not_after(der).ok(), Some(not_after));
