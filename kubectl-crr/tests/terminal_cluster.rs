@@ -219,23 +219,7 @@ async fn ensure_rollout_crd(client: &Client) {
             Err(error) => panic!("creating the rollout CRD: {error}"),
         }
     }
-    let established = |crd: Option<&CustomResourceDefinition>| {
-        crd.and_then(|crd| crd.status.as_ref())
-            .and_then(|status| status.conditions.as_ref())
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            })
-    };
-    testbed::wait_for(
-        crds,
-        &name,
-        established,
-        "the rollout CRD to be established",
-        WAIT,
-    )
-    .await;
+    testbed::wait_established(client, &name, WAIT).await;
 }
 
 #[tokio::test]

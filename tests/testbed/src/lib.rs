@@ -263,6 +263,11 @@ pub async fn ensure_crd(client: &Client, within: Duration) {
             Err(error) => panic!("creating the CRD: {error}"),
         }
     }
+    wait_established(client, keys::CRD_NAME, within).await;
+}
+
+/// Waits (at most `within`) until the CRD `name` is Established: its kind is served.
+pub async fn wait_established(client: &Client, name: &str, within: Duration) {
     let established = |crd: Option<&CustomResourceDefinition>| {
         crd.and_then(|crd| crd.status.as_ref())
             .and_then(|status| status.conditions.as_ref())
@@ -272,11 +277,12 @@ pub async fn ensure_crd(client: &Client, within: Duration) {
                     .any(|c| c.type_ == "Established" && c.status == "True")
             })
     };
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     wait_for(
         crds,
-        keys::CRD_NAME,
+        name,
         established,
-        "the CRD to be established",
+        &format!("the CRD {name} to be established"),
         within,
     )
     .await;
