@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt as _};
 use crate::cli::OutputFormat;
 use crate::error::Error;
 use crate::exit::Exit;
-use crate::table::{format_age, format_row, format_rows};
+use crate::table::{age, format_row, format_rows};
 
 /// Whether `rollout` restarts `workload` (kind and name; the API version is not compared, as
 /// `deploy/web` names no version).
@@ -93,13 +93,6 @@ fn failed(rollout: &ContainerRecreateRollout) -> String {
         .to_string()
 }
 
-fn age(rollout: &ContainerRecreateRollout, now: jiff::Timestamp) -> String {
-    rollout.metadata.creation_timestamp.as_ref().map_or_else(
-        || "<unknown>".to_owned(),
-        |created| format_age(now.duration_since(created.0).as_secs()),
-    )
-}
-
 /// The `rollout list` header.
 pub fn list_header(all_namespaces: bool) -> Vec<String> {
     let mut cells = Vec::new();
@@ -157,7 +150,7 @@ pub fn history_table(rollouts: &[&ContainerRecreateRollout], now: jiff::Timestam
             phase(rollout),
             recreated(rollout),
             failed(rollout),
-            age(rollout, now),
+            age(*rollout, now),
         ]);
     }
     format_rows(&rows)

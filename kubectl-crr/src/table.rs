@@ -49,8 +49,8 @@ pub fn format_age(seconds: i64) -> String {
 }
 
 /// Age of an object at `now`, `<unknown>` without a creation time.
-pub fn age(crr: &ContainerRecreateRequest, now: jiff::Timestamp) -> String {
-    crr.metadata.creation_timestamp.as_ref().map_or_else(
+pub fn age<K: kube::Resource>(object: &K, now: jiff::Timestamp) -> String {
+    object.meta().creation_timestamp.as_ref().map_or_else(
         || "<unknown>".to_owned(),
         |created| format_age(now.duration_since(created.0).as_secs()),
     )
