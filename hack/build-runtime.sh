@@ -39,5 +39,7 @@ CGO_ENABLED=1 go install -tags "seccomp urfave_cli_no_docs" \
 rm -rf "$RUNTIME_BIN"
 mv "$RUNTIME_BIN.partial" "$RUNTIME_BIN"
 "$RUNTIME_BIN/containerd" --version
-"$RUNTIME_BIN/runc" --version | head -3
+# sed, not head: head exits after three lines and a fourth write would end runc (and, under
+# pipefail, this script) with SIGPIPE.
+"$RUNTIME_BIN/runc" --version | sed -n 1,3p
 echo "build-runtime: done in $(( $(date +%s) - start ))s; binaries in $RUNTIME_BIN"

@@ -105,6 +105,12 @@ EOF
 rollout held Deployment web ''
 wait_for containerrecreaterollouts held '.status.conditions[]? | select(.type == "Progressing" and .reason == "WaitingForBudget")'
 save Progressing-rollout-running.json containerrecreaterollouts held
+# Another, aborted while the budget holds it: nothing started, it ends Aborted at once.
+rollout stopped Deployment web ''
+wait_for containerrecreaterollouts stopped '.status.conditions[]? | select(.type == "Progressing" and .reason == "WaitingForBudget")'
+k patch containerrecreaterollouts stopped --type=merge -p '{"spec":{"aborted":true}}' >/dev/null
+wait_for containerrecreaterollouts stopped '.status.phase == "Aborted"'
+save Degraded-rollout-aborted.json containerrecreaterollouts stopped
 # The same, its spec edited and not observed yet (a copy with the next generation: a moment the
 # bed cannot hold still).
 jq '.metadata.generation += 1 | .spec.paused = true' "$out/Progressing-rollout-running.json" \

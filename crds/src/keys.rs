@@ -86,7 +86,7 @@ pub const CONDITION_ROLLOUT_COMPLETE: &str = "Complete";
 pub const CONDITION_ROLLOUT_FAILED: &str = "Failed";
 /// Rollout condition for kstatus (Flux): True while the rollout runs and is not paused.
 pub const CONDITION_ROLLOUT_RECONCILING: &str = "Reconciling";
-/// Rollout condition for kstatus (Flux): True once the rollout ended `Failed`.
+/// Rollout condition for kstatus (Flux): True once the rollout ended `Failed` or `Aborted`.
 pub const CONDITION_ROLLOUT_STALLED: &str = "Stalled";
 
 /// Workload annotation: `"true"` makes a change of the data of a ConfigMap or Secret its pod
@@ -124,6 +124,8 @@ pub const TRIGGER_RECORD_CRD_NAME: &str = "triggerrecords.crr.dev";
 pub const LABEL_ROLLOUT_TRIGGER: &str = "crr.dev/trigger";
 /// Label on a rollout a trigger created: the UID of the workload it restarts.
 pub const LABEL_WORKLOAD_UID: &str = "crr.dev/workload-uid";
+/// Annotation on a rollout `kubectl crr rollout retry` created: the rollout it retries.
+pub const ANNOTATION_RETRY_OF: &str = "crr.dev/retry-of";
 /// Annotation on a rollout a trigger created: what started it, for people.
 pub const ANNOTATION_CAUSE: &str = "crr.dev/cause";
 /// Reloader's annotation: restart on a change of any ConfigMap or Secret the template uses.

@@ -27,7 +27,7 @@ pub const MAX_NAME_LENGTH: usize = 63;
 
 /// ContainerRecreateRolloutSpec restarts the named containers of every pod of a target in place
 /// (pod, IP, node and volumes kept), a few pods at a time. Immutable after creation except
-/// `paused`.
+/// `paused`, and `aborted`, which may only be set.
 #[allow(clippy::duplicated_attributes)] // kube takes one `derive = ...` per trait.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -103,6 +103,15 @@ pub struct ContainerRecreateRolloutSpec {
     /// Paused stops new pods from starting; requests in flight finish.
     #[serde(default, skip_serializing_if = "is_false")]
     pub paused: bool,
+    /// Aborted ends the rollout for good: no pod starts again, requests not yet started are
+    /// deleted, those under way finish, then the phase is Aborted. It can not be unset.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub aborted: bool,
+    /// OnlyPods, when not empty, limits the target to the pods of these names (at most 1000):
+    /// `kubectl crr rollout retry` sets it to the pods an earlier rollout did not recreate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1000))]
+    pub only_pods: Vec<String>,
     /// MaxFailedPods is how many pods may fail before the rollout stops starting new ones and
     /// ends Failed. Defaults to 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,14 +186,14 @@ pub struct ContainerRecreateRolloutStatus {
     /// ObservedGeneration is the spec generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Phase is Progressing, Paused, Completed or Failed.
+    /// Phase is Progressing, Paused, Completed, Failed or Aborted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["Progressing", "Paused", "Completed", "Failed"]))]
+    #[schemars(extend("enum" = ["Progressing", "Paused", "Completed", "Failed", "Aborted"]))]
     pub phase: Option<String>,
     /// StartTime is when the operator first acted on the rollout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
-    /// CompletionTime is when the rollout ended (Completed or Failed).
+    /// CompletionTime is when the rollout ended (Completed, Failed or Aborted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
     /// TargetName is the target as `kind/name`, or the selector.
@@ -255,6 +264,8 @@ pub enum RolloutPhase {
     Completed,
     /// More pods failed than `maxFailedPods`, or the target is gone.
     Failed,
+    /// `spec.aborted`: ended by hand, once the requests under way finished.
+    Aborted,
 }
 
 impl RolloutPhase {
@@ -265,6 +276,7 @@ impl RolloutPhase {
             Self::Paused => "Paused",
             Self::Completed => "Completed",
             Self::Failed => "Failed",
+            Self::Aborted => "Aborted",
         }
     }
 
@@ -275,13 +287,14 @@ impl RolloutPhase {
             "Paused" => Some(Self::Paused),
             "Completed" => Some(Self::Completed),
             "Failed" => Some(Self::Failed),
+            "Aborted" => Some(Self::Aborted),
             _ => None,
         }
     }
 
     /// Whether the rollout has ended: it starts nothing again.
     pub fn is_finished(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed)
+        matches!(self, Self::Completed | Self::Failed | Self::Aborted)
     }
 }
 
@@ -577,11 +590,13 @@ mod tests {
             RolloutPhase::Paused,
             RolloutPhase::Completed,
             RolloutPhase::Failed,
+            RolloutPhase::Aborted,
         ] {
             assert_eq!(RolloutPhase::parse(phase.as_str()), Some(phase));
         }
         assert!(RolloutPhase::Completed.is_finished());
         assert!(RolloutPhase::Failed.is_finished());
+        assert!(RolloutPhase::Aborted.is_finished());
         assert!(!RolloutPhase::Paused.is_finished());
         assert_eq!(RolloutPhase::parse("Done"), None);
     }

@@ -51,7 +51,7 @@ pub enum Command {
     /// Show one ContainerRecreateRequest: spec, per-container states, conditions and events.
     Describe(DescribeArgs),
     /// Restart containers of every pod of a workload in place, a few pods at a time, within its
-    /// PodDisruptionBudgets (a ContainerRecreateRollout); or show, pause, resume or abort one; or
+    /// PodDisruptionBudgets (a ContainerRecreateRollout); or show, pause, resume, abort or retry one; or
     /// ask the crr operator for one without touching the pod template (`rollout restart`).
     Rollout(RolloutArgs),
     /// List the workloads that restart in place on a config change, a schedule or a request
@@ -65,7 +65,7 @@ pub enum Command {
 }
 
 /// `kubectl crr rollout`: `rollout deploy/web -c app [...]` creates one; `rollout status|pause|
-/// resume|abort NAME` acts on one; `rollout restart deploy/web` asks the operator for one. The
+/// resume|abort|retry NAME` acts on one; `rollout restart deploy/web` asks the operator for one. The
 /// verbs are subcommands, so a verb is never read as a WORKLOAD (which is always KIND/NAME).
 #[derive(Args, Debug, Clone, PartialEq)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -199,11 +199,36 @@ pub enum RolloutAction {
         #[arg(short, long, value_enum, value_name = "FORMAT")]
         output: Option<OutputFormat>,
     },
-    /// Delete the rollout: no pod starts, requests in flight are cancelled (readiness restored).
+    /// End the rollout for good, keeping it as a record: no pod starts again, its requests not
+    /// started yet are deleted, those under way finish, then its phase is Aborted. A finished
+    /// rollout is refused; `rollout retry` starts what it left.
     Abort {
         /// The rollout's name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Print the aborted rollout in this format.
+        #[arg(short, long, value_enum, value_name = "FORMAT")]
+        output: Option<OutputFormat>,
+    },
+    /// Start a new rollout of the pods a finished rollout did not recreate (its failed pods,
+    /// and those it never started when it failed or was aborted), with the same spec. The new
+    /// rollout names them in spec.onlyPods and the old one in its crr.dev/retry-of annotation.
+    Retry {
+        /// The finished rollout's name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// The new rollout's name (default: generated, NAME-retry-xxxxx).
+        #[arg(long = "name", value_name = "NEW_NAME")]
+        new_name: Option<String>,
+        /// Follow the new rollout until it ends; exit 3 when a pod failed.
+        #[arg(short, long)]
+        wait: bool,
+        /// Give up following after this long (exit code 4; the rollout goes on); implies --wait.
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        timeout: Option<Duration>,
+        /// Print the created rollout in this format instead of a one-line summary.
+        #[arg(short, long, value_enum, value_name = "FORMAT")]
+        output: Option<OutputFormat>,
     },
     /// Ask the crr operator to restart a workload's containers in place, without changing its
     /// pod template.

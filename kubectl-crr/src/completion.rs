@@ -180,7 +180,7 @@ pub fn names_wanted(words: &[String]) -> Option<Names> {
         (["recreate"], 0) => Some(Names::Pods),
         (["rollout"], 0) => Some(Names::Workloads { replica_sets: true }),
         (["rollout", "status"], 0) => Some(Names::RolloutsOrWorkloads),
-        (["rollout", "pause" | "resume" | "abort"], 0) => Some(Names::Rollouts),
+        (["rollout", "pause" | "resume" | "abort" | "retry"], 0) => Some(Names::Rollouts),
         (["rollout", "list" | "history"], 0) => Some(Names::Workloads { replica_sets: true }),
         (["rollout", "restart"], 0) => Some(Names::Workloads {
             replica_sets: false,
@@ -295,7 +295,7 @@ mod tests {
         assert_eq!(candidates(&["rec"]), (vec!["recreate".to_owned()], 4));
         // The rollout verbs, and its flags.
         let (verbs, _) = candidates(&["rollout", ""]);
-        for verb in ["status", "pause", "resume", "abort", "restart"] {
+        for verb in ["status", "pause", "resume", "abort", "retry", "restart"] {
             assert!(verbs.contains(&verb.to_owned()), "{verb} in {verbs:?}");
         }
         let (flags, _) = candidates(&["rollout", "deploy/web", "--no"]);

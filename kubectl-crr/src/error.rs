@@ -45,6 +45,12 @@ pub enum Error {
         phase: String,
         verb: &'static str,
     },
+    #[error(
+        "containerrecreaterollout {name:?} is {phase}: only a finished rollout can be retried (wait for it, or abort it: kubectl crr rollout abort {name})"
+    )]
+    RolloutNotFinished { name: String, phase: String },
+    #[error("containerrecreaterollout {name:?}: {why}; nothing to retry")]
+    NothingToRetry { name: String, why: String },
     /// `kind` in lower case: `deployment "web" not found in namespace "shop"`.
     #[error("{kind} {name:?} not found in namespace {namespace:?}")]
     WorkloadNotFound {

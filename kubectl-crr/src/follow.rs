@@ -65,7 +65,7 @@ pub async fn create(
 ) -> Result<ContainerRecreateRequest, Error> {
     let params = PostParams {
         dry_run,
-        field_manager: Some("kubectl-crr".to_owned()),
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
     };
     Ok(api.create(&params, request).await?)
 }

@@ -7,6 +7,9 @@
 
 #![forbid(unsafe_code)]
 
+/// The field manager of every write the plugin makes (requests, rollouts, restart annotations).
+pub const FIELD_MANAGER: &str = "kubectl-crr";
+
 pub mod batch;
 pub mod cli;
 pub mod commands;
@@ -26,6 +29,7 @@ pub mod restart;
 pub mod rollout;
 pub mod rollout_list;
 pub mod rollout_plan;
+pub mod rollout_retry;
 pub mod selector;
 pub mod table;
 pub mod triggers;

@@ -17,8 +17,7 @@ use crate::cli::DryRun;
 use crate::error::Error;
 use crate::exit::Exit;
 
-/// The field manager of the plugin's writes, as for its rollouts.
-const FIELD_MANAGER: &str = "kubectl-crr";
+use crate::FIELD_MANAGER;
 
 /// The longest object name the API server takes (a DNS subdomain).
 const MAX_NAME_LENGTH: usize = 253;

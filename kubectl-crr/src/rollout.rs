@@ -16,7 +16,7 @@ use futures::StreamExt as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
@@ -24,8 +24,7 @@ use crate::cli::{DryRun, OutputFormat, RolloutAction, RolloutArgs, RolloutCreate
 use crate::error::Error;
 use crate::exit::Exit;
 
-/// The field manager of the plugin's writes.
-const FIELD_MANAGER: &str = "kubectl-crr";
+use crate::FIELD_MANAGER;
 
 pub use crate::workload::workload_ref;
 
@@ -137,7 +136,7 @@ pub fn progress_line(rollout: &ContainerRecreateRollout) -> String {
         .find(|condition| {
             condition.type_ == keys::CONDITION_ROLLOUT_PROGRESSING
                 && condition.status == "True"
-                && condition.reason.starts_with("Waiting")
+                && (condition.reason.starts_with("Waiting") || condition.reason == "Aborting")
         })
         .map(|condition| format!("; {}", condition.message))
         .unwrap_or_default();
@@ -216,26 +215,34 @@ pub async fn execute(client: Client, namespace: &str, args: &RolloutArgs) -> Res
             crate::rollout_list::history(client, namespace, &workload_ref(workload)?, *output).await
         }
         Some(RolloutAction::Pause { name, output }) => {
-            set_paused(&api, namespace, name, true, *output).await
+            set_flag(&api, namespace, name, Flag::Paused(true), *output).await
         }
         Some(RolloutAction::Resume { name, output }) => {
-            set_paused(&api, namespace, name, false, *output).await
+            set_flag(&api, namespace, name, Flag::Paused(false), *output).await
         }
         Some(RolloutAction::Restart { workload, dry_run }) => {
             crate::restart::execute(client, namespace, workload, *dry_run).await
         }
-        Some(RolloutAction::Abort { name }) => {
-            let params = DeleteParams {
-                propagation_policy: Some(PropagationPolicy::Background),
-                ..DeleteParams::default()
-            };
-            api.delete(name, &params)
-                .await
-                .map_err(|error| not_found(error, namespace, name))?;
-            println!(
-                "containerrecreaterollout/{name} deleted: requests in flight are cancelled, no pod starts"
-            );
-            Ok(Exit::Success)
+        Some(RolloutAction::Abort { name, output }) => {
+            set_flag(&api, namespace, name, Flag::Aborted, *output).await
+        }
+        Some(RolloutAction::Retry {
+            name,
+            new_name,
+            wait,
+            timeout,
+            output,
+        }) => {
+            crate::rollout_retry::execute(
+                client,
+                namespace,
+                name,
+                new_name.as_deref(),
+                *wait,
+                *timeout,
+                *output,
+            )
+            .await
         }
     }
 }
@@ -246,7 +253,13 @@ async fn create(
     api: &Api<ContainerRecreateRollout>,
     args: &RolloutCreateArgs,
 ) -> Result<Exit, Error> {
-    let TargetPods { template, selector } = target_pods(client.clone(), namespace, args).await?;
+    let TargetPods { template, selector } = target_pods(
+        client.clone(),
+        namespace,
+        args.workload.as_deref(),
+        args.selector.as_deref(),
+    )
+    .await?;
     let mut args = args.clone();
     if args.containers.is_empty() {
         // As `recreate` without -c: every container the kubelet would start again.
@@ -351,22 +364,24 @@ fn no_pods(namespace: &str, args: &RolloutCreateArgs) -> Error {
 /// What the rollout's pods look like (the workload's pod template as a pod, or the first pod
 /// the selector matches; `None` when no pod matches) and the selector of its pods (the workload's,
 /// or the rollout's). A workload that does not exist is an error.
-struct TargetPods {
-    template: Option<Pod>,
-    selector: Option<kube::core::Selector>,
+pub(crate) struct TargetPods {
+    pub(crate) template: Option<Pod>,
+    pub(crate) selector: Option<kube::core::Selector>,
 }
 
-async fn target_pods(
+/// The [`TargetPods`] of a workload (`KIND/NAME`) or a selector, whichever is given.
+pub(crate) async fn target_pods(
     client: Client,
     namespace: &str,
-    args: &RolloutCreateArgs,
+    workload: Option<&str>,
+    selector: Option<&str>,
 ) -> Result<TargetPods, Error> {
     use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
     let selector_of =
         |selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
             selector.and_then(|selector| kube::core::Selector::try_from(selector).ok())
         };
-    if let Some(text) = &args.selector {
+    if let Some(text) = selector {
         let selector = selector_of(Some(crate::selector::label_selector(text)?));
         let pods: Api<Pod> = Api::namespaced(client, namespace);
         let params = kube::api::ListParams::default().labels(text).limit(1);
@@ -375,7 +390,7 @@ async fn target_pods(
             selector,
         });
     }
-    let Some(text) = &args.workload else {
+    let Some(text) = workload else {
         return Ok(TargetPods {
             template: None,
             selector: None,
@@ -448,7 +463,7 @@ fn warn_without_gate(target: &RolloutTarget, pod: &Pod) {
     }
 }
 
-async fn get(
+pub(crate) async fn get(
     api: &Api<ContainerRecreateRollout>,
     namespace: &str,
     name: &str,
@@ -468,14 +483,38 @@ fn not_found(error: kube::Error, namespace: &str, name: &str) -> Error {
     }
 }
 
-async fn set_paused(
+/// A spec field `pause`, `resume` and `abort` set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flag {
+    Paused(bool),
+    Aborted,
+}
+
+impl Flag {
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Paused(true) => "paused",
+            Self::Paused(false) => "resumed",
+            Self::Aborted => "aborted",
+        }
+    }
+
+    fn patch(self) -> serde_json::Value {
+        match self {
+            Self::Paused(paused) => serde_json::json!({"paused": paused}),
+            Self::Aborted => serde_json::json!({"aborted": true}),
+        }
+    }
+}
+
+async fn set_flag(
     api: &Api<ContainerRecreateRollout>,
     namespace: &str,
     name: &str,
-    paused: bool,
+    flag: Flag,
     output: Option<OutputFormat>,
 ) -> Result<Exit, Error> {
-    let verb = if paused { "paused" } else { "resumed" };
+    let verb = flag.verb();
     let rollout = get(api, namespace, name).await?;
     if let Some(phase) = rollout.phase().filter(|phase| phase.is_finished()) {
         return Err(Error::RolloutFinished {
@@ -494,13 +533,16 @@ async fn set_paused(
             },
             &Patch::Merge(serde_json::json!({
                 "metadata": {"resourceVersion": rollout.resource_version()},
-                "spec": {"paused": paused},
+                "spec": flag.patch(),
             })),
         )
         .await
         .map_err(|error| not_found(error, namespace, name))?;
     match output {
         Some(format) => crate::output::print(&crate::output::object(&patched, format)?)?,
+        None if flag == Flag::Aborted => println!(
+            "containerrecreaterollout/{name} aborted: no pod starts; requests not started are deleted, those under way finish (kubectl crr rollout status {name})"
+        ),
         None => println!("containerrecreaterollout/{name} {verb}"),
     }
     Ok(Exit::Success)
@@ -508,7 +550,7 @@ async fn set_paused(
 
 /// Follows a rollout until it ends (or `timeout`, exit 4): a progress line per change, redrawn
 /// in place on a terminal.
-async fn follow(
+pub(crate) async fn follow(
     api: &Api<ContainerRecreateRollout>,
     rollout: ContainerRecreateRollout,
     timeout: Option<Duration>,
@@ -721,7 +763,10 @@ mod tests {
             ),
             (
                 ["rollout", "abort", "r1"],
-                RolloutAction::Abort { name: "r1".into() },
+                RolloutAction::Abort {
+                    name: "r1".into(),
+                    output: None,
+                },
             ),
         ] {
             let cli = Cli::try_parse_from(std::iter::once("kubectl-crr").chain(words))
@@ -736,6 +781,16 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+        assert_eq!(
+            action(&["rollout", "retry", "r1", "--name", "r2", "-w"]),
+            RolloutAction::Retry {
+                name: "r1".into(),
+                new_name: Some("r2".into()),
+                wait: true,
+                timeout: None,
+                output: None,
+            }
+        );
         assert!(Cli::try_parse_from(["kubectl-crr", "rollout"]).is_err());
         // -c defaults, as `recreate`'s does: to the pods' containers, read when it runs.
         assert!(create_args(&["deploy/web"]).containers.is_empty());
@@ -846,6 +901,11 @@ mod tests {
         assert_eq!(
             exit_code(&with_status("Failed", 1, 1, 8)),
             Some(Exit::RecreateFailed)
+        );
+        assert_eq!(
+            exit_code(&with_status("Aborted", 3, 0, 8)),
+            Some(Exit::RecreateFailed),
+            "an aborted rollout did not recreate every pod"
         );
     }
 }

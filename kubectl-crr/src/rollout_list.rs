@@ -61,10 +61,14 @@ pub fn unfinished_of<'a>(
         .collect()
 }
 
-/// How a rollout started: by hand, or by the trigger its label names.
+/// How a rollout started: by hand, by the trigger its label names, or as a retry of another
+/// (`kubectl crr rollout retry`).
 pub fn origin(rollout: &ContainerRecreateRollout) -> String {
-    match rollout.labels().get(keys::LABEL_ROLLOUT_TRIGGER) {
-        Some(trigger) => crate::printable::printable(trigger),
+    if let Some(trigger) = rollout.labels().get(keys::LABEL_ROLLOUT_TRIGGER) {
+        return crate::printable::printable(trigger);
+    }
+    match rollout.annotations().get(keys::ANNOTATION_RETRY_OF) {
+        Some(old) => crate::printable::printable(&format!("retry of {old}")),
         None => "manual".to_owned(),
     }
 }

@@ -61,9 +61,17 @@ pub enum RolloutViolation {
     /// A per-pod deadline below a request's minimum.
     #[error("recreateStrategy.activeDeadlineSeconds can not be less than {minimum}s", minimum = crate::rules::MIN_ACTIVE_DEADLINE_SECONDS)]
     ActiveDeadlineTooShort,
-    /// An update changed a field other than `paused`.
-    #[error("spec is immutable except paused: {field} changed")]
+    /// An update changed a field other than `paused` and `aborted`.
+    #[error("spec is immutable except paused and aborted: {field} changed")]
     Immutable { field: &'static str },
+    /// An update unset `aborted`.
+    #[error(
+        "an aborted rollout can not be resumed: create a new one (kubectl crr rollout retry NAME)"
+    )]
+    AbortUndone,
+    /// `onlyPods` lists too many pods, or a name twice, or an empty name.
+    #[error("onlyPods {problem}")]
+    BadOnlyPods { problem: String },
     /// The workload's pod template lacks containers the rollout names.
     #[error("the pod template of {kind}/{workload} has no container {}", .names.join(", "))]
     MissingContainers {
@@ -93,13 +101,15 @@ impl RolloutViolation {
             Self::UnknownOrder { .. } => "RolloutUnknownOrder",
             Self::ActiveDeadlineTooShort => "RolloutActiveDeadlineTooShort",
             Self::Immutable { .. } => "RolloutImmutable",
+            Self::AbortUndone => "RolloutAbortUndone",
+            Self::BadOnlyPods { .. } => "RolloutBadOnlyPods",
             Self::MissingContainers { .. } => "RolloutMissingContainers",
             Self::WorkloadNotFound { .. } => "RolloutWorkloadNotFound",
         }
     }
 
     /// Every reason, so that metrics can export each from the start.
-    pub const REASONS: [&'static str; 15] = [
+    pub const REASONS: [&'static str; 17] = [
         "RolloutNameTooLong",
         "RolloutTargetNotExactlyOne",
         "RolloutUnknownWorkload",
@@ -113,6 +123,8 @@ impl RolloutViolation {
         "RolloutUnknownOrder",
         "RolloutActiveDeadlineTooShort",
         "RolloutImmutable",
+        "RolloutAbortUndone",
+        "RolloutBadOnlyPods",
         "RolloutMissingContainers",
         "RolloutWorkloadNotFound",
     ];
@@ -169,6 +181,29 @@ pub fn check_rollout(
     if deadline.is_some_and(|seconds| seconds < crate::rules::MIN_ACTIVE_DEADLINE_SECONDS) {
         return Err(RolloutViolation::ActiveDeadlineTooShort);
     }
+    check_only_pods(&spec.only_pods)
+}
+
+/// The most pods `onlyPods` may name: a retry of more is a new rollout of the whole target.
+pub const MAX_ONLY_PODS: usize = 1000;
+
+fn check_only_pods(names: &[String]) -> Result<(), RolloutViolation> {
+    let bad = |problem: String| Err(RolloutViolation::BadOnlyPods { problem });
+    if names.len() > MAX_ONLY_PODS {
+        return bad(format!(
+            "names {} pods, more than {MAX_ONLY_PODS}: restart the whole target instead",
+            names.len()
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for name in names {
+        if name.is_empty() {
+            return bad("has an empty name".to_owned());
+        }
+        if !seen.insert(name.as_str()) {
+            return bad(format!("names pod {name} twice"));
+        }
+    }
     Ok(())
 }
 
@@ -187,11 +222,14 @@ fn check_workload_ref(workload: &WorkloadRef) -> Result<(), RolloutViolation> {
     Ok(())
 }
 
-/// Checks an update: only `paused` may change.
+/// Checks an update: only `paused` may change, and `aborted` may be set but never unset.
 pub fn check_rollout_update(
     old: &ContainerRecreateRolloutSpec,
     new: &ContainerRecreateRolloutSpec,
 ) -> Result<(), RolloutViolation> {
+    if old.aborted && !new.aborted {
+        return Err(RolloutViolation::AbortUndone);
+    }
     let changed = |field: &'static str, same: bool| {
         if same {
             Ok(())
@@ -207,6 +245,7 @@ pub fn check_rollout_update(
         old.respect_disruption_budgets == new.respect_disruption_budgets,
     )?;
     changed("order", old.order == new.order)?;
+    changed("onlyPods", old.only_pods == new.only_pods)?;
     changed("maxFailedPods", old.max_failed_pods == new.max_failed_pods)?;
     changed(
         "recreateStrategy",
@@ -364,9 +403,35 @@ mod tests {
                 }),
             ),
         ];
+        let cases = cases.into_iter().chain([
+            (
+                "RolloutBadOnlyPods",
+                Box::new(|spec: &mut ContainerRecreateRolloutSpec| {
+                    spec.only_pods = vec!["web-1".into(), "web-1".into()];
+                }) as Box<Edit>,
+            ),
+            (
+                "RolloutBadOnlyPods",
+                Box::new(|spec: &mut ContainerRecreateRolloutSpec| {
+                    spec.only_pods = vec![String::new()];
+                }),
+            ),
+            (
+                "RolloutBadOnlyPods",
+                Box::new(|spec: &mut ContainerRecreateRolloutSpec| {
+                    spec.only_pods = (0..=MAX_ONLY_PODS).map(|n| format!("web-{n}")).collect();
+                }),
+            ),
+        ]);
         for (reason, edit) in cases {
             assert_eq!(violation(edit), Some(reason));
         }
+        assert_eq!(
+            violation(
+                |spec| spec.only_pods = (0..MAX_ONLY_PODS).map(|n| format!("web-{n}")).collect()
+            ),
+            None
+        );
         let long = "r".repeat(MAX_NAME_LENGTH + 1);
         assert_eq!(
             check_rollout(&long, &spec()).map_err(|v| v.reason()),
@@ -376,11 +441,25 @@ mod tests {
     }
 
     #[test]
-    fn only_paused_may_change() {
+    fn only_paused_and_aborted_may_change_and_an_abort_stays() {
         let old = spec();
         let mut paused = old.clone();
         paused.paused = true;
         assert_eq!(check_rollout_update(&old, &paused), Ok(()));
+        let mut aborted = old.clone();
+        aborted.aborted = true;
+        assert_eq!(check_rollout_update(&old, &aborted), Ok(()));
+        assert_eq!(check_rollout_update(&aborted, &aborted), Ok(()));
+        assert_eq!(
+            check_rollout_update(&aborted, &old),
+            Err(RolloutViolation::AbortUndone)
+        );
+        let mut narrowed = old.clone();
+        narrowed.only_pods = vec!["web-1".into()];
+        assert_eq!(
+            check_rollout_update(&old, &narrowed),
+            Err(RolloutViolation::Immutable { field: "onlyPods" })
+        );
         let mut retargeted = old.clone();
         retargeted.target.workload_ref = Some(deployment("api"));
         assert_eq!(
@@ -391,7 +470,7 @@ mod tests {
         wider.max_unavailable = Some(IntOrString::Int(5));
         assert_eq!(
             check_rollout_update(&old, &wider).map_err(|v| v.to_string()),
-            Err("spec is immutable except paused: maxUnavailable changed".to_owned())
+            Err("spec is immutable except paused and aborted: maxUnavailable changed".to_owned())
         );
     }
 

@@ -1,5 +1,5 @@
 -- Argo CD health of a ContainerRecreateRollout (crr.dev): Healthy once Completed, Degraded once
--- Failed, Suspended while paused, Progressing otherwise (and while the operator has not yet
+-- Failed or Aborted, Suspended while paused, Progressing otherwise (and while the operator has not yet
 -- observed the newest spec). Tested by tests/e2e/tests/gitops.rs (Lua 5.1, as Argo CD's
 -- gopher-lua) on captured objects.
 local hs = {}
@@ -24,6 +24,12 @@ if status.phase == "Failed" then
   local failed = condition("Failed")
   hs.status = "Degraded"
   hs.message = (failed and failed.message) or "Failed"
+  return hs
+end
+if status.phase == "Aborted" then
+  local stalled = condition("Stalled")
+  hs.status = "Degraded"
+  hs.message = (stalled and stalled.message) or "Aborted"
   return hs
 end
 if status.phase == "Completed" then

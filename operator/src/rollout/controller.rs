@@ -135,7 +135,7 @@ async fn read_world(
             .filter(|budget| budget.namespace().as_deref() == Some(namespace))
             .collect();
         let busy = pods_being_recreated(&ctx.requests, namespace);
-        let own = own_requests(mine);
+        let own = own_requests(mine, rollout.spec.aborted);
         world::read_budgets(
             &ctx.client,
             &ctx.watches,
@@ -199,16 +199,21 @@ fn rollout_requests(
 }
 
 /// `mine`, the requests of a rollout, by pod name, as its budgets' reading needs them (to tell
-/// its own entries in a PDB's `disruptedPods`).
-fn own_requests(mine: &[Arc<ContainerRecreateRequest>]) -> BTreeMap<String, world::OwnRequest> {
+/// its own entries in a PDB's `disruptedPods`). An aborted rollout's queued requests count as
+/// finished: the reconcile deletes them before it writes the budgets.
+fn own_requests(
+    mine: &[Arc<ContainerRecreateRequest>],
+    aborted: bool,
+) -> BTreeMap<String, world::OwnRequest> {
     mine.iter()
         .filter_map(|crr| {
             let created = crr.metadata.creation_timestamp.as_ref()?.0;
+            let queued = matches!(request_state(crr), RequestState::Queued { .. });
             Some((
                 crr.spec.pod_name.clone(),
                 world::OwnRequest {
                     created,
-                    finished: crr_crds::status::is_finished(crr),
+                    finished: crr_crds::status::is_finished(crr) || (aborted && queued),
                 },
             ))
         })

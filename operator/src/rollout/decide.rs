@@ -100,9 +100,22 @@ impl BudgetPatch {
     }
 }
 
+/// A queued request an aborted rollout deletes, preconditioned on the resourceVersion read (a
+/// request that started meanwhile is left to finish).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestDeletion {
+    /// The request's name.
+    pub name: String,
+    /// Its resourceVersion as read.
+    pub resource_version: String,
+}
+
 /// The steps of one reconcile, in the order the executor takes them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
+    /// The queued requests an aborted rollout deletes, before anything else: their slots are
+    /// released by the budget writes that follow.
+    pub cancel: Vec<RequestDeletion>,
     /// 0. The PDB status writes that reserve the slots of the pods to start (and release the
     ///    rollout's finished ones), each preconditioned: a conflict ends the reconcile before
     ///    any request is created.
@@ -126,6 +139,7 @@ impl Decision {
     /// Nothing to do until something changes.
     pub fn idle() -> Self {
         Self {
+            cancel: Vec::new(),
             budgets: Vec::new(),
             create: Vec::new(),
             status: None,
@@ -237,6 +251,8 @@ pub fn decide(
         max_unavailable: reading.limit,
         respect_budgets: reading.respect_budgets,
         paused: rollout.spec.paused,
+        aborted: rollout.spec.aborted,
+        only_pods: rollout.spec.only_pods.iter().cloned().collect(),
         max_failed_pods: usize::try_from(rollout.spec.max_failed_pods.unwrap_or(0)).unwrap_or(0),
         target_exists: world.target_exists,
     };
@@ -250,6 +266,15 @@ pub fn decide(
         .start
         .iter()
         .map_while(|pod| new_request(rollout, pod))
+        .collect();
+    let rollout_name = rollout.metadata.name.as_deref().unwrap_or_default();
+    let cancel = plan
+        .cancel
+        .iter()
+        .map(|cancel| RequestDeletion {
+            name: crr_crds::rollout::request_name(rollout_name, &cancel.pod_uid),
+            resource_version: cancel.resource_version.clone(),
+        })
         .collect();
     let previous = rollout.status.as_ref();
     let status = next_status(
@@ -272,7 +297,9 @@ pub fn decide(
                 Waiting::Paused => Next::AwaitChange,
                 Waiting::ForUnavailable { .. } => Next::After(READY_POLL),
                 Waiting::ForBudget { .. } => Next::After(BUDGET_POLL),
-                Waiting::FailureLimit | Waiting::Nothing => Next::After(IN_FLIGHT_POLL),
+                Waiting::FailureLimit | Waiting::Aborting | Waiting::Nothing => {
+                    Next::After(IN_FLIGHT_POLL)
+                }
             },
         )
     };
@@ -287,6 +314,7 @@ pub fn decide(
         _ => None,
     };
     Ok(Decision {
+        cancel,
         budgets,
         create,
         status,

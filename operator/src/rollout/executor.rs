@@ -1,4 +1,5 @@
 //! Carries out a rollout's [`Decision`] against the API server, step by step in its order:
+//! delete an aborted rollout's queued requests (each preconditioned on its resourceVersion),
 //! reserve the budgets' slots (each write preconditioned on the PDB's resourceVersion), create
 //! the requests, write the status (preconditioned), publish the Events that follow the write,
 //! announce a budget wait (at most once a minute per rollout and PDB), delete the rollout after
@@ -15,7 +16,7 @@ use std::time::Duration;
 use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{DeleteParams, Patch, PostParams, PropagationPolicy};
+use kube::api::{DeleteParams, Patch, PostParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
@@ -64,6 +65,7 @@ impl<'a> Executor<'a> {
     /// Takes the steps of `decision`; returns when to look again.
     pub async fn carry_out(&self, decision: Decision) -> Result<Action, Error> {
         let Decision {
+            cancel,
             budgets,
             create,
             status,
@@ -72,6 +74,29 @@ impl<'a> Executor<'a> {
             delete,
             next,
         } = decision;
+        let requests: Api<ContainerRecreateRequest> =
+            Api::namespaced(self.ctx.client.clone(), &self.namespace);
+        for deletion in &cancel {
+            self.leading()?;
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: Some(deletion.resource_version.clone()),
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match requests.delete(&deletion.name, &params).await {
+                Ok(_) => debug!(request = %deletion.name, "aborted: queued request deleted"),
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(source) => {
+                    return Err(Error::of_write(
+                        "deleting a queued request of the aborted rollout",
+                        format!("request {}/{}", self.namespace, deletion.name),
+                        source,
+                    ));
+                }
+            }
+        }
         let pdbs: Api<PodDisruptionBudget> =
             Api::namespaced(self.ctx.client.clone(), &self.namespace);
         for write in &budgets {
@@ -90,8 +115,6 @@ impl<'a> Executor<'a> {
                 )
             })?;
         }
-        let requests: Api<ContainerRecreateRequest> =
-            Api::namespaced(self.ctx.client.clone(), &self.namespace);
         for request in &create {
             self.leading()?;
             let pod = &request.spec.pod_name;

@@ -32,6 +32,10 @@
 //!   Progressing condition's), so the order is kept exactly.
 //! - Once more pods failed than `maxFailedPods`, nothing starts; the rollout ends Failed when
 //!   its requests in flight have finished. Paused: nothing starts.
+//! - `onlyPods` (a retry) narrows the target to the pods of those names.
+//! - Aborted: nothing starts; the executor deletes the requests not yet started; the rollout ends
+//!   Aborted when the ones under way have finished (unless every pod was handled by then: it
+//!   ended Completed or Failed on its own).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,8 +48,15 @@ pub use crr_crds::rollout_order::PodView;
 /// Where a pod's request stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RequestState {
-    /// Not finished yet.
+    /// Not finished yet, and under way: a container was stopped.
     InFlight,
+    /// Not finished yet, and nothing done to the pod's containers so far (waiting for the node
+    /// daemon, or behind another request of the pod). An aborted rollout deletes it.
+    Queued {
+        /// The request's resourceVersion as read: its deletion is preconditioned on it, so a
+        /// request that started meanwhile is not deleted.
+        resource_version: String,
+    },
     /// Every container was recreated.
     Succeeded,
     /// It finished without recreating every container.
@@ -55,6 +66,22 @@ pub enum RequestState {
         /// Why.
         message: String,
     },
+}
+
+impl RequestState {
+    /// Not finished: under way or queued.
+    pub fn is_in_flight(&self) -> bool {
+        matches!(self, Self::InFlight | Self::Queued { .. })
+    }
+}
+
+/// A request an aborted rollout deletes: it has not started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cancel {
+    /// The UID of its pod.
+    pub pod_uid: String,
+    /// Its resourceVersion as read (the deletion's precondition).
+    pub resource_version: String,
 }
 
 /// A PodDisruptionBudget of the rollout's namespace that selects at least one target pod.
@@ -124,6 +151,10 @@ pub struct Settings {
     pub respect_budgets: bool,
     /// `paused`.
     pub paused: bool,
+    /// `aborted`.
+    pub aborted: bool,
+    /// `onlyPods`: when not empty, the only pod names of the target.
+    pub only_pods: BTreeSet<String>,
     /// `maxFailedPods`.
     pub max_failed_pods: usize,
     /// Whether the target (its workload) still exists.
@@ -153,6 +184,8 @@ pub enum Waiting {
     Paused,
     /// More pods failed than `maxFailedPods`: requests in flight finish, then it ends.
     FailureLimit,
+    /// `aborted`: requests under way finish, then it ends Aborted.
+    Aborting,
 }
 
 /// What to do now and how the rollout stands.
@@ -172,6 +205,8 @@ pub struct Plan {
     pub failures: Vec<RolloutFailure>,
     /// The budget writes to make before the requests are created.
     pub budget_writes: Vec<BudgetWrite>,
+    /// The queued requests to delete (aborted), before the budget writes release their slots.
+    pub cancel: Vec<Cancel>,
 }
 
 /// A pod to start.
@@ -222,7 +257,7 @@ pub fn plan(
 fn in_flight(requests: &BTreeMap<String, RequestState>) -> BTreeSet<&str> {
     requests
         .iter()
-        .filter(|(_, state)| **state == RequestState::InFlight)
+        .filter(|(_, state)| state.is_in_flight())
         .map(|(uid, _)| uid.as_str())
         .collect()
 }
@@ -237,6 +272,7 @@ fn plan_starts(
     let target: Vec<&PodView> = pods
         .iter()
         .filter(|pod| pod.created < settings.created && !pod.terminating)
+        .filter(|pod| settings.only_pods.is_empty() || settings.only_pods.contains(&pod.name))
         .collect();
     let mut counts = Counts {
         target_pods: target.len(),
@@ -247,12 +283,12 @@ fn plan_starts(
     let mut unavailable = 0;
     for pod in &target {
         let state = requests.get(&pod.uid);
-        if !pod.ready || state == Some(&RequestState::InFlight) {
+        if !pod.ready || state.is_some_and(RequestState::is_in_flight) {
             unavailable += 1;
         }
         match state {
             None => pending.push(pod),
-            Some(RequestState::InFlight) => counts.in_flight += 1,
+            Some(RequestState::InFlight | RequestState::Queued { .. }) => counts.in_flight += 1,
             Some(RequestState::Succeeded) => counts.recreated += 1,
             Some(RequestState::Failed { container, message }) => {
                 counts.failed += 1;
@@ -277,6 +313,7 @@ fn plan_starts(
         counts,
         failures: failures.clone(),
         budget_writes: Vec::new(),
+        cancel: Vec::new(),
     };
     if !settings.target_exists && counts.in_flight == 0 {
         return ended(RolloutPhase::Failed, Some(REASON_TARGET_GONE), counts);
@@ -287,6 +324,35 @@ fn plan_starts(
     }
     if !over_limit && pending.is_empty() && counts.in_flight == 0 {
         return ended(RolloutPhase::Completed, None, counts);
+    }
+    if settings.aborted {
+        // The queued requests go: their pods count as not started.
+        let cancel: Vec<Cancel> = requests
+            .iter()
+            .filter_map(|(uid, state)| match state {
+                RequestState::Queued { resource_version } => Some(Cancel {
+                    pod_uid: uid.clone(),
+                    resource_version: resource_version.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        for pod in &target {
+            if cancel.iter().any(|cancel| cancel.pod_uid == pod.uid) {
+                counts.in_flight -= 1;
+                counts.pending += 1;
+            }
+        }
+        let (phase, waiting) = if counts.in_flight == 0 {
+            (RolloutPhase::Aborted, Waiting::Nothing)
+        } else {
+            (RolloutPhase::Progressing, Waiting::Aborting)
+        };
+        return Plan {
+            waiting,
+            cancel,
+            ..ended(phase, None, counts)
+        };
     }
     let holding = |waiting| Plan {
         start: Vec::new(),
@@ -300,6 +366,7 @@ fn plan_starts(
         counts,
         failures: failures.clone(),
         budget_writes: Vec::new(),
+        cancel: Vec::new(),
     };
     if over_limit {
         return holding(Waiting::FailureLimit);
@@ -363,6 +430,7 @@ fn plan_starts(
         counts,
         failures,
         budget_writes: Vec::new(),
+        cancel: Vec::new(),
     }
 }
 

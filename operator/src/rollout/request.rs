@@ -14,11 +14,17 @@ use kube::{Resource, ResourceExt};
 
 use super::plan::{PodRef, RequestState};
 
-/// Where a request stands, for its rollout: in flight until finished; then succeeded when its
-/// `Succeeded` condition is True (or, without the condition, when no container failed), and
-/// failed otherwise, naming the first failed container.
+/// Where a request stands, for its rollout: in flight until finished (queued while nothing was
+/// done to its containers yet); then succeeded when its `Succeeded` condition is True (or,
+/// without the condition, when no container failed), and failed otherwise, naming the first
+/// failed container.
 pub fn request_state(crr: &ContainerRecreateRequest) -> RequestState {
     if !crr_crds::status::is_finished(crr) {
+        if is_queued(crr) {
+            return RequestState::Queued {
+                resource_version: crr.resource_version().unwrap_or_default(),
+            };
+        }
         return RequestState::InFlight;
     }
     let Some(status) = &crr.status else {
@@ -46,6 +52,22 @@ pub fn request_state(crr: &ContainerRecreateRequest) -> RequestState {
         container: failed_container.map(|state| state.name.clone()),
         message,
     }
+}
+
+/// Whether an unfinished request has done nothing to its containers yet: its phase is unset or
+/// `Pending` and no container state has moved past `Pending`. The node daemon writes a
+/// request's first state once its first container was stopped, so one whose first container is
+/// in its preStop hook or being stopped still reads as queued: deleting it cancels the hook, and
+/// a stop already sent still ends with the kubelet starting the container again.
+fn is_queued(crr: &ContainerRecreateRequest) -> bool {
+    let Some(status) = &crr.status else {
+        return true;
+    };
+    status.phase.is_none_or(|phase| phase == Phase::Pending)
+        && status
+            .container_recreate_states
+            .iter()
+            .all(|state| state.phase == Phase::Pending)
 }
 
 /// The UID of the pod a request of `rollout` was created for, read from its name
@@ -204,6 +226,28 @@ mod tests {
         let at = "2026-11-27T00:00:00Z";
         assert_eq!(
             request_state(&finished(serde_json::json!({"phase": "Recreating"}))),
+            RequestState::InFlight
+        );
+        let queued = RequestState::Queued {
+            resource_version: "7".into(),
+        };
+        let mut fresh = finished(serde_json::json!({}));
+        fresh.status = None;
+        for unstarted in [
+            fresh,
+            finished(serde_json::json!({"phase": "Pending"})),
+            finished(
+                serde_json::json!({"phase": "Pending", "message": "waiting for another request",
+                "containerRecreateStates": [{"name": "app", "phase": "Pending"}]}),
+            ),
+        ] {
+            let mut unstarted = unstarted;
+            unstarted.metadata.resource_version = Some("7".into());
+            assert_eq!(request_state(&unstarted), queued);
+        }
+        assert_eq!(
+            request_state(&finished(serde_json::json!({"phase": "Pending",
+                "containerRecreateStates": [{"name": "app", "phase": "Recreating"}]}))),
             RequestState::InFlight
         );
         let condition = |status: &str, message: &str| {

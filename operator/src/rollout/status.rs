@@ -68,6 +68,17 @@ pub fn next_status(
             ),
         );
     }
+    if plan.phase == RolloutPhase::Aborted {
+        set_condition(
+            &mut conditions,
+            condition(
+                keys::CONDITION_ROLLOUT_STALLED,
+                true,
+                REASON_ABORTED,
+                aborted_message(counts),
+            ),
+        );
+    }
     if let Some(reason) = plan.failed_reason {
         let message = match reason {
             super::plan::REASON_TARGET_GONE => "the target workload is gone".to_owned(),
@@ -113,6 +124,16 @@ pub fn next_status(
         conditions,
         failures: plan.failures.clone(),
     }
+}
+
+/// The reason of the Progressing and Stalled conditions of an aborted rollout.
+pub const REASON_ABORTED: &str = "Aborted";
+
+fn aborted_message(counts: super::plan::Counts) -> String {
+    format!(
+        "aborted: {} of {} pods recreated, {} failed, {} not started",
+        counts.recreated, counts.target_pods, counts.failed, counts.pending
+    )
 }
 
 /// The reason of the Progressing condition of a rollout that waits under the cluster's cap.
@@ -164,6 +185,14 @@ fn progressing_reason(plan: &Plan) -> (&'static str, String) {
         (RolloutPhase::Failed, _) => (
             plan.failed_reason.unwrap_or("Failed"),
             "the rollout ended".to_owned(),
+        ),
+        (RolloutPhase::Aborted, _) => (REASON_ABORTED, aborted_message(plan.counts)),
+        (_, Waiting::Aborting) => (
+            "Aborting",
+            format!(
+                "aborted: no new pod starts; waiting for {} requests under way to finish",
+                plan.counts.in_flight
+            ),
         ),
         (_, Waiting::Paused) => ("Paused", "paused: no new pod starts".to_owned()),
         (_, Waiting::ForBudget { budget, pod }) => (
@@ -259,6 +288,16 @@ pub fn events(
                     next.recreated, next.target_pods, next.failed
                 ),
             }),
+            Some(RolloutPhase::Aborted) => events.push(RolloutEvent {
+                warning: true,
+                reason: REASON_ABORTED,
+                note: next
+                    .conditions
+                    .iter()
+                    .find(|condition| condition.type_ == keys::CONDITION_ROLLOUT_STALLED)
+                    .map(|condition| condition.message.clone())
+                    .unwrap_or_else(|| "aborted".to_owned()),
+            }),
             Some(RolloutPhase::Failed) => events.push(RolloutEvent {
                 warning: true,
                 reason: "Failed",
@@ -294,6 +333,7 @@ mod tests {
             counts,
             failures: Vec::new(),
             budget_writes: Vec::new(),
+            cancel: Vec::new(),
         }
     }
 
@@ -423,6 +463,66 @@ mod tests {
             .collect();
         assert_eq!(reasons, ["Completed"]);
         assert!(events(Some(&done), &again).is_empty());
+    }
+
+    #[test]
+    fn an_abort_reconciles_until_its_requests_finish_then_stalls_with_an_event() {
+        let aborting = next_status(
+            None,
+            &plan(
+                RolloutPhase::Progressing,
+                Waiting::Aborting,
+                counts(4, 1, 1),
+            ),
+            Some(2),
+            "Deployment/web".into(),
+            at(0),
+        );
+        let progressing = condition(&aborting, keys::CONDITION_ROLLOUT_PROGRESSING);
+        assert_eq!(progressing.reason, "Aborting");
+        assert!(
+            progressing.message.contains("1 requests under way"),
+            "{}",
+            progressing.message
+        );
+        assert_eq!(
+            condition(&aborting, keys::CONDITION_ROLLOUT_RECONCILING).status,
+            "True"
+        );
+        let aborted = next_status(
+            Some(&aborting),
+            &plan(RolloutPhase::Aborted, Waiting::Nothing, counts(4, 2, 0)),
+            Some(2),
+            "Deployment/web".into(),
+            at(5),
+        );
+        assert_eq!(aborted.phase.as_deref(), Some("Aborted"));
+        assert_eq!(aborted.completion_time, Some(Time(at(5))));
+        let stalled = condition(&aborted, keys::CONDITION_ROLLOUT_STALLED);
+        assert_eq!(
+            (stalled.status.as_str(), stalled.reason.as_str()),
+            ("True", "Aborted")
+        );
+        assert_eq!(
+            stalled.message,
+            "aborted: 2 of 4 pods recreated, 0 failed, 2 not started"
+        );
+        assert_eq!(
+            condition(&aborted, keys::CONDITION_ROLLOUT_RECONCILING).status,
+            "False"
+        );
+        assert!(
+            aborted
+                .conditions
+                .iter()
+                .all(|c| c.type_ != keys::CONDITION_ROLLOUT_COMPLETE)
+        );
+        let announced = events(Some(&aborting), &aborted);
+        assert_eq!(announced.len(), 1);
+        assert_eq!(
+            (announced[0].reason, announced[0].note.as_str()),
+            ("Aborted", stalled.message.as_str())
+        );
     }
 
     #[test]

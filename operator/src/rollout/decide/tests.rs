@@ -341,3 +341,32 @@ fn a_finished_rollout_observes_a_later_spec_edit_and_nothing_else() {
         Stage::Decided(Box::new(Decision::idle()))
     );
 }
+
+#[test]
+fn an_aborted_rollout_deletes_its_queued_requests_by_name_and_version_then_ends() {
+    let rollout = rollout(json!({"aborted": true}));
+    let requests = BTreeMap::from([
+        ("uid-a".to_owned(), RequestState::Succeeded),
+        (
+            "uid-b".to_owned(),
+            RequestState::Queued {
+                resource_version: "77".to_owned(),
+            },
+        ),
+    ]);
+    let pods = world(vec![pod("a", true), pod("b", false), pod("c", true)]);
+    let decision =
+        decide(&rollout, &reading(&rollout), &pods, &requests, at(110)).expect("decided");
+    assert_eq!(
+        decision.cancel,
+        [RequestDeletion {
+            name: "restart-uid-b".to_owned(),
+            resource_version: "77".to_owned(),
+        }]
+    );
+    assert!(decision.create.is_empty());
+    let status = decision.status.as_ref().expect("a status to write");
+    assert_eq!(status.status().phase.as_deref(), Some("Aborted"));
+    assert_eq!((status.status().recreated, status.status().pending), (1, 2));
+    assert_eq!(reasons(&decision), ["Started", "Aborted"]);
+}

@@ -22,6 +22,8 @@ fn settings(max_unavailable: usize) -> Settings {
         max_unavailable: Limit::Count(max_unavailable),
         respect_budgets: true,
         paused: false,
+        aborted: false,
+        only_pods: BTreeSet::new(),
         max_failed_pods: 0,
         target_exists: true,
     }
@@ -425,6 +427,8 @@ fn any_world() -> impl Strategy<Value = World> {
                     max_unavailable: Limit::Count(limit),
                     respect_budgets: respect,
                     paused,
+                    aborted: false,
+                    only_pods: BTreeSet::new(),
                     max_failed_pods: max_failed,
                     target_exists: true,
                 },
@@ -680,4 +684,79 @@ fn a_rollout_that_ignores_budgets_writes_none() {
     );
     assert_eq!(names(&plan), ["a"]);
     assert!(plan.budget_writes.is_empty());
+}
+
+#[test]
+fn an_aborted_rollout_starts_nothing_and_ends_aborted_once_nothing_is_under_way() {
+    let pods = [pod("a", 1, true), pod("b", 2, true), pod("c", 3, true)];
+    let aborted = Settings {
+        aborted: true,
+        max_failed_pods: 1,
+        ..settings(3)
+    };
+    let running = requests(&[
+        ("a", RequestState::Succeeded),
+        ("b", RequestState::InFlight),
+    ]);
+    let plan_now = plan(&aborted, &pods, &running, &[]);
+    assert!(plan_now.start.is_empty());
+    assert_eq!(plan_now.phase, RolloutPhase::Progressing);
+    assert_eq!(plan_now.waiting, Waiting::Aborting);
+    assert_eq!((plan_now.counts.in_flight, plan_now.counts.pending), (1, 1));
+    assert!(plan_now.cancel.is_empty());
+
+    // A queued request goes; its pod counts as not started, and the rollout ends at once.
+    let queued = RequestState::Queued {
+        resource_version: "9".into(),
+    };
+    let waiting = requests(&[("a", RequestState::Succeeded), ("b", queued)]);
+    let cancelled = plan(&aborted, &pods, &waiting, &[]);
+    assert_eq!(
+        cancelled.cancel,
+        [Cancel {
+            pod_uid: "uid-b".into(),
+            resource_version: "9".into()
+        }]
+    );
+    assert_eq!(cancelled.phase, RolloutPhase::Aborted);
+    assert_eq!(
+        (cancelled.counts.in_flight, cancelled.counts.pending),
+        (0, 2)
+    );
+
+    let done = requests(&[("a", RequestState::Succeeded), ("b", failed("boom"))]);
+    let ended = plan(&aborted, &pods, &done, &[]);
+    assert_eq!(ended.phase, RolloutPhase::Aborted);
+    assert!(ended.phase.is_finished());
+    assert_eq!(
+        (
+            ended.counts.recreated,
+            ended.counts.failed,
+            ended.counts.pending
+        ),
+        (1, 1, 1)
+    );
+
+    // Every pod handled before the abort took effect: it ended on its own.
+    let all = requests(&[
+        ("a", RequestState::Succeeded),
+        ("b", RequestState::Succeeded),
+        ("c", RequestState::Succeeded),
+    ]);
+    assert_eq!(
+        plan(&aborted, &pods, &all, &[]).phase,
+        RolloutPhase::Completed
+    );
+}
+
+#[test]
+fn only_pods_narrows_the_target_to_those_names() {
+    let pods = [pod("a", 1, true), pod("b", 2, true), pod("c", 3, true)];
+    let retry = Settings {
+        only_pods: ["c".to_owned(), "gone".to_owned()].into(),
+        ..settings(3)
+    };
+    let plan_now = plan(&retry, &pods, &BTreeMap::new(), &[]);
+    assert_eq!(names(&plan_now), ["c"]);
+    assert_eq!(plan_now.counts.target_pods, 1);
 }
