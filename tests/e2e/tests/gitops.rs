@@ -137,6 +137,7 @@ fn a_failed_request_and_rollout_say_why() {
     for name in [
         "Degraded-request-v1beta1-failed.json",
         "Degraded-rollout-failed.json",
+        "Degraded-rollout-aborted.json",
     ] {
         let object: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(name)).expect(name))

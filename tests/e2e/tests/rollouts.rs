@@ -61,6 +61,10 @@ fn scenarios() -> Vec<Scenario> {
             run: |ctx| Box::pin(plugin(ctx)),
         },
         Scenario {
+            name: "rollout-aborted",
+            run: |ctx| Box::pin(aborted(ctx)),
+        },
+        Scenario {
             name: "rollout-cluster-cap",
             run: |ctx| Box::pin(cluster_cap(ctx)),
         },
@@ -700,18 +704,190 @@ async fn plugin(ctx: Ctx) -> anyhow::Result<()> {
             String::from_utf8_lossy(&usage.stderr)
         )
     })?;
-    for rollout in [name.as_str(), "web-held"] {
-        let abort = ctx.plugin(&["rollout", "abort", rollout]).await?;
-        check(abort.status.success(), || {
-            String::from_utf8_lossy(&abort.stderr).into_owned()
-        })?;
-    }
-    let missing = ctx.plugin(&["rollout", "status", &name]).await?;
+    // Abort keeps the object: a finished rollout is refused, the paused one ends Aborted.
+    let refused = ctx.plugin(&["rollout", "abort", &name]).await?;
+    check(
+        refused.status.code() == Some(1)
+            && String::from_utf8_lossy(&refused.stderr)
+                .contains("is Completed: a finished rollout cannot be aborted"),
+        || {
+            format!(
+                "abort of a finished rollout: exit {:?}: {}",
+                refused.status.code(),
+                String::from_utf8_lossy(&refused.stderr)
+            )
+        },
+    )?;
+    let abort = ctx.plugin(&["rollout", "abort", "web-held"]).await?;
+    check(abort.status.success(), || {
+        String::from_utf8_lossy(&abort.stderr).into_owned()
+    })?;
+    let aborted = wait_phase(&ctx, "web-held", "Aborted").await?;
+    let stalled = aborted
+        .status
+        .iter()
+        .flat_map(|status| &status.conditions)
+        .find(|condition| condition.type_ == "Stalled")
+        .map(|condition| (condition.status.clone(), condition.reason.clone()));
+    check(
+        stalled == Some(("True".to_owned(), "Aborted".to_owned())),
+        || format!("Stalled condition of an aborted rollout: {stalled:?}"),
+    )?;
+    let status = ctx
+        .plugin(&["rollout", "status", "web-held", "--watch=false"])
+        .await?;
+    check(status.status.code() == Some(3), || {
+        format!(
+            "status of an aborted rollout: exit {:?}: {}",
+            status.status.code(),
+            String::from_utf8_lossy(&status.stdout)
+        )
+    })?;
+    // An abort cannot be undone: the webhook refuses it.
+    let undo = rollouts(&ctx)
+        .patch(
+            "web-held",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"aborted": false}})),
+        )
+        .await;
+    check(
+        matches!(&undo, Err(kube::Error::Api(status))
+            if status.code == 400 && status.message.contains("an aborted rollout can not be resumed")),
+        || format!("unsetting aborted: {undo:?}"),
+    )?;
+    // Retry: a new rollout of the pods the aborted one never started (all 4), kept apart.
+    let retry = ctx
+        .plugin(&[
+            "rollout",
+            "retry",
+            "web-held",
+            "--name",
+            "web-again",
+            "-w",
+            "--timeout",
+            "3m",
+        ])
+        .await?;
+    let retried = String::from_utf8_lossy(&retry.stdout).into_owned();
+    check(
+        retry.status.code() == Some(0)
+            && retried.contains("4 pods containerrecreaterollout/web-held did not recreate")
+            && retried.contains("Completed [####################] 4/4 recreated"),
+        || {
+            format!(
+                "retry: exit {:?}: {retried}{}",
+                retry.status.code(),
+                String::from_utf8_lossy(&retry.stderr)
+            )
+        },
+    )?;
+    let again = rollouts(&ctx).get("web-again").await?;
+    check(
+        again.spec.only_pods.len() == 4
+            && again
+                .annotations()
+                .get("crr.dev/retry-of")
+                .map(String::as_str)
+                == Some("web-held"),
+        || {
+            format!(
+                "the retry's spec and annotations: {:?} {:?}",
+                again.spec, again.metadata.annotations
+            )
+        },
+    )?;
+    let history = ctx.plugin(&["rollout", "history", "deploy/web"]).await?;
+    let history = String::from_utf8_lossy(&history.stdout).into_owned();
+    check(
+        history.lines().any(|line| {
+            line.starts_with("3 ")
+                && line.contains("web-again")
+                && line.contains("retry of web-held")
+        }),
+        || format!("rollout history after the retry: {history}"),
+    )?;
+    let nothing = ctx.plugin(&["rollout", "retry", "web-again"]).await?;
+    check(
+        nothing.status.code() == Some(1)
+            && String::from_utf8_lossy(&nothing.stderr).contains("nothing to retry"),
+        || {
+            format!(
+                "retry of a rollout that recreated every pod: exit {:?}: {}",
+                nothing.status.code(),
+                String::from_utf8_lossy(&nothing.stderr)
+            )
+        },
+    )?;
+    let missing = ctx.plugin(&["rollout", "status", "nope"]).await?;
     let error = String::from_utf8_lossy(&missing.stderr).into_owned();
     check(
         missing.status.code() == Some(1) && error.contains("not found"),
         || error.clone(),
     )
+}
+
+/// Abort with a request queued: a user's request holds a pod (in its unready grace period), the
+/// rollout's request for the same pod (`onlyPods`) waits behind it; `aborted: true` deletes the
+/// queued request, the rollout ends Aborted with the pod not started, and the user's request is
+/// untouched and succeeds.
+async fn aborted(ctx: Ctx) -> anyhow::Result<()> {
+    let pods = deployment_of(&ctx, "web", 2).await?;
+    let pod = pods[0].name_any();
+    let user = ctx
+        .create_crr(
+            crr_e2e::Version::V1beta1,
+            json!({"metadata": {"name": "user"},
+                   "spec": {"podName": pod, "containers": [{"name": "app"}],
+                            "strategy": {"unreadyGracePeriodSeconds": 15},
+                            "activeDeadlineSeconds": 120}}),
+        )
+        .await?;
+    wait(
+        ctx.crrs(),
+        &user,
+        Duration::from_secs(60),
+        |crr: Option<&crr_crds::v1beta1::ContainerRecreateRequest>| {
+            crr.and_then(|crr| crr.status.as_ref())
+                .is_some_and(|status| status.phase == Some(crr_crds::v1beta1::Phase::Recreating))
+        },
+    )
+    .await
+    .context("the user's request was never picked up")?;
+    create_rollout(
+        &ctx,
+        "stop-me",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"], "onlyPods": [pod]}),
+    )
+    .await?;
+    let mine = ListParams::default().labels("crr.dev/rollout=stop-me");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while ctx.crrs().list(&mine).await?.items.is_empty() {
+        check(tokio::time::Instant::now() < deadline, || {
+            "the rollout never created its request".to_owned()
+        })?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    rollouts(&ctx)
+        .patch(
+            "stop-me",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"aborted": true}})),
+        )
+        .await?;
+    let done = wait_phase(&ctx, "stop-me", "Aborted").await?;
+    let status = done.status.unwrap_or_default();
+    check(
+        status.target_pods == 1 && status.pending == 1 && status.in_flight == 0,
+        || format!("the aborted rollout's counts: {status:?}"),
+    )?;
+    let left = ctx.crrs().list(&mine).await?.items;
+    check(left.is_empty(), || {
+        format!("the queued request was not deleted: {left:?}")
+    })?;
+    let finished = ctx.wait_completed(&user, Duration::from_secs(120)).await?;
+    crr_e2e::succeeded(&finished, 1)
 }
 
 /// The operator's cap on rollouts running at once in the cluster (10 as installed): with ten
