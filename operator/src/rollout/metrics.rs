@@ -122,10 +122,10 @@ impl RolloutMetrics {
             let seconds = end.0.as_second() - start.0.as_second();
             self.duration
                 .get_or_create(&RolloutOutcomeLabels {
-                    outcome: if ended == RolloutPhase::Completed {
-                        "completed"
-                    } else {
-                        "failed"
+                    outcome: match ended {
+                        RolloutPhase::Completed => "completed",
+                        RolloutPhase::Aborted => "aborted",
+                        _ => "failed",
                     },
                 })
                 .observe(seconds.max(0) as f64);
@@ -168,7 +168,7 @@ pub fn count_by_phase<'a>(
     rollouts: impl IntoIterator<Item = &'a ContainerRecreateRollout>,
 ) -> BTreeMap<&'static str, i64> {
     let mut counts: BTreeMap<&'static str, i64> =
-        ["Pending", "Progressing", "Paused", "Completed", "Failed"]
+        ["Pending", "Progressing", "Paused", "Completed", "Failed", "Aborted"]
             .into_iter()
             .map(|phase| (phase, 0))
             .collect();
@@ -336,6 +336,7 @@ mod tests {
             "crr_operator_rollouts{phase=\"Paused\"} 0",
             "crr_operator_rollouts{phase=\"Completed\"} 1",
             "crr_operator_rollouts{phase=\"Failed\"} 0",
+            "crr_operator_rollouts{phase=\"Aborted\"} 0",
             "crr_operator_rollouts_waiting_for_budget 1",
         ] {
             assert!(text.contains(line), "{line} in {text}");
