@@ -41,6 +41,28 @@ pub async fn execute(cli: Cli) -> Result<Exit, Error> {
         Command::Recreate(args) => recreate(client, &namespace, &args).await,
         Command::Get(args) => get(client, &namespace, &args).await,
         Command::Describe(args) => describe_command(client, &namespace, &args).await,
+        Command::Rollout(RolloutArgs {
+            action:
+                Some(RolloutAction::Retry {
+                    name,
+                    new_name,
+                    wait,
+                    timeout,
+                    output,
+                }),
+            ..
+        }) => {
+            crate::rollout_retry::execute(
+                client,
+                &namespace,
+                &name,
+                new_name.as_deref(),
+                wait,
+                timeout,
+                output,
+            )
+            .await
+        }
         Command::Rollout(args) => crate::rollout::execute(client, &namespace, &args).await,
         Command::Triggers(args) => crate::triggers::execute(client, &namespace, &args).await,
         Command::Completion(_) => unreachable!("answered above without a cluster"),

@@ -91,6 +91,9 @@ pub fn progress(crr: &ContainerRecreateRequest) -> RequestProgress {
                 message: state
                     .and_then(|state| state.message.as_deref())
                     .filter(|message| !message.is_empty())
+                    // A request still queued says why in its own message (the node daemon's
+                    // "queued: waiting for request ...").
+                    .or_else(|| queued_message(&status, state.map(|state| state.phase)))
                     .map(|message| short_container_ids(&printable(message))),
             }
         })
@@ -108,6 +111,18 @@ pub fn progress(crr: &ContainerRecreateRequest) -> RequestProgress {
         containers,
         outcome,
     }
+}
+
+/// The request's own message while it is Pending and the container has not moved past
+/// Pending: what a queued request waits for.
+fn queued_message(
+    status: &crr_crds::v1beta1::ContainerRecreateRequestStatus,
+    container: Option<Phase>,
+) -> Option<&str> {
+    (status.phase == Some(Phase::Pending) && container.is_none_or(|phase| phase == Phase::Pending))
+        .then_some(status.message.as_deref())
+        .flatten()
+        .filter(|message| !message.is_empty())
 }
 
 fn outcome_of_completed(
@@ -253,6 +268,24 @@ mod tests {
         assert_eq!(progress.containers[1].phase, Phase::Recreating);
         assert_eq!(progress.containers[1].message.as_deref(), Some("killing"));
         assert_eq!(progress.succeeded(), 1);
+    }
+
+    #[test]
+    fn a_queued_request_says_what_it_waits_for_until_it_moves() {
+        let queued = progress(&crr(json!({
+            "phase": "Pending",
+            "message": "queued: waiting for request first of the same pod to finish first",
+        })));
+        assert_eq!(
+            queued.containers[0].message.as_deref(),
+            Some("queued: waiting for request first of the same pod to finish first")
+        );
+        let moving = progress(&crr(json!({
+            "phase": "Recreating",
+            "message": "queued: waiting for request first of the same pod to finish first",
+            "containerRecreateStates": [{"name": "app", "phase": "Recreating"}],
+        })));
+        assert_eq!(moving.containers[0].message, None);
     }
 
     #[test]

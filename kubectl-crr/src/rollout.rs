@@ -226,23 +226,8 @@ pub async fn execute(client: Client, namespace: &str, args: &RolloutArgs) -> Res
         Some(RolloutAction::Abort { name, output }) => {
             set_flag(&api, namespace, name, Flag::Aborted, *output).await
         }
-        Some(RolloutAction::Retry {
-            name,
-            new_name,
-            wait,
-            timeout,
-            output,
-        }) => {
-            crate::rollout_retry::execute(
-                client,
-                namespace,
-                name,
-                new_name.as_deref(),
-                *wait,
-                *timeout,
-                *output,
-            )
-            .await
+        Some(RolloutAction::Retry { .. }) => {
+            unreachable!("retry is dispatched to rollout_retry by commands::execute")
         }
     }
 }

@@ -213,9 +213,10 @@ impl Daemon {
         for waiting in to_mark_pending {
             let written = match StatusPatch::of(&waiting) {
                 Ok(patch) => {
-                    self.requests
-                        .write_status(&patch.phase(Phase::Pending))
-                        .await
+                    let patch = patch
+                        .phase(Phase::Pending)
+                        .message(crate::schedule::queued_message(&crr));
+                    self.requests.write_status(&patch).await
                 }
                 Err(error) => Err(error.into()),
             };

@@ -167,11 +167,17 @@ fn progressing_because(status: &ContainerRecreateRolloutStatus, reason: &str) ->
 pub fn count_by_phase<'a>(
     rollouts: impl IntoIterator<Item = &'a ContainerRecreateRollout>,
 ) -> BTreeMap<&'static str, i64> {
-    let mut counts: BTreeMap<&'static str, i64> =
-        ["Pending", "Progressing", "Paused", "Completed", "Failed", "Aborted"]
-            .into_iter()
-            .map(|phase| (phase, 0))
-            .collect();
+    let mut counts: BTreeMap<&'static str, i64> = [
+        "Pending",
+        "Progressing",
+        "Paused",
+        "Completed",
+        "Failed",
+        "Aborted",
+    ]
+    .into_iter()
+    .map(|phase| (phase, 0))
+    .collect();
     for rollout in rollouts {
         let phase = rollout.phase().map_or("Pending", RolloutPhase::as_str);
         *counts.entry(phase).or_default() += 1;
