@@ -179,8 +179,25 @@ pub struct StatusPatch {
     /// one among them, since a merge patch replaces the whole list.
     #[serde(skip)]
     base_conditions: Vec<Condition>,
+    /// Whether the request's message is the node daemon's "queued" one ([`queued_message`]),
+    /// which a patch that moves the request past Pending clears.
+    #[serde(skip)]
+    queued: bool,
     metadata: Precondition,
     status: StatusFields,
+}
+
+/// How a request marked Pending behind another of its pod begins its `status.message`.
+pub const QUEUED_PREFIX: &str = "queued: ";
+
+/// The `status.message` of a request the node daemon marks Pending behind `ahead`, the pod's
+/// request whose round runs: written with the phase, in that one write. A later patch that moves
+/// the request on ([`StatusPatch::phase`]) clears it.
+pub fn queued_message(ahead: &ContainerRecreateRequest) -> String {
+    format!(
+        "{QUEUED_PREFIX}waiting for request {} of the same pod to finish first",
+        ahead.name_any()
+    )
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -225,6 +242,11 @@ impl StatusPatch {
                 .as_ref()
                 .map(|status| status.conditions.clone())
                 .unwrap_or_default(),
+            queued: crr
+                .status
+                .as_ref()
+                .and_then(|status| status.message.as_deref())
+                .is_some_and(|message| message.starts_with(QUEUED_PREFIX)),
             metadata,
             status: StatusFields::default(),
         })
@@ -255,9 +277,13 @@ impl StatusPatch {
         Ok(patch)
     }
 
-    /// Writes `status.phase`.
+    /// Writes `status.phase`; a phase past Pending also clears a queued request's message
+    /// (unless the patch writes one of its own).
     pub fn phase(mut self, phase: Phase) -> Self {
         self.status.phase = Some(phase);
+        if self.queued && phase != Phase::Pending && self.status.message.is_none() {
+            self.status.message = Some(String::new());
+        }
         self
     }
 

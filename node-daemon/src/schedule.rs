@@ -56,15 +56,6 @@ pub fn next_turn(requests: impl IntoIterator<Item = ContainerRecreateRequest>) -
     })
 }
 
-/// What a request marked Pending behind `ahead` (the pod's request whose round runs) says it
-/// waits for, in its `status.message`: the same write that marks it Pending, no other.
-pub fn queued_message(ahead: &ContainerRecreateRequest) -> String {
-    format!(
-        "queued: waiting for request {} of the same pod to finish first",
-        ahead.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
 /// The namespace of a work key (`namespace/podName`).
 pub fn namespace_of(key: &str) -> &str {
     key.split_once('/').map_or(key, |(namespace, _)| namespace)
@@ -285,14 +276,6 @@ mod tests {
         .expect("a turn");
         assert_eq!(name(&turn.next), "open");
         assert!(turn.to_mark_pending.is_empty());
-    }
-
-    #[test]
-    fn a_queued_request_names_the_one_it_waits_for() {
-        assert_eq!(
-            queued_message(&request("first", 1, Some(Phase::Recreating))),
-            "queued: waiting for request first of the same pod to finish first"
-        );
     }
 
     #[test]

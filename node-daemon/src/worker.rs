@@ -215,7 +215,7 @@ impl Daemon {
                 Ok(patch) => {
                     let patch = patch
                         .phase(Phase::Pending)
-                        .message(crate::schedule::queued_message(&crr));
+                        .message(crr_crds::status::queued_message(&crr));
                     self.requests.write_status(&patch).await
                 }
                 Err(error) => Err(error.into()),

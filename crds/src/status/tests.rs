@@ -523,3 +523,25 @@ fn a_rollout_status_patch_carries_the_whole_status_and_the_rollouts_resource_ver
         "{error}"
     );
 }
+
+#[test]
+fn a_queued_request_says_whom_it_waits_for_until_a_patch_moves_it_on() {
+    let ahead = request(None);
+    let message = queued_message(&ahead);
+    assert!(message.starts_with(QUEUED_PREFIX), "{message}");
+    assert!(message.contains(&ahead.name_any()), "{message}");
+    let queued = request(Some(ContainerRecreateRequestStatus {
+        phase: Some(Phase::Pending),
+        message: Some(message),
+        ..ContainerRecreateRequestStatus::default()
+    }));
+    let moving = StatusPatch::of(&queued).unwrap().phase(Phase::Recreating);
+    assert_eq!(json_of(&moving)["status"]["message"], json!(""));
+    let still = StatusPatch::of(&queued).unwrap().phase(Phase::Pending);
+    assert_eq!(json_of(&still)["status"].get("message"), None);
+    // Another message, or none: a phase alone leaves it.
+    let plain = StatusPatch::of(&request(None))
+        .unwrap()
+        .phase(Phase::Recreating);
+    assert_eq!(json_of(&plain)["status"].get("message"), None);
+}
