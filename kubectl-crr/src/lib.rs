@@ -29,6 +29,7 @@ pub mod restart;
 pub mod rollout;
 pub mod rollout_list;
 pub mod rollout_plan;
+pub mod rollout_pods;
 pub mod rollout_retry;
 pub mod selector;
 pub mod table;

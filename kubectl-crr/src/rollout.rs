@@ -11,6 +11,7 @@ use crr_crds::rollout::{
     RolloutTarget, target_name,
 };
 use crr_crds::rules::rollout::check_rollout;
+use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_crds::{keys, readiness_gate};
 use futures::StreamExt as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -541,7 +542,8 @@ pub(crate) async fn follow(
     timeout: Option<Duration>,
 ) -> Result<Exit, Error> {
     let terminal = std::io::stdout().is_terminal();
-    // On a terminal the line is redrawn in place by indicatif, over every row it wraps to.
+    // On a terminal the line is redrawn in place by indicatif, over every row it wraps to, with
+    // the pods in flight listed under it.
     let live = if terminal {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
         bar.set_style(ProgressStyle::with_template("{msg}").expect("a fixed template"));
@@ -551,42 +553,74 @@ pub(crate) async fn follow(
     };
     let name = rollout.name_any();
     let mut last = String::new();
-    let mut show = |rollout: &ContainerRecreateRollout| {
+    let mut current = rollout.clone();
+    let mut in_flight = crate::rollout_pods::InFlight::default();
+    let mut show = |rollout: &ContainerRecreateRollout,
+                    in_flight: &crate::rollout_pods::InFlight| {
         let line = progress_line(rollout);
-        if line != last {
-            if terminal {
-                live.set_message(line.clone());
-            } else {
-                println!("{line}");
+        if terminal {
+            let finished = exit_code(rollout).is_some();
+            let mut lines = vec![line];
+            if !finished {
+                lines.extend(in_flight.lines());
             }
+            let frame = lines.join("\n");
+            if frame != last {
+                live.set_message(frame.clone());
+                last = frame;
+            }
+        } else if line != last {
+            println!("{line}");
             last = line;
         }
         exit_code(rollout)
     };
-    if let Some(exit) = show(&rollout) {
+    if let Some(exit) = show(&rollout, &in_flight) {
         live.finish();
         return Ok(exit);
     }
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut changes = watcher(api.clone(), config)
+    let rollouts = watcher(api.clone(), config)
         .default_backoff()
         .applied_objects()
-        .boxed();
+        .map(Change::Rollout);
+    // The requests are watched for the live list only: not when printing lines.
+    let requests = if terminal {
+        let requests: Api<ContainerRecreateRequest> = Api::namespaced(
+            api.clone().into_client(),
+            &rollout.namespace().unwrap_or_default(),
+        );
+        let mine = watcher::Config::default().labels(&format!("{}={name}", keys::LABEL_ROLLOUT));
+        watcher(requests, mine)
+            .default_backoff()
+            .map(Change::Request)
+            .boxed()
+    } else {
+        futures::stream::pending().boxed()
+    };
+    let mut changes = futures::stream::select(rollouts.boxed(), requests);
     let watching = async {
         while let Some(change) = changes.next().await {
             match change {
-                Ok(rollout) => {
-                    if let Some(exit) = show(&rollout) {
+                Change::Rollout(Ok(rollout)) => {
+                    current = rollout;
+                    if let Some(exit) = show(&current, &in_flight) {
                         return Ok(exit);
                     }
                 }
-                Err(error) if crate::follow::is_permanent(&error) => {
+                Change::Request(Ok(event)) => {
+                    in_flight.apply(event);
+                    show(&current, &in_flight);
+                }
+                Change::Rollout(Err(error)) if crate::follow::is_permanent(&error) => {
                     return Err(Error::Watch {
                         what: format!("containerrecreaterollout/{name}"),
                         message: error.to_string(),
                     });
                 }
-                Err(_) => {}
+                // The list of pods in flight is an aid: without it (no right to list requests,
+                // say) the bar goes on.
+                Change::Rollout(Err(_)) | Change::Request(Err(_)) => {}
             }
         }
         Err(Error::Watch {
@@ -605,6 +639,12 @@ pub(crate) async fn follow(
         eprintln!("timed out: the rollout goes on (kubectl crr rollout status {name})");
     }
     result
+}
+
+/// What the follow loop hears: the rollout changed, or one of its requests.
+enum Change {
+    Rollout(Result<ContainerRecreateRollout, watcher::Error>),
+    Request(Result<watcher::Event<ContainerRecreateRequest>, watcher::Error>),
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use common::{WAIT, completed, daemon_writes, first_request, ready_pods, with_namespace};
 use crr_crds::rollout::ContainerRecreateRollout;
+use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_testbed as testbed;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -260,9 +261,40 @@ async fn rollout_status_at_80_columns_leaves_no_stale_rows() {
                      "conditions": condition("WaitingForBudget",
                         "pod web-7c9f8d6b5-x2x9q waits: PodDisruptionBudget web-frontend-budget allows no more disruptions")}))
             .await;
+        // The rollout's request in flight, queued behind another of its pod, as the operator
+        // and the daemon leave it.
+        ready_pods(&client, &namespace, "web", &["web-1"]).await;
+        let crrs: Api<ContainerRecreateRequest> = Api::namespaced(client.clone(), &namespace);
+        let request: ContainerRecreateRequest = serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "ContainerRecreateRequest",
+            "metadata": {"name": "web-app-1", "labels": {"crr.dev/rollout": "web-app"}},
+            "spec": {"podName": "web-1", "containers": [{"name": "app"}]},
+        }))
+        .expect("a request");
+        crrs.create(&PostParams::default(), &request)
+            .await
+            .expect("creating the rollout's request");
+        daemon_writes(
+            &client,
+            &namespace,
+            "web-app-1",
+            json!({"phase": "Pending",
+                   "message": "queued: waiting for request other of the same pod to finish first"}),
+        )
+        .await;
         let terminal = Terminal::start(&namespace, &["rollout", "status", "web-app"]).await;
         let wrapped = terminal.wait_for("allows no more").await;
+        let wrapped = if wrapped.contains("web-1:") {
+            wrapped
+        } else {
+            terminal.wait_for("web-1:").await
+        };
         keep("rollout-80-waiting.txt", &wrapped);
+        assert!(
+            wrapped.contains("web-1: app Pending (queued: waiting for request other"),
+            "the pod in flight is listed under the bar:\n{wrapped}"
+        );
+        daemon_writes(&client, &namespace, "web-app-1", completed(json!([{"name": "app", "phase": "Succeeded"}]))).await;
         write(json!({"phase": "Progressing", "targetPods": 4, "recreated": 3, "inFlight": 1,
                      "conditions": condition("Started", "starting pods")}))
             .await;
@@ -281,6 +313,7 @@ async fn rollout_status_at_80_columns_leaves_no_stale_rows() {
             "a row of the wrapped line is left:\n{done}"
         );
         assert_eq!(rows_with(&done, "web-app:"), 1, "{done}");
+        assert_eq!(rows_with(&done, "web-1:"), 0, "a finished pod is left listed:\n{done}");
     })
     .await;
 }
