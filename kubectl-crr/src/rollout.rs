@@ -583,7 +583,7 @@ pub(crate) async fn follow(
     let rollouts = watcher(api.clone(), config)
         .default_backoff()
         .applied_objects()
-        .map(Change::Rollout);
+        .map(|change| Change::Rollout(Box::new(change)));
     // The requests are watched for the live list only: not when printing lines.
     let requests = if terminal {
         let requests: Api<ContainerRecreateRequest> = Api::namespaced(
@@ -593,7 +593,7 @@ pub(crate) async fn follow(
         let mine = watcher::Config::default().labels(&format!("{}={name}", keys::LABEL_ROLLOUT));
         watcher(requests, mine)
             .default_backoff()
-            .map(Change::Request)
+            .map(|event| Change::Request(Box::new(event)))
             .boxed()
     } else {
         futures::stream::pending().boxed()
@@ -602,25 +602,29 @@ pub(crate) async fn follow(
     let watching = async {
         while let Some(change) = changes.next().await {
             match change {
-                Change::Rollout(Ok(rollout)) => {
-                    current = rollout;
-                    if let Some(exit) = show(&current, &in_flight) {
-                        return Ok(exit);
+                Change::Rollout(change) => match *change {
+                    Ok(rollout) => {
+                        current = rollout;
+                        if let Some(exit) = show(&current, &in_flight) {
+                            return Ok(exit);
+                        }
+                    }
+                    Err(error) if crate::follow::is_permanent(&error) => {
+                        return Err(Error::Watch {
+                            what: format!("containerrecreaterollout/{name}"),
+                            message: error.to_string(),
+                        });
+                    }
+                    Err(_) => {}
+                },
+                Change::Request(event) => {
+                    // The list of pods in flight is an aid: without it (no right to list
+                    // requests, say) the bar goes on.
+                    if let Ok(event) = *event {
+                        in_flight.apply(event);
+                        show(&current, &in_flight);
                     }
                 }
-                Change::Request(Ok(event)) => {
-                    in_flight.apply(event);
-                    show(&current, &in_flight);
-                }
-                Change::Rollout(Err(error)) if crate::follow::is_permanent(&error) => {
-                    return Err(Error::Watch {
-                        what: format!("containerrecreaterollout/{name}"),
-                        message: error.to_string(),
-                    });
-                }
-                // The list of pods in flight is an aid: without it (no right to list requests,
-                // say) the bar goes on.
-                Change::Rollout(Err(_)) | Change::Request(Err(_)) => {}
             }
         }
         Err(Error::Watch {
@@ -643,8 +647,8 @@ pub(crate) async fn follow(
 
 /// What the follow loop hears: the rollout changed, or one of its requests.
 enum Change {
-    Rollout(Result<ContainerRecreateRollout, watcher::Error>),
-    Request(Result<watcher::Event<ContainerRecreateRequest>, watcher::Error>),
+    Rollout(Box<Result<ContainerRecreateRollout, watcher::Error>>),
+    Request(Box<Result<watcher::Event<ContainerRecreateRequest>, watcher::Error>>),
 }
 
 #[cfg(test)]
