@@ -17,7 +17,7 @@ use kube::{Client, ResourceExt as _};
 
 use crate::batch::{PodState, Scheduler, Summary};
 use crate::error::Error;
-use crate::progress::{RequestProgress, progress};
+use crate::progress::{RequestProgress, kubelet_waiting, progress, with_kubelet_waiting};
 use crate::render::Reporter;
 
 /// What to create and how to pace it.
@@ -30,7 +30,8 @@ pub struct Plan {
     pub max_unavailable: usize,
     /// Keep a pod's slot until it is Ready again after its request succeeded.
     pub wait_for_ready: bool,
-    /// Label selector for the pod watch (only used with `wait_for_ready`).
+    /// Label selector for the pod watch (readiness with `wait_for_ready`, and the kubelet's
+    /// waiting reasons); without it one pod is watched by name.
     pub pod_selector: Option<String>,
     /// Give up after this long.
     pub timeout: Option<Duration>,
@@ -118,22 +119,29 @@ pub async fn run(client: Client, plan: Plan, reporter: &mut dyn Reporter) -> Res
             Ok(event) => Seen::Request(event),
             Err(error) => Seen::WatchFailed("requests", error),
         });
-    let pods: std::pin::Pin<Box<dyn Stream<Item = Seen> + Send>> = if plan.wait_for_ready {
-        let mut config = watcher::Config::default();
-        if let Some(selector) = &plan.pod_selector {
-            config = config.labels(selector);
+    // The pods: for their readiness (a batch), and for the kubelet's waiting reasons shown
+    // beside the containers crr stopped. One pod is watched by name, a batch by its selector.
+    let pod_config = match (&plan.pod_selector, plan.requests.as_slice()) {
+        (Some(selector), _) => Some(watcher::Config::default().labels(selector)),
+        (None, [one]) => {
+            Some(watcher::Config::default().fields(&format!("metadata.name={}", one.spec.pod_name)))
         }
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &plan.namespace);
-        Box::pin(
-            watcher(pods, config)
-                .default_backoff()
-                .map(|event| match event {
-                    Ok(event) => Seen::Pod(event),
-                    Err(error) => Seen::WatchFailed("pods", error),
-                }),
-        )
-    } else {
-        Box::pin(stream::pending())
+        (None, _) if plan.wait_for_ready => Some(watcher::Config::default()),
+        (None, _) => None,
+    };
+    let pods: std::pin::Pin<Box<dyn Stream<Item = Seen> + Send>> = match pod_config {
+        Some(config) => {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &plan.namespace);
+            Box::pin(
+                watcher(pods, config)
+                    .default_backoff()
+                    .map(|event| match event {
+                        Ok(event) => Seen::Pod(event),
+                        Err(error) => Seen::WatchFailed("pods", error),
+                    }),
+            )
+        }
+        None => Box::pin(stream::pending()),
     };
     let mut events = stream::select(Box::pin(requests), pods);
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
@@ -141,6 +149,8 @@ pub async fn run(client: Client, plan: Plan, reporter: &mut dyn Reporter) -> Res
 
     let mut latest: Vec<RequestProgress> = Vec::new();
     let mut ready: BTreeMap<String, bool> = BTreeMap::new();
+    // The kubelet's waiting reasons, by pod and container.
+    let mut waiting: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     let mut timed_out = false;
 
     loop {
@@ -199,7 +209,10 @@ pub async fn run(client: Client, plan: Plan, reporter: &mut dyn Reporter) -> Res
                 let Some(pod) = scheduler.pod_of(&request.name_any()).map(str::to_owned) else {
                     continue;
                 };
-                let seen = progress(&request);
+                let mut seen = progress(&request);
+                if let Some(reasons) = waiting.get(&pod) {
+                    with_kubelet_waiting(&mut seen, reasons);
+                }
                 let pod_ready = ready.get(&pod).copied().unwrap_or(false);
                 let waiting_before = matches!(
                     state_of(&scheduler, &pod),
@@ -236,15 +249,28 @@ pub async fn run(client: Client, plan: Plan, reporter: &mut dyn Reporter) -> Res
             }
             Seen::Pod(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
                 let name = pod.name_any();
-                let is_ready = crr_crds::rules::pod_ready(&pod);
-                ready.insert(name.clone(), is_ready);
-                scheduler.pod_ready(&name, is_ready);
+                let reasons = kubelet_waiting(&pod);
+                if waiting.get(&name) != Some(&reasons) {
+                    for known in latest.iter_mut().filter(|known| known.pod == name) {
+                        with_kubelet_waiting(known, &reasons);
+                        reporter.request(known, now);
+                    }
+                    waiting.insert(name.clone(), reasons);
+                }
+                if plan.wait_for_ready {
+                    let is_ready = crr_crds::rules::pod_ready(&pod);
+                    ready.insert(name.clone(), is_ready);
+                    scheduler.pod_ready(&name, is_ready);
+                }
             }
             Seen::Pod(watcher::Event::Delete(pod)) => {
                 // Nothing left to wait for.
                 let name = pod.name_any();
-                ready.insert(name.clone(), true);
-                scheduler.pod_ready(&name, true);
+                waiting.remove(&name);
+                if plan.wait_for_ready {
+                    ready.insert(name.clone(), true);
+                    scheduler.pod_ready(&name, true);
+                }
             }
             Seen::Request(_) | Seen::Pod(_) => {}
             Seen::WatchFailed(what, error) => {

@@ -5,6 +5,8 @@
 //!
 //! Pure functions of the object; the watch loop and the display live elsewhere.
 
+use std::collections::BTreeMap;
+
 use crr_crds::keys;
 use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
 use kube::ResourceExt as _;
@@ -39,6 +41,10 @@ pub struct ContainerProgress {
     /// request was created with.
     pub restarts: Option<i32>,
     pub message: Option<String>,
+    /// Why the kubelet has not started the container again, once crr stopped it: its waiting
+    /// reason and back-off (`CrashLoopBackOff, back-off 40s`), from the pod
+    /// ([`with_kubelet_waiting`]).
+    pub waiting: Option<String>,
 }
 
 /// A request as the user sees it.
@@ -95,6 +101,7 @@ pub fn progress(crr: &ContainerRecreateRequest) -> RequestProgress {
                     // "queued: waiting for request ...").
                     .or_else(|| queued_message(&status, state.map(|state| state.phase)))
                     .map(|message| short_container_ids(&printable(message))),
+                waiting: None,
             }
         })
         .collect();
@@ -110,6 +117,53 @@ pub fn progress(crr: &ContainerRecreateRequest) -> RequestProgress {
         phase: status.phase,
         containers,
         outcome,
+    }
+}
+
+/// Each container of `pod` the kubelet holds waiting, with why: its waiting reason, and the
+/// back-off when the kubelet's message gives one (`CrashLoopBackOff, back-off 40s`).
+pub fn kubelet_waiting(pod: &k8s_openapi::api::core::v1::Pod) -> BTreeMap<String, String> {
+    let status = pod.status.as_ref();
+    status
+        .into_iter()
+        .flat_map(|status| {
+            status
+                .container_statuses
+                .iter()
+                .flatten()
+                .chain(status.init_container_statuses.iter().flatten())
+        })
+        .filter_map(|container| {
+            let waiting = container.state.as_ref()?.waiting.as_ref()?;
+            let reason = waiting
+                .reason
+                .as_deref()
+                .filter(|reason| !reason.is_empty())?;
+            // The kubelet's message: "back-off 40s restarting failed container=app pod=...".
+            let back_off = waiting
+                .message
+                .as_deref()
+                .and_then(|message| message.strip_prefix("back-off "))
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(|duration| format!(", back-off {duration}"))
+                .unwrap_or_default();
+            Some((
+                container.name.clone(),
+                printable(&format!("{reason}{back_off}")),
+            ))
+        })
+        .collect()
+}
+
+/// Shows the kubelet's waiting reasons (`waiting`, from [`kubelet_waiting`]) beside the
+/// containers crr has acted on (past Pending); the others are left as they are.
+pub fn with_kubelet_waiting(progress: &mut RequestProgress, waiting: &BTreeMap<String, String>) {
+    for container in &mut progress.containers {
+        container.waiting = if container.phase == Phase::Pending {
+            None
+        } else {
+            waiting.get(&container.name).cloned()
+        };
     }
 }
 
@@ -268,6 +322,47 @@ mod tests {
         assert_eq!(progress.containers[1].phase, Phase::Recreating);
         assert_eq!(progress.containers[1].message.as_deref(), Some("killing"));
         assert_eq!(progress.succeeded(), 1);
+    }
+
+    #[test]
+    fn the_kubelets_back_off_shows_beside_a_container_crr_stopped() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web-0"},
+            "status": {"containerStatuses": [
+                {"name": "app", "ready": false, "restartCount": 4, "image": "i", "imageID": "",
+                 "state": {"waiting": {"reason": "CrashLoopBackOff",
+                    "message": "back-off 40s restarting failed container=app pod=web-0_shop(uid)"}}},
+                {"name": "sidecar", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                 "state": {"waiting": {"reason": "ContainerCreating"}}},
+                {"name": "log", "ready": true, "restartCount": 0, "image": "i", "imageID": "",
+                 "state": {"running": {}}},
+            ]},
+        }))
+        .expect("a pod");
+        let waiting = kubelet_waiting(&pod);
+        assert_eq!(
+            waiting,
+            BTreeMap::from([
+                (
+                    "app".to_owned(),
+                    "CrashLoopBackOff, back-off 40s".to_owned()
+                ),
+                ("sidecar".to_owned(), "ContainerCreating".to_owned()),
+            ])
+        );
+        let mut seen = progress(&crr(json!({
+            "phase": "Recreating",
+            "containerRecreateStates": [{"name": "app", "phase": "Recreating"}],
+        })));
+        with_kubelet_waiting(&mut seen, &waiting);
+        assert_eq!(
+            seen.containers[0].waiting.as_deref(),
+            Some("CrashLoopBackOff, back-off 40s")
+        );
+        // Not yet stopped by crr: the kubelet's reason is not crr's doing.
+        let mut untouched = progress(&crr(json!({"phase": "Pending"})));
+        with_kubelet_waiting(&mut untouched, &waiting);
+        assert_eq!(untouched.containers[0].waiting, None);
     }
 
     #[test]

@@ -81,8 +81,16 @@ impl Timing {
     }
 }
 
-/// What a line was last written for, per (request, container): phase, restarts, message.
-type Shown = BTreeMap<(String, String), (Phase, Option<i32>, Option<String>)>;
+/// What a line was last written for, per (request, container): phase, restarts, message, the
+/// kubelet's waiting reason.
+type Shown = BTreeMap<(String, String), (Phase, Option<i32>, Option<String>, Option<String>)>;
+
+/// The kubelet's waiting reason as a line ends with it: `  [kubelet: CrashLoopBackOff, ...]`.
+fn waiting_text(waiting: Option<&str>) -> String {
+    waiting
+        .map(|waiting| format!("  [kubelet: {waiting}]"))
+        .unwrap_or_default()
+}
 
 /// Plain lines, one per change: for logs, CI and pipes.
 pub struct LineReporter<W: Write> {
@@ -124,6 +132,7 @@ impl<W: Write> Reporter for LineReporter<W> {
                 container.phase,
                 container.restarts,
                 container.message.clone(),
+                container.waiting.clone(),
             );
             if self.seen.get(&key) == Some(&value) {
                 continue;
@@ -135,13 +144,14 @@ impl<W: Write> Reporter for LineReporter<W> {
                 .unwrap_or_default();
             let _ = writeln!(
                 self.out,
-                "{}/{} {}: {}{message}, restarts {}, {}",
+                "{}/{} {}: {}{message}, restarts {}, {}{}",
                 progress.pod,
                 container.name,
                 progress.name,
                 container.phase.as_str(),
                 restarts_text(container.restarts),
                 format_elapsed(timing.elapsed(&container.name, now)),
+                waiting_text(container.waiting.as_deref()),
             );
             self.seen.insert(key, value);
         }
@@ -223,10 +233,11 @@ impl TerminalReporter {
                     .map(|message| format!("  {message}"))
                     .unwrap_or_default();
                 lines.push(format!(
-                    "{symbol} {target:<width$}  {:<10}  restarts {:<3}  {:>6}{message}",
+                    "{symbol} {target:<width$}  {:<10}  restarts {:<3}  {:>6}{message}{}",
                     container.phase.as_str(),
                     restarts_text(container.restarts),
                     format_elapsed(timing.elapsed(&container.name, now)),
+                    waiting_text(container.waiting.as_deref()),
                 ));
             }
             if let Outcome::Failed(reason) = &progress.outcome {
@@ -297,6 +308,7 @@ mod tests {
                 phase,
                 restarts: Some(restarts),
                 message: None,
+                waiting: None,
             }],
             outcome,
         }
@@ -329,6 +341,28 @@ mod tests {
              web-0/app web-0-x1: Recreating, restarts 0, 2s\n\
              web-0/app web-0-x1: Succeeded, restarts 1, 4s\n\
              web-0-x1 (pod web-0) succeeded after 5s\n"
+        );
+    }
+
+    #[test]
+    fn the_kubelets_waiting_reason_ends_the_line_and_its_change_is_a_new_line() {
+        let mut reporter = LineReporter::new(Vec::new());
+        let mut backing_off = request(Phase::Recreating, Outcome::Running, 3);
+        backing_off.containers[0].waiting = Some("CrashLoopBackOff, back-off 40s".to_owned());
+        reporter.request(&request(Phase::Recreating, Outcome::Running, 3), secs(1));
+        reporter.request(&backing_off, secs(2));
+        let mut terminal = TerminalReporter::new(ProgressDrawTarget::hidden());
+        terminal.request(&backing_off, secs(2));
+        let text = String::from_utf8(reporter.into_inner()).unwrap();
+        assert_eq!(
+            text,
+            "web-0/app web-0-x1: Recreating, restarts 3, 0s\n\
+             web-0/app web-0-x1: Recreating, restarts 3, 1s  [kubelet: CrashLoopBackOff, back-off 40s]\n"
+        );
+        let frame = terminal.frame(secs(3));
+        assert!(
+            frame[0].ends_with("1s  [kubelet: CrashLoopBackOff, back-off 40s]"),
+            "{frame:?}"
         );
     }
 
