@@ -44,6 +44,11 @@ pub const REASON_PRE_RECREATE_GRACE: &str = "PreRecreateGrace";
 /// Message written with the `PreRecreateGrace` condition (upstream's text).
 pub const MESSAGE_PRE_RECREATE_GRACE: &str =
     "Pod has been forced to not-ready for unreadyGracePeriodSeconds drain";
+/// v1beta1 condition (ours): True while the request waits behind another request of its pod;
+/// present only while it waits (the node daemon's write that moves it on removes it).
+pub const CONDITION_QUEUED: &str = "Queued";
+/// Reason of `Queued=True`.
+pub const REASON_WAITING_FOR_REQUEST: &str = "WaitingForRequest";
 /// v1beta1 condition (ours): the CRR's overall outcome once Completed.
 pub const CONDITION_SUCCEEDED: &str = "Succeeded";
 /// Reason of `Succeeded=False` when the operator completed the request because its pod is gone

@@ -111,6 +111,9 @@ pub fn complete(
 ) {
     status.phase = Some(Phase::Completed);
     status.completion_time = Some(Time(completion.time));
+    status
+        .conditions
+        .retain(|condition| condition.type_ != keys::CONDITION_QUEUED);
     status.message = Some(completion.message.clone());
     if let Some(states) = &completion.container_recreate_states {
         status.container_recreate_states = states.clone();
@@ -242,11 +245,16 @@ impl StatusPatch {
                 .as_ref()
                 .map(|status| status.conditions.clone())
                 .unwrap_or_default(),
-            queued: crr
-                .status
-                .as_ref()
-                .and_then(|status| status.message.as_deref())
-                .is_some_and(|message| message.starts_with(QUEUED_PREFIX)),
+            queued: crr.status.as_ref().is_some_and(|status| {
+                status
+                    .message
+                    .as_deref()
+                    .is_some_and(|message| message.starts_with(QUEUED_PREFIX))
+                    || status
+                        .conditions
+                        .iter()
+                        .any(|condition| condition.type_ == keys::CONDITION_QUEUED)
+            }),
             metadata,
             status: StatusFields::default(),
         })
@@ -278,13 +286,41 @@ impl StatusPatch {
     }
 
     /// Writes `status.phase`; a phase past Pending also clears a queued request's message
-    /// (unless the patch writes one of its own).
+    /// (unless the patch writes one of its own) and removes its `Queued` condition.
     pub fn phase(mut self, phase: Phase) -> Self {
         self.status.phase = Some(phase);
-        if self.queued && phase != Phase::Pending && self.status.message.is_none() {
-            self.status.message = Some(String::new());
+        if self.queued && phase != Phase::Pending {
+            if self.status.message.is_none() {
+                self.status.message = Some(String::new());
+            }
+            self.base_conditions
+                .retain(|condition| condition.type_ != keys::CONDITION_QUEUED);
+            self.status.conditions = Some(self.base_conditions.clone());
+            self.queued = false;
         }
         self
+    }
+
+    /// Marks the request Pending behind `ahead`, the pod's request whose round runs: phase
+    /// Pending, [`queued_message`] as the message, and `Queued=True` (reason
+    /// `WaitingForRequest`) saying the same, all in one write.
+    pub fn queued_behind(
+        self,
+        ahead: &ContainerRecreateRequest,
+        now: Timestamp,
+        observed_generation: Option<i64>,
+    ) -> Self {
+        let message = queued_message(ahead);
+        self.phase(Phase::Pending)
+            .message(message.clone())
+            .condition(Condition {
+                type_: keys::CONDITION_QUEUED.to_owned(),
+                status: "True".to_owned(),
+                reason: keys::REASON_WAITING_FOR_REQUEST.to_owned(),
+                message,
+                last_transition_time: Time(now),
+                observed_generation,
+            })
     }
 
     /// Writes `status.message`.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crr_crds::status::StatusPatch;
-use crr_crds::v1beta1::{ContainerRecreateRequest, Phase};
+use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_runtime::backoff::Backoff;
 use crr_runtime::events::EventPublisher;
 use futures::StreamExt as _;
@@ -213,9 +213,11 @@ impl Daemon {
         for waiting in to_mark_pending {
             let written = match StatusPatch::of(&waiting) {
                 Ok(patch) => {
-                    let patch = patch
-                        .phase(Phase::Pending)
-                        .message(crr_crds::status::queued_message(&crr));
+                    let patch = patch.queued_behind(
+                        &crr,
+                        jiff::Timestamp::now(),
+                        waiting.metadata.generation,
+                    );
                     self.requests.write_status(&patch).await
                 }
                 Err(error) => Err(error.into()),

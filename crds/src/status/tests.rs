@@ -530,18 +530,46 @@ fn a_queued_request_says_whom_it_waits_for_until_a_patch_moves_it_on() {
     let message = queued_message(&ahead);
     assert!(message.starts_with(QUEUED_PREFIX), "{message}");
     assert!(message.contains(&ahead.name_any()), "{message}");
-    let queued = request(Some(ContainerRecreateRequestStatus {
-        phase: Some(Phase::Pending),
-        message: Some(message),
-        ..ContainerRecreateRequestStatus::default()
-    }));
-    let moving = StatusPatch::of(&queued).unwrap().phase(Phase::Recreating);
-    assert_eq!(json_of(&moving)["status"]["message"], json!(""));
-    let still = StatusPatch::of(&queued).unwrap().phase(Phase::Pending);
-    assert_eq!(json_of(&still)["status"].get("message"), None);
+    let marked = StatusPatch::of(&request(None))
+        .unwrap()
+        .queued_behind(&ahead, at(5), Some(1));
+    let written = json_of(&marked);
+    assert_eq!(written["status"]["phase"], json!("Pending"));
+    assert_eq!(written["status"]["message"], json!(message));
+    assert_eq!(written["status"]["conditions"][0]["type"], json!("Queued"));
+    assert_eq!(written["status"]["conditions"][0]["status"], json!("True"));
+    assert_eq!(
+        written["status"]["conditions"][0]["reason"],
+        json!("WaitingForRequest")
+    );
+    let queued: ContainerRecreateRequestStatus =
+        serde_json::from_value(written["status"].clone()).unwrap();
+    let queued = request(Some(queued));
+    let moving = json_of(&StatusPatch::of(&queued).unwrap().phase(Phase::Recreating));
+    assert_eq!(moving["status"]["message"], json!(""));
+    assert_eq!(moving["status"]["conditions"], json!([]));
+    let still = json_of(&StatusPatch::of(&queued).unwrap().phase(Phase::Pending));
+    assert_eq!(still["status"].get("message"), None);
+    assert_eq!(still["status"].get("conditions"), None);
     // Another message, or none: a phase alone leaves it.
     let plain = StatusPatch::of(&request(None))
         .unwrap()
         .phase(Phase::Recreating);
     assert_eq!(json_of(&plain)["status"].get("message"), None);
+    // A completion while queued (its deadline) drops the condition too.
+    let mut status = queued.status.clone().unwrap();
+    complete(
+        &mut status,
+        &Completion {
+            outcome: Outcome::Failed,
+            reason: "ActiveDeadlineExceeded".to_owned(),
+            message: "deadline".to_owned(),
+            condition_message: None,
+            container_recreate_states: None,
+            time: at(9),
+        },
+        Some(1),
+    );
+    let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, ["Succeeded"]);
 }

@@ -861,11 +861,24 @@ async fn aborted(ctx: Ctx) -> anyhow::Result<()> {
                "containers": ["app"], "onlyPods": [pod]}),
     )
     .await?;
+    // The rollout's request, queued by the node daemon behind the user's: it says so.
     let mine = ListParams::default().labels("crr.dev/rollout=stop-me");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while ctx.crrs().list(&mine).await?.items.is_empty() {
+    loop {
+        let listed = ctx.crrs().list(&mine).await?.items;
+        let queued = listed.iter().find_map(|crr| {
+            crr.condition("Queued")
+                .filter(|condition| condition.status == "True")
+                .map(|condition| condition.message.clone())
+        });
+        if let Some(message) = queued {
+            check(message.contains("waiting for request user"), || {
+                format!("the Queued condition's message: {message}")
+            })?;
+            break;
+        }
         check(tokio::time::Instant::now() < deadline, || {
-            "the rollout never created its request".to_owned()
+            format!("the rollout's request was never marked queued: {listed:?}")
         })?;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
