@@ -20,16 +20,11 @@ if status == nil or status.phase == nil then
   hs.message = "Waiting for the operator"
   return hs
 end
-if status.phase == "Failed" then
-  local failed = condition("Failed")
+if status.phase == "Failed" or status.phase == "Aborted" then
+  -- Why: the Failed condition of a failed rollout, the Stalled one of an aborted one.
+  local why = condition(status.phase == "Failed" and "Failed" or "Stalled")
   hs.status = "Degraded"
-  hs.message = (failed and failed.message) or "Failed"
-  return hs
-end
-if status.phase == "Aborted" then
-  local stalled = condition("Stalled")
-  hs.status = "Degraded"
-  hs.message = (stalled and stalled.message) or "Aborted"
+  hs.message = (why and why.message) or status.phase
   return hs
 end
 if status.phase == "Completed" then
