@@ -643,7 +643,9 @@ wait_healthy() {
   case "$1" in
     etcd) wait_for "etcd health" 60 in_netns bash -c 'exec 3<>/dev/tcp/127.0.0.1/2379' ;;
     containerd) wait_for "containerd" 60 ctr --address "$CONTAINERD_SOCK" version ;;
-    kube-apiserver) wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz ;;
+    # A restart under load (a tenant's fat objects to list into the watch cache, a Kubernetes
+    # build beside it) may take minutes: CRR_APISERVER_READY_SECONDS.
+    kube-apiserver) wait_for "kube-apiserver /readyz" "${CRR_APISERVER_READY_SECONDS:-120}" kubectl get --raw /readyz ;;
     kube-controller-manager) wait_for "kube-controller-manager /healthz" 60 controller_manager_healthy ;;
     kube-scheduler) wait_for "kube-scheduler /healthz" 60 scheduler_healthy ;;
     kubelet) wait_for "kubelet /healthz and node $CLUSTER_NODE Ready" 180 kubelet_healthy ;;

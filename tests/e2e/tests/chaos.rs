@@ -1330,7 +1330,14 @@ async fn fat_tenant(ctx: Ctx) -> anyhow::Result<()> {
         }
         Err(error) => failures.push(format!("{error:#}")),
     }
-    let restarts_after = crr_restarts(&ctx.client).await?;
+    // A failure to read them is one more failure, not the only one told: the others say why.
+    let restarts_after = match crr_restarts(&ctx.client).await {
+        Ok(restarts) => restarts,
+        Err(error) => {
+            failures.push(format!("reading crr's restart counts: {error:#}"));
+            restarts_before.clone()
+        }
+    };
     let restarted: Vec<String> = restarts_before
         .iter()
         .filter_map(|(container, before)| match restarts_after.get(container) {
