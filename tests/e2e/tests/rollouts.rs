@@ -890,6 +890,27 @@ async fn aborted(ctx: Ctx) -> anyhow::Result<()> {
         )
         .await?;
     let done = wait_phase(&ctx, "stop-me", "Aborted").await?;
+    // As Flux and a CI job wait for it: kstatus's Stalled, and Reconciling no more.
+    for condition in ["condition=Stalled", "condition=Reconciling=false"] {
+        let waited = crr_e2e::kubectl_with_stdin(
+            &[
+                "-n",
+                &ctx.namespace,
+                "wait",
+                &format!("--for={condition}"),
+                "containerrecreaterollout/stop-me",
+                "--timeout=30s",
+            ],
+            None,
+        )
+        .await?;
+        check(waited.status.success(), || {
+            format!(
+                "kubectl wait --for={condition}: {}",
+                String::from_utf8_lossy(&waited.stderr)
+            )
+        })?;
+    }
     let status = done.status.unwrap_or_default();
     check(
         status.target_pods == 1 && status.pending == 1 && status.in_flight == 0,
