@@ -72,16 +72,8 @@ pub fn retry_of(
     pods: Vec<String>,
     name: Option<&str>,
 ) -> Result<ContainerRecreateRollout, Error> {
+    ensure_finished(old)?;
     let old_name = old.name_any();
-    match old.phase() {
-        Some(phase) if phase.is_finished() => {}
-        phase => {
-            return Err(Error::RolloutNotFinished {
-                name: old_name,
-                phase: phase.map_or("Pending", |phase| phase.as_str()).to_owned(),
-            });
-        }
-    }
     if pods.is_empty() {
         return Err(Error::NothingToRetry {
             name: old_name,
@@ -114,6 +106,17 @@ pub fn retry_of(
     Ok(rollout)
 }
 
+/// Refuses a rollout that has not finished: only a finished one can be retried.
+fn ensure_finished(old: &ContainerRecreateRollout) -> Result<(), Error> {
+    match old.phase() {
+        Some(phase) if phase.is_finished() => Ok(()),
+        phase => Err(Error::RolloutNotFinished {
+            name: old.name_any(),
+            phase: phase.map_or("Pending", |phase| phase.as_str()).to_owned(),
+        }),
+    }
+}
+
 /// Runs `kubectl crr rollout retry NAME`.
 pub async fn execute(
     client: Client,
@@ -127,7 +130,7 @@ pub async fn execute(
     let api: Api<ContainerRecreateRollout> = Api::namespaced(client.clone(), namespace);
     let old = crate::rollout::get(&api, namespace, old_name).await?;
     // Refuse a running rollout before reading its pods.
-    retry_of(&old, vec![String::new()], new_name)?;
+    ensure_finished(&old)?;
     let workload = old
         .spec
         .target

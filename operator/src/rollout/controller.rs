@@ -48,7 +48,7 @@ use super::error::Error;
 use super::executor::{CONFLICT_RETRY, Executor};
 use super::plan::RequestState;
 use super::ready_flips::ReadyFlips;
-use super::request::{pod_uid, request_state};
+use super::request::{is_queued, pod_uid, request_state};
 use super::world;
 use crate::pod_view::{PodReadiness, SlimPod};
 use crr_crds::rollout_order::pod_view;
@@ -208,12 +208,12 @@ fn own_requests(
     mine.iter()
         .filter_map(|crr| {
             let created = crr.metadata.creation_timestamp.as_ref()?.0;
-            let queued = matches!(request_state(crr), RequestState::Queued { .. });
+            let finished = crr_crds::status::is_finished(crr);
             Some((
                 crr.spec.pod_name.clone(),
                 world::OwnRequest {
                     created,
-                    finished: crr_crds::status::is_finished(crr) || (aborted && queued),
+                    finished: finished || (aborted && is_queued(crr)),
                 },
             ))
         })

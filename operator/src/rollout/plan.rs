@@ -337,12 +337,12 @@ fn plan_starts(
                 _ => None,
             })
             .collect();
-        for pod in &target {
-            if cancel.iter().any(|cancel| cancel.pod_uid == pod.uid) {
-                counts.in_flight -= 1;
-                counts.pending += 1;
-            }
-        }
+        let cancelled = target
+            .iter()
+            .filter(|pod| matches!(requests.get(&pod.uid), Some(RequestState::Queued { .. })))
+            .count();
+        counts.in_flight -= cancelled;
+        counts.pending += cancelled;
         let (phase, waiting) = if counts.in_flight == 0 {
             (RolloutPhase::Aborted, Waiting::Nothing)
         } else {

@@ -59,7 +59,7 @@ pub fn request_state(crr: &ContainerRecreateRequest) -> RequestState {
 /// request's first state once its first container was stopped, so one whose first container is
 /// in its preStop hook or being stopped still reads as queued: deleting it cancels the hook, and
 /// a stop already sent still ends with the kubelet starting the container again.
-fn is_queued(crr: &ContainerRecreateRequest) -> bool {
+pub(super) fn is_queued(crr: &ContainerRecreateRequest) -> bool {
     let Some(status) = &crr.status else {
         return true;
     };

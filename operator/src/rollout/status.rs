@@ -291,27 +291,28 @@ pub fn events(
             Some(RolloutPhase::Aborted) => events.push(RolloutEvent {
                 warning: true,
                 reason: REASON_ABORTED,
-                note: next
-                    .conditions
-                    .iter()
-                    .find(|condition| condition.type_ == keys::CONDITION_ROLLOUT_STALLED)
-                    .map(|condition| condition.message.clone())
+                note: condition_message(next, keys::CONDITION_ROLLOUT_STALLED)
                     .unwrap_or_else(|| "aborted".to_owned()),
             }),
             Some(RolloutPhase::Failed) => events.push(RolloutEvent {
                 warning: true,
                 reason: "Failed",
-                note: next
-                    .conditions
-                    .iter()
-                    .find(|condition| condition.type_ == keys::CONDITION_ROLLOUT_FAILED)
-                    .map(|condition| condition.message.clone())
+                note: condition_message(next, keys::CONDITION_ROLLOUT_FAILED)
                     .unwrap_or_else(|| "the rollout failed".to_owned()),
             }),
             _ => {}
         }
     }
     events
+}
+
+/// The message of `status`'s condition of type `type_`, if it has one.
+fn condition_message(status: &ContainerRecreateRolloutStatus, type_: &str) -> Option<String> {
+    status
+        .conditions
+        .iter()
+        .find(|condition| condition.type_ == type_)
+        .map(|condition| condition.message.clone())
 }
 
 #[cfg(test)]
