@@ -55,6 +55,18 @@ COMPAT_TRIGGERS=(trigger-config-change)
 # the features differ, and tokio, kube and the rest were compiled a second time (86 s cold).
 suite=(cargo test --workspace --test)
 
+# keep_bed_logs: on a failed leg, a copy of the test bed's daemon logs (and the API server's audit
+# log's last lines) in target/steps/bed-logs-<leg>/, which `cluster.sh down` would otherwise remove
+# with the bed: CI keeps target/ of a failed run, and the failure's cause is usually in them.
+keep_bed_logs() {
+  local into
+  into="$(cd "$here/.." && pwd)/target/steps/bed-logs-${1}"
+  rm -rf "$into" && mkdir -p "$into" || return 0
+  cp -r "$CLUSTER_DIR"/logs/. "$into/" 2>/dev/null || true
+  tail -n 2000 "$CLUSTER_DIR/audit/audit.log" >"$into/audit-tail.log" 2>/dev/null || true
+  echo "cluster-test: the test bed's logs are kept in $into" >&2
+}
+
 compat_leg() {
   if [[ -d "$CLUSTER_DIR/pids" ]] && kubectl get --raw /readyz >/dev/null 2>&1; then
     echo "cluster-test $mode: a test bed already runs in $CLUSTER_DIR (stack $(cat "$CLUSTER_DIR/stack" 2>/dev/null || echo unknown));" \
@@ -62,7 +74,7 @@ compat_leg() {
     exit 1
   fi
   local begun=$SECONDS
-  trap 'rc=$?; (( rc == 0 )) || echo "cluster-test $mode: failed; daemon logs are in $CLUSTER_DIR/logs" >&2; step "compat: test bed down" "$here/cluster.sh" down; exit $rc' EXIT
+  trap 'rc=$?; (( rc == 0 )) || { echo "cluster-test $mode: failed" >&2; keep_bed_logs compat; }; step "compat: test bed down" "$here/cluster.sh" down; exit $rc' EXIT
   echo "cluster-test $mode: stack $CRR_STACK (Kubernetes $KUBE_VERSION, containerd $CONTAINERD_VERSION, runc $RUNC_VERSION)"
   CRR_NODES="${CRR_TEST_NODES:-2}" step "compat: test bed up" "$here/cluster.sh" up
   step "compat: install" "$here/install.sh"
@@ -90,7 +102,8 @@ fi
 finish() {
   local rc=$?
   if (( rc != 0 )); then
-    echo "cluster-test: failed; daemon logs are in $CLUSTER_DIR/logs" >&2
+    echo "cluster-test: failed" >&2
+    keep_bed_logs newest
     if [[ "${CI:-}" == true ]]; then
       for f in "$CLUSTER_DIR"/logs/*.log; do echo "--- $f"; tail -n 20 "$f"; done >&2
       # Last, so that CI's tail shows it: what the machine had left.
