@@ -21,7 +21,6 @@
 //!
 //! [`cache::is_settled`]: crate::cache::is_settled
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -38,6 +37,7 @@ use crate::deadline;
 use crate::request::context::Context;
 use crate::request::error::Error;
 use crate::request::metrics::SettledCounts;
+use entries::Entries;
 
 /// With nothing due, the deletion loop looks again at least this often (a clock that jumped,
 /// a lost notification).
@@ -76,6 +76,9 @@ pub fn settled_entry(crr: &ContainerRecreateRequest) -> Option<(Key, Settled)> {
     }
     let namespace = crr.metadata.namespace.as_deref()?;
     let name = crr.metadata.name.as_deref()?;
+    if !entries::fits(namespace, name, crr.metadata.uid.as_deref()) {
+        return None;
+    }
     let completed = crr
         .status
         .as_ref()
@@ -92,18 +95,18 @@ pub fn settled_entry(crr: &ContainerRecreateRequest) -> Option<(Key, Settled)> {
     ))
 }
 
-fn key_of(crr: &ContainerRecreateRequest) -> Option<Key> {
+fn key_of(crr: &ContainerRecreateRequest) -> Option<(&str, &str)> {
     Some((
-        crr.metadata.namespace.as_deref()?.into(),
-        crr.metadata.name.as_deref()?.into(),
+        crr.metadata.namespace.as_deref()?,
+        crr.metadata.name.as_deref()?,
     ))
 }
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<Key, Settled>,
+    entries: Entries,
     /// While the watch re-lists: the entries seen so far, which replace `entries` at its end.
-    relisting: Option<HashMap<Key, Settled>>,
+    relisting: Option<Entries>,
     /// When the deletion loop means to wake next: an earlier expiry wakes it sooner.
     next_wake: Option<Timestamp>,
 }
@@ -142,29 +145,29 @@ impl SettledIndex {
                     Some(watcher::Event::Delete(crr))
                 }
                 None => {
-                    if let Some(key) = key_of(&crr) {
-                        self.state().entries.remove(&key);
+                    if let Some((namespace, name)) = key_of(&crr) {
+                        self.state().entries.remove(namespace, name);
                     }
                     Some(watcher::Event::Apply(crr))
                 }
             },
             watcher::Event::Delete(crr) => {
-                if let Some(key) = key_of(&crr) {
-                    self.state().entries.remove(&key);
+                if let Some((namespace, name)) = key_of(&crr) {
+                    self.state().entries.remove(namespace, name);
                 }
                 Some(watcher::Event::Delete(crr))
             }
             watcher::Event::Init => {
-                self.state().relisting = Some(HashMap::new());
+                self.state().relisting = Some(Entries::default());
                 Some(watcher::Event::Init)
             }
             watcher::Event::InitApply(crr) => match settled_entry(&crr) {
-                Some((key, settled)) => {
+                Some(((namespace, name), settled)) => {
                     let mut state = self.state();
                     match &mut state.relisting {
-                        Some(relisting) => relisting.insert(key, settled),
-                        None => state.entries.insert(key, settled),
-                    };
+                        Some(relisting) => relisting.insert(&namespace, &name, &settled),
+                        None => state.entries.insert(&namespace, &name, &settled),
+                    }
                     None
                 }
                 None => Some(watcher::Event::InitApply(crr)),
@@ -175,7 +178,7 @@ impl SettledIndex {
                     if let Some(relisted) = state.relisting.take() {
                         state.entries = relisted;
                     }
-                    state.entries.shrink_to_fit();
+                    state.entries.compact();
                 }
                 self.changed.notify_one();
                 Some(watcher::Event::InitDone)
@@ -191,7 +194,7 @@ impl SettledIndex {
                 (Some(_), None) => true,
                 (None, _) => false,
             };
-            state.entries.insert(key, settled);
+            state.entries.insert(&key.0, &key.1, &settled);
             sooner
         };
         if wake_sooner {
@@ -213,7 +216,7 @@ impl SettledIndex {
     pub fn without_ttl(&self) -> usize {
         self.state()
             .entries
-            .values()
+            .iter()
             .filter(|settled| !settled.has_ttl)
             .count()
     }
@@ -232,15 +235,15 @@ impl SettledIndex {
         let mut state = self.state();
         let mut due = Vec::new();
         let mut next: Option<Timestamp> = None;
-        for ((namespace, name), settled) in &state.entries {
+        for settled in state.entries.iter() {
             let Some(expiry) = settled.expiry else {
                 continue;
             };
             if deadline::has_passed(expiry, now) {
                 due.push(Due {
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                    uid: settled.uid.as_deref().map(str::to_owned),
+                    namespace: settled.namespace.to_owned(),
+                    name: settled.name.to_owned(),
+                    uid: settled.uid.map(str::to_owned),
                 });
             } else if next.is_none_or(|next| expiry < next) {
                 next = Some(expiry);
@@ -253,26 +256,20 @@ impl SettledIndex {
     /// Forgets `due` (deleted, or gone): unless the entry has since become another request
     /// of the same name.
     pub fn forget(&self, due: &Due) {
-        let key: Key = (due.namespace.as_str().into(), due.name.as_str().into());
-        let mut state = self.state();
-        if state
+        self.state()
             .entries
-            .get(&key)
-            .is_some_and(|settled| settled.uid.as_deref() == due.uid.as_deref())
-        {
-            state.entries.remove(&key);
-        }
+            .remove_if(&due.namespace, &due.name, |settled| {
+                settled.uid == due.uid.as_deref()
+            });
     }
 
     /// Tries `due` again at `at` (its deletion failed).
     pub fn retry_at(&self, due: &Due, at: Timestamp) {
-        let key: Key = (due.namespace.as_str().into(), due.name.as_str().into());
-        let mut state = self.state();
-        if let Some(settled) = state.entries.get_mut(&key)
-            && settled.uid.as_deref() == due.uid.as_deref()
-        {
-            settled.expiry = Some(at);
-        }
+        self.state()
+            .entries
+            .set_expiry_if(&due.namespace, &due.name, at, |settled| {
+                settled.uid == due.uid.as_deref()
+            });
     }
 
     /// Resolves when an entry may have become due sooner than the loop planned.
@@ -373,6 +370,8 @@ pub async fn expire_while_leading(
         }
     }
 }
+
+mod entries;
 
 #[cfg(test)]
 mod tests;

@@ -126,7 +126,11 @@ fn a_request_that_settles_leaves_the_store_for_the_index() {
     assert_eq!(names, ["b"]);
     assert_eq!(index.len(), 1);
     assert_eq!(
-        index.state().entries.get(&key("a")).and_then(|s| s.expiry),
+        index
+            .state()
+            .entries
+            .get("tenant", "a")
+            .and_then(|s| s.expiry),
         Some(at(70))
     );
 }
@@ -214,7 +218,12 @@ fn a_relist_rebuilds_the_index_and_keeps_serving_the_old_one_meanwhile() {
         "the old entries serve until the re-list ends"
     );
     index.route(watcher::Event::InitDone);
-    let mut kept: Vec<_> = index.state().entries.keys().cloned().collect();
+    let mut kept: Vec<Key> = index
+        .state()
+        .entries
+        .iter()
+        .map(|settled| (settled.namespace.into(), settled.name.into()))
+        .collect();
     kept.sort();
     assert_eq!(kept, [key("new"), key("stays")]);
     assert_eq!(index.without_ttl(), 1);
