@@ -44,6 +44,11 @@ impl Entry {
     }
 }
 
+/// The fixed part of an entry (40 bytes): with its strings (namespace, name and UID, about 60
+/// bytes), all an entry costs.
+#[cfg(test)]
+pub const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
+
 /// What an entry says, borrowed from the index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryView<'a> {
@@ -68,10 +73,7 @@ pub struct Entries {
 /// below: 63 and 253 characters).
 pub fn fits(namespace: &str, name: &str, uid: Option<&str>) -> bool {
     let short = |text: &str| u16::try_from(text.len()).is_ok();
-    short(namespace)
-        && short(name)
-        && uid.is_none_or(short)
-        && u32::try_from(namespace.len() + name.len() + uid.map_or(0, str::len)).is_ok()
+    short(namespace) && short(name) && uid.is_none_or(short)
 }
 
 fn view<'a>(strings: &'a str, entry: &Entry) -> EntryView<'a> {
@@ -135,8 +137,8 @@ impl Entries {
         let uid = settled.uid.as_deref();
         debug_assert!(fits(namespace, name, uid));
         self.remove(namespace, name);
-        // Offsets are u32: a buffer past 4 GiB would be mostly garbage (a live entry is at
-        // most 64 KiB and there are far fewer than 65,536 of those), so compact first.
+        // Offsets are u32: a buffer reaching 4 GiB is garbage but for a few MiB (the API server
+        // keeps names to 253 characters), so compact it first.
         if u32::try_from(
             self.strings.len() + namespace.len() + name.len() + uid.map_or(0, str::len),
         )
