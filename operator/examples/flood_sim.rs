@@ -13,15 +13,7 @@ use kube::runtime::{reflector, watcher};
 use serde_json::json;
 
 fn resident_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("VmRSS:"))
-                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    crr_runtime::memory::process_status_kib("self", "VmRSS").unwrap_or(0)
 }
 
 fn setting(name: &str, default: usize) -> usize {

@@ -63,6 +63,16 @@ pub async fn release_freed_memory(interval: Duration) {
     }
 }
 
+/// A `kB` field of `/proc/<process>/status` (`process`: `self` or a pid): `VmRSS`, `VmHWM`,
+/// `RssAnon`, ... `None` where the file or the field is missing (not Linux, a process gone).
+pub fn process_status_kib(process: &str, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{process}/status")).ok()?;
+    status.lines().find_map(|line| {
+        let value = line.strip_prefix(field)?.strip_prefix(':')?;
+        value.trim().trim_end_matches("kB").trim().parse().ok()
+    })
+}
+
 /// Gives every whole free page of every arena back to the kernel; true when any was.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
@@ -83,12 +93,21 @@ mod tests {
     use super::*;
 
     fn resident_kib() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").expect("proc status");
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("a VmRSS line")
+        process_status_kib("self", "VmRSS").expect("a VmRSS line")
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_status_field_is_read_by_its_whole_name() {
+        let resident = process_status_kib("self", "VmRSS").expect("VmRSS");
+        let peak = process_status_kib("self", "VmHWM").expect("VmHWM");
+        assert!(
+            resident > 0 && peak >= resident,
+            "VmRSS {resident}, VmHWM {peak}"
+        );
+        // `Rss` is a prefix of `RssAnon` and of other fields, and no field of its own.
+        assert_eq!(process_status_kib("self", "Rss"), None);
+        assert_eq!(process_status_kib("no-such-process", "VmRSS"), None);
     }
 
     /// A large buffer freed goes back to the kernel at once, also after an earlier one of its

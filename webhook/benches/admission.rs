@@ -268,20 +268,5 @@ fn main() {
 
 /// This process's peak resident set (VmHWM) in MiB, from /proc (Linux only; zero elsewhere).
 fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("VmHWM:"))
-                .and_then(|value| {
-                    value
-                        .trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<f64>()
-                        .ok()
-                })
-        })
-        .map_or(0.0, |kib| kib / 1024.0)
+    crr_runtime::memory::process_status_kib("self", "VmHWM").map_or(0.0, |kib| kib as f64 / 1024.0)
 }

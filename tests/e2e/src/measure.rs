@@ -383,15 +383,7 @@ impl RssPeaks {
 
 /// `RssAnon` of a process, KiB (0 when unreadable).
 fn rss_anon_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("RssAnon:"))
-                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    crr_runtime::memory::process_status_kib(&pid.to_string(), "RssAnon").unwrap_or(0)
 }
 
 /// Bytes of a Kubernetes memory quantity (`128Mi`, `1G`, `65536`); `None` for a form this does
