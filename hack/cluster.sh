@@ -776,8 +776,25 @@ stop_daemon() {
     kill -TERM "$pid" 2>/dev/null || true
     for i in $(seq 1 $(( ${CRR_STOP_SECONDS:-10} * 5 ))); do daemon_running "$name" || break; sleep 0.2; done
     daemon_running "$name" && kill -KILL "$pid" 2>/dev/null || true
+    # Not running is not gone: a multithreaded daemon's main thread shows Z while its other
+    # threads still exit, holding its sockets. A kube-apiserver started again then found its port
+    # taken ("bind: address already in use"), exited, and the test bed had no API server (CI, the
+    # chaos fat-tenant restart under load). So wait, at most 30 s more, for its last thread.
+    for i in $(seq 1 150); do process_gone "$pid" && break; sleep 0.2; done
+    process_gone "$pid" || log "$name (pid $pid): threads still exiting after 30 s"
   fi
   rm -f "$PIDS/$name.pid"
+}
+
+# process_gone PID: no thread of PID is alive (none, or every one a zombie).
+process_gone() {
+  local pid="$1" task state
+  [[ -d "/proc/$pid" ]] || return 0
+  for task in "/proc/$pid/task"/*; do
+    state="$(awk '{print $3}' "$task/stat" 2>/dev/null)" || continue
+    [[ -z "$state" || "$state" == Z || "$state" == X ]] || return 1
+  done
+  return 0
 }
 
 # Every process left in the pods' cgroups, and the shims of our containerd.
