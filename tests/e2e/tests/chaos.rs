@@ -1086,7 +1086,11 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<(Vec<String>, Vec<St
                 failures.push(format!("after the API server restart: {error:#}"));
             }
         }
-        Err(error) => failures.push(format!("restarting the API server: {error:#}")),
+        Err(error) => {
+            // Nothing after this can run without the API server: say so, and what came before.
+            failures.push(format!("restarting the API server: {error:#}"));
+            return Ok((figures, failures));
+        }
     }
 
     // The queued requests end and go: nothing is lost under the load. How long it takes is a
