@@ -18,6 +18,7 @@ pub mod pod_events;
 pub mod pod_memo;
 pub mod reconcile;
 pub mod settled;
+pub mod stale_copies;
 
 use std::sync::Arc;
 

@@ -26,6 +26,8 @@ pub struct Context {
     pub pod_memo: Arc<crate::request::pod_memo::PodMemo>,
     /// Failed reconciles in a row, per request: their retries back off.
     pub backoff: Backoff,
+    /// The cached copies a write found stale: reconciled next from a read of the request.
+    pub stale_copies: crate::request::stale_copies::StaleCopies,
 }
 
 impl Context {
@@ -44,6 +46,7 @@ impl Context {
             leader,
             pod_memo,
             backoff: Backoff::new(RETRY_BASE, RETRY_CAP),
+            stale_copies: Default::default(),
         }
     }
 

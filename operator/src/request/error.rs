@@ -23,6 +23,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The request could not be read (after a write found the cached copy stale).
+    #[error("reading ContainerRecreateRequest {request}: {source}")]
+    ReadRequest {
+        /// `namespace/name`.
+        request: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// The rollout that made a request could not be read (before deleting the request by TTL).
     #[error("reading rollout {rollout}: {source}")]
     ReadRollout {
@@ -70,9 +79,10 @@ pub enum Error {
 
 impl Error {
     /// Every [`Error::kind`], so metrics export each one from the start.
-    pub const KINDS: [&'static str; 8] = [
+    pub const KINDS: [&'static str; 9] = [
         "missing_namespace",
         "read_pod",
+        "read_request",
         "read_rollout",
         "conflict",
         "write",
@@ -86,6 +96,7 @@ impl Error {
     pub fn refusal(&self) -> Option<String> {
         match self {
             Self::ReadPod { source, .. }
+            | Self::ReadRequest { source, .. }
             | Self::ReadRollout { source, .. }
             | Self::Write { source, .. } => refusal(source),
             _ => None,
@@ -97,6 +108,7 @@ impl Error {
         match self {
             Self::MissingNamespace { .. } => "missing_namespace",
             Self::ReadPod { .. } => "read_pod",
+            Self::ReadRequest { .. } => "read_request",
             Self::ReadRollout { .. } => "read_rollout",
             Self::Conflict { .. } => "conflict",
             Self::Write { .. } => "write",

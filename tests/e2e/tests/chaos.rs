@@ -143,18 +143,19 @@ fn scenarios() -> Vec<(Scenario, Expect)> {
         // the scenario's client creates 8 to 12.5 a second, and the API server's watch stream from
         // etcd passes about 10 a second on: the backlog ahead of the plain request is the tenant's
         // creates (81%) and the daemon's Pending marks (19%; BENCHMARKS.md, "A fat tenant: the
-        // backlog is a rate").
+        // backlog is a rate"). In CI's order (after five suites) it took 32 s at 6.7 creates a
+        // second: etcd held 381 events for watchers that read slowly, the API server's.
         (
             Scenario {
                 name: "fat-tenant",
                 run: |ctx| Box::pin(fat_tenant(ctx)),
             },
             Expect::KnownFailure(
-                "on the two-core bed the API server's watch stream from etcd passes about 10 \
-                 requests of 190 KiB a second on, and the tenant creates them faster: the plain \
-                 request reaches every watch (the node daemon's too) 0 to 10 s after its create, \
-                 behind the tenant's creates and the daemon's Pending marks (2026-12-03: 4.2, 11.7 \
-                 and 7.9 s); memory and restarts pass",
+                "on the two-core bed the API server reads its watch of requests from etcd at 10 \
+                 of 190 KiB a second or fewer, and the tenant creates them faster: the plain \
+                 request reaches every watch (the node daemon's too) 0 to 30 s after its create, \
+                 behind the tenant's creates and the daemon's Pending marks (2026-12-03: 4.2, 11.7, \
+                 7.9, 3.8 s on the bed, 32 s in CI's order); memory and restarts pass",
             ),
         ),
     ]

@@ -531,3 +531,55 @@ async fn a_conflict_waits_for_the_change_with_a_fallback() {
         0
     );
 }
+
+/// After a conflict, the same cached copy is not decided on again: the request is read from the
+/// API server and the write is preconditioned on what the read returned.
+#[tokio::test]
+async fn a_copy_found_stale_is_read_again_before_the_next_write() {
+    let (ctx, mut handle, _leader) = context(true);
+    let mut request = crr(Some(Phase::Recreating));
+    request.spec.active_deadline_seconds = Some(3);
+    let request = Arc::new(request);
+    let error = Error::Conflict {
+        action: "completing",
+        object: "ns/crr-a".to_owned(),
+    };
+    let _ = error_policy(request.clone(), &error, ctx.clone());
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::GET, CRR_PATH).await;
+        let mut fresh = crr(Some(Phase::Recreating));
+        fresh.spec.active_deadline_seconds = Some(3);
+        fresh.metadata.resource_version = Some("9".to_owned());
+        send.send_response(respond(StatusCode::OK, &fresh));
+        let (_, send) = expect(&mut handle, Method::GET, POD_PATH).await;
+        send.send_response(respond(StatusCode::OK, &pod(false, vec![])));
+        let (body, send) = expect(&mut handle, Method::PATCH, &format!("{CRR_PATH}/status")).await;
+        assert_eq!(body["metadata"]["resourceVersion"], "9");
+        send.send_response(respond(StatusCode::CONFLICT, &api_status(409, "Conflict")));
+    });
+    let error = reconcile(request.clone(), ctx.clone())
+        .await
+        .expect_err("the scripted write conflicts again");
+    assert_eq!(error.kind(), "conflict");
+    server.await.expect("scripted API server");
+    assert_eq!(ctx.stale_copies.len(), 0, "the read forgot the stale copy");
+}
+
+/// A request deleted since the conflict is left alone: nothing is written.
+#[tokio::test]
+async fn a_copy_found_stale_of_a_request_since_gone_ends_the_reconcile() {
+    let (ctx, mut handle, _leader) = context(true);
+    let request = Arc::new(crr(Some(Phase::Recreating)));
+    let error = Error::Conflict {
+        action: "completing",
+        object: "ns/crr-a".to_owned(),
+    };
+    let _ = error_policy(request.clone(), &error, ctx.clone());
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::GET, CRR_PATH).await;
+        send.send_response(respond(StatusCode::NOT_FOUND, &api_status(404, "NotFound")));
+    });
+    let action = reconcile(request, ctx).await.expect("reconcile");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    server.await.expect("scripted API server");
+}
