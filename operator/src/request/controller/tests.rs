@@ -532,6 +532,15 @@ async fn a_conflict_waits_for_the_change_with_a_fallback() {
     );
 }
 
+/// A completion's write on `request` refused as stale, as the error policy hears of it.
+fn conflicted(request: &Arc<ContainerRecreateRequest>, ctx: &Arc<super::Context>) {
+    let error = Error::Conflict {
+        action: "completing",
+        object: "ns/crr-a".to_owned(),
+    };
+    let _ = error_policy(request.clone(), &error, ctx.clone());
+}
+
 /// After a conflict, the same cached copy is not decided on again: the request is read from the
 /// API server and the write is preconditioned on what the read returned.
 #[tokio::test]
@@ -540,11 +549,7 @@ async fn a_copy_found_stale_is_read_again_before_the_next_write() {
     let mut request = crr(Some(Phase::Recreating));
     request.spec.active_deadline_seconds = Some(3);
     let request = Arc::new(request);
-    let error = Error::Conflict {
-        action: "completing",
-        object: "ns/crr-a".to_owned(),
-    };
-    let _ = error_policy(request.clone(), &error, ctx.clone());
+    conflicted(&request, &ctx);
     let server = tokio::spawn(async move {
         let (_, send) = expect(&mut handle, Method::GET, CRR_PATH).await;
         let mut fresh = crr(Some(Phase::Recreating));
@@ -570,11 +575,7 @@ async fn a_copy_found_stale_is_read_again_before_the_next_write() {
 async fn a_copy_found_stale_of_a_request_since_gone_ends_the_reconcile() {
     let (ctx, mut handle, _leader) = context(true);
     let request = Arc::new(crr(Some(Phase::Recreating)));
-    let error = Error::Conflict {
-        action: "completing",
-        object: "ns/crr-a".to_owned(),
-    };
-    let _ = error_policy(request.clone(), &error, ctx.clone());
+    conflicted(&request, &ctx);
     let server = tokio::spawn(async move {
         let (_, send) = expect(&mut handle, Method::GET, CRR_PATH).await;
         send.send_response(respond(StatusCode::NOT_FOUND, &api_status(404, "NotFound")));
