@@ -14,6 +14,11 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// At most this many records are kept. A request deleted right after a conflict is never
+/// reconciled again, so its record would stay: past this many the records start over. A record
+/// lost costs one more conflict at the fallback, never a decision on a wrong copy.
+pub const MOST_RECORDS: usize = 4096;
+
 /// The resourceVersion of each request's copy that a write found stale, by `namespace/name`.
 #[derive(Debug, Default)]
 pub struct StaleCopies(Mutex<HashMap<String, String>>);
@@ -23,7 +28,11 @@ impl StaleCopies {
     /// A copy without a resourceVersion is not recorded: no read would be preconditioned on it.
     pub fn mark(&self, key: &str, resource_version: Option<&str>) {
         if let Some(version) = resource_version {
-            self.copies().insert(key.to_owned(), version.to_owned());
+            let mut copies = self.copies();
+            if copies.len() >= MOST_RECORDS && !copies.contains_key(key) {
+                copies.clear();
+            }
+            copies.insert(key.to_owned(), version.to_owned());
         }
     }
 
@@ -94,5 +103,23 @@ mod tests {
         copies.forget("ns/a");
         assert!(!copies.is_stale("ns/a", Some("3")));
         assert_eq!(copies.len(), 0);
+    }
+
+    #[test]
+    fn the_records_are_bounded() {
+        let copies = StaleCopies::default();
+        for index in 0..MOST_RECORDS {
+            copies.mark(&format!("ns/{index}"), Some("1"));
+        }
+        assert_eq!(copies.len(), MOST_RECORDS);
+        copies.mark("ns/0", Some("2"));
+        assert_eq!(
+            copies.len(),
+            MOST_RECORDS,
+            "a known request is updated in place"
+        );
+        copies.mark("ns/new", Some("1"));
+        assert_eq!(copies.len(), 1, "past the bound the records start over");
+        assert!(copies.is_stale("ns/new", Some("1")));
     }
 }
