@@ -20,6 +20,7 @@ use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_runtime::backoff::Backoff;
 use crr_runtime::events::EventPublisher;
 use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
@@ -50,6 +51,19 @@ fn pod_key(crr: &ContainerRecreateRequest) -> String {
         crr.namespace().unwrap_or_default(),
         crr.spec.pod_name
     )
+}
+
+/// The work key of the pod a pod watch event reports changed or gone (a relist's pods are not:
+/// the requests' own relist queues their pods).
+fn changed_pod_key(event: &watcher::Event<Pod>) -> Option<String> {
+    match event {
+        watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => Some(format!(
+            "{}/{}",
+            pod.namespace().unwrap_or_default(),
+            pod.name_any()
+        )),
+        watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone => None,
+    }
 }
 
 pub struct Daemon {
@@ -101,13 +115,26 @@ impl Daemon {
             lagging_reads: Default::default(),
         });
         let events = watch_requests(client, &watch, writer);
-        // The node's pods only fill their store: a round reads its pod there.
-        let pod_watch = pod_events.for_each(|event| {
-            if let Err(error) = event {
-                tracing::warn!(%error, "watch of this node's pods");
-            }
-            std::future::ready(())
-        });
+        // The node's pods fill their store (a round reads its pod there), and a change of a pod
+        // with a request at work wakes that pod's round: the kubelet's report of a container
+        // stopped, started or Ready is decided on when the watch delivers it, not at the next
+        // look (`recreate::IN_FLIGHT_POLL`).
+        let pod_watch = {
+            let daemon = daemon.clone();
+            pod_events.for_each(move |event| {
+                match event {
+                    Ok(event) => {
+                        if let Some(key) =
+                            changed_pod_key(&event).filter(|key| daemon.has_work(key))
+                        {
+                            daemon.queue.add(key);
+                        }
+                    }
+                    Err(error) => tracing::warn!(%error, "watch of this node's pods"),
+                }
+                std::future::ready(())
+            })
+        };
         let feeder = {
             let daemon = daemon.clone();
             let mut on_synced = Some(on_synced);
@@ -447,6 +474,35 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+
+    #[test]
+    fn a_pod_changed_or_gone_names_its_work_key_and_a_relist_names_none() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "ns", "name": "web-0"},
+        }))
+        .unwrap();
+        assert_eq!(
+            changed_pod_key(&watcher::Event::Apply(pod.clone())).as_deref(),
+            Some("ns/web-0")
+        );
+        assert_eq!(
+            changed_pod_key(&watcher::Event::Delete(pod.clone())).as_deref(),
+            Some("ns/web-0")
+        );
+        // The work key of a request for that pod is the same key.
+        let crr = crate::recreate::admitted_request(&["app"], Default::default());
+        assert_eq!(
+            changed_pod_key(&watcher::Event::Apply(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"namespace": crr.namespace(), "name": crr.spec.pod_name},
+                }))
+                .unwrap()
+            )),
+            Some(pod_key(&crr))
+        );
+        assert_eq!(changed_pod_key(&watcher::Event::InitApply(pod)), None);
+        assert_eq!(changed_pod_key(&watcher::Event::<Pod>::InitDone), None);
+    }
 
     /// The keys each call of a round function saw, in order.
     #[derive(Clone, Default)]

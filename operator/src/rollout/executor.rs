@@ -115,23 +115,35 @@ impl<'a> Executor<'a> {
                 )
             })?;
         }
-        for request in &create {
+        // The requests of one decision are created at once: their slots are reserved, and each
+        // create waits on admission (the webhook reads the pod), so one after the other the last
+        // pod of a batch would start a few creates late. Every create is tried; the first error
+        // is the reconcile's.
+        if !create.is_empty() {
             self.leading()?;
-            let pod = &request.spec.pod_name;
-            match requests.create(&PostParams::default(), request).await {
-                Ok(_) => debug!(%pod, "started"),
-                // Created before (by us, before a restart or on a stale copy): the cache has not
-                // shown it yet.
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
-                Err(source) => {
-                    return Err(Error::Write {
+        }
+        let created = futures::future::join_all(create.iter().map(|request| {
+            let requests = &requests;
+            async move {
+                let pod = &request.spec.pod_name;
+                match requests.create(&PostParams::default(), request).await {
+                    Ok(_) => {
+                        debug!(%pod, "started");
+                        Ok(())
+                    }
+                    // Created before (by us, before a restart or on a stale copy): the cache has
+                    // not shown it yet.
+                    Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+                    Err(source) => Err(Error::Write {
                         action: "creating the request of a pod",
                         object: format!("pod {}/{pod}", self.namespace),
                         source,
-                    });
+                    }),
                 }
             }
-        }
+        }))
+        .await;
+        created.into_iter().collect::<Result<(), Error>>()?;
         let rollouts: Api<ContainerRecreateRollout> =
             Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let reference = self.rollout.object_ref(&());

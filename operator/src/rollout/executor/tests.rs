@@ -294,6 +294,44 @@ async fn a_refused_request_creation_is_a_write_error_with_its_reason() {
 }
 
 #[tokio::test]
+async fn a_decision_creates_its_requests_at_once_and_tries_every_one() {
+    let (ctx, mut handle, _leader) = context(true);
+    let rollout = rollout(json!({}));
+    let decision = decision(&rollout, vec![pod("a", true), pod("b", true)], &[]);
+    assert_eq!(decision.create.len(), 2);
+    let server = tokio::spawn(async move {
+        // Both creates reach the API server before either is answered: one after the other,
+        // the second would never come.
+        let (first, answer_first) = expect(&mut handle, Method::POST, REQUESTS_PATH).await;
+        let (second, answer_second) = tokio::time::timeout(
+            Duration::from_secs(5),
+            expect(&mut handle, Method::POST, REQUESTS_PATH),
+        )
+        .await
+        .expect("the second create is sent while the first waits");
+        let mut names = [
+            first["metadata"]["name"].clone(),
+            second["metadata"]["name"].clone(),
+        ];
+        names.sort_by_key(|name| name.to_string());
+        assert_eq!(names, [json!("restart-uid-a"), json!("restart-uid-b")]);
+        // A refusal of one does not keep the other from being created; no status is written.
+        answer_first.send_response(respond(
+            StatusCode::FORBIDDEN,
+            &api_status(403, "Forbidden"),
+        ));
+        answer_second.send_response(respond(StatusCode::CREATED, &second));
+        expect_nothing_more(&mut handle).await;
+    });
+    let error = Executor::new(&ctx, &rollout)
+        .carry_out(decision)
+        .await
+        .expect_err("one refused");
+    assert_eq!(error.kind(), "write");
+    server.await.expect("scripted API server");
+}
+
+#[tokio::test]
 async fn a_follower_writes_nothing() {
     let (ctx, mut handle, _leader) = context(false);
     let rollout = rollout(json!({}));
