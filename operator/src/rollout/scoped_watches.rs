@@ -10,6 +10,10 @@
 //! operator watches only what rollouts at work read, never the cluster's pods (and only the
 //! leader, which alone reconciles, watches any).
 //!
+//! The workload a rollout names is read the same way: a watch of that one object by name
+//! (`metadata.name` field selector) per namespace and kind, kept as its UID and `spec.selector`
+//! only ([`SlimWorkload`]), not a GET per reconcile.
+//!
 //! A watched pod that turns Ready or unready, starts terminating, or goes, wakes the rollouts of
 //! its namespace ([`wakes`]) once the store shows it: the reconcile it causes reads the change.
 //! Like the disruption controller's own count, which a PDB's status comes from, what a watch
@@ -21,10 +25,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crr_runtime::backoff::WatchBackoffExt as _;
+use crr_runtime::workload::Workload;
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec, StatefulSet,
+    StatefulSetSpec,
+};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::core::{PartialObjectMeta, Selector};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -44,7 +53,8 @@ pub const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 /// waiting on pods still looks again at `decide::READY_POLL`).
 const WAKE_BUFFER: usize = 256;
 
-/// A namespace and a label selector (as the API spells it).
+/// A namespace and a label selector (as the API spells it), or for a workload its name as a
+/// field selector (`metadata.name=web`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Scope {
     namespace: String,
@@ -57,6 +67,65 @@ impl Scope {
             namespace: namespace.to_owned(),
             selector: selector.to_string(),
         }
+    }
+
+    fn named(namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            selector: format!("metadata.name={name}"),
+        }
+    }
+}
+
+/// A workload kind a rollout may name, as its watch keeps it: identity and `spec.selector`,
+/// nothing a tenant can make large (the template, a StatefulSet's claim templates, labels,
+/// annotations, the status).
+pub trait SlimWorkload:
+    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// `spec.selector`.
+    fn selector(&self) -> Option<&LabelSelector>;
+    /// Drops all but the name, namespace, UID, resourceVersion and `spec.selector`.
+    fn slim(&mut self);
+}
+
+macro_rules! slim_workload {
+    ($kind:ty, $spec:ident) => {
+        impl SlimWorkload for $kind {
+            fn selector(&self) -> Option<&LabelSelector> {
+                self.spec.as_ref().map(|spec| &spec.selector)
+            }
+
+            fn slim(&mut self) {
+                self.metadata = slim_meta(&self.metadata);
+                self.spec = self.spec.take().map(|spec| $spec {
+                    selector: spec.selector,
+                    ..$spec::default()
+                });
+                self.status = None;
+            }
+        }
+    };
+}
+
+slim_workload!(Deployment, DeploymentSpec);
+slim_workload!(StatefulSet, StatefulSetSpec);
+slim_workload!(DaemonSet, DaemonSetSpec);
+slim_workload!(ReplicaSet, ReplicaSetSpec);
+
+fn slim_meta(meta: &ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..ObjectMeta::default()
     }
 }
 
@@ -197,6 +266,12 @@ pub struct ScopedWatches {
     wakes: mpsc::Sender<SlimPod>,
     pods: Scopes<SlimPod>,
     replica_sets: Scopes<PartialObjectMeta<ReplicaSet>>,
+    deployments: Scopes<Deployment>,
+    stateful_sets: Scopes<StatefulSet>,
+    daemon_sets: Scopes<DaemonSet>,
+    /// ReplicaSets a rollout names (by name, slim), apart from a Deployment's (by selector,
+    /// metadata).
+    named_replica_sets: Scopes<ReplicaSet>,
 }
 
 impl ScopedWatches {
@@ -209,6 +284,10 @@ impl ScopedWatches {
             wakes,
             pods: Scopes::new("pods"),
             replica_sets: Scopes::new("replicasets"),
+            deployments: Scopes::new("deployment"),
+            stateful_sets: Scopes::new("statefulset"),
+            daemon_sets: Scopes::new("daemonset"),
+            named_replica_sets: Scopes::new("replicaset"),
         };
         (watches, woken)
     }
@@ -266,9 +345,52 @@ impl ScopedWatches {
             .await
     }
 
+    /// The workload `kind`/`name` of `namespace` (a kind of `crr_runtime::workload::KINDS`), from
+    /// a watch of that one object, as [`Self::pods`]: `Some(None)` when it does not exist, `None`
+    /// when the watch is not current within [`FIRST_LIST_WAIT`] or the kind is none of those
+    /// (the caller reads it).
+    pub async fn workload(
+        &self,
+        namespace: &str,
+        kind: &str,
+        name: &str,
+    ) -> Option<Option<Workload>> {
+        let scope = Scope::named(namespace, name);
+        match kind {
+            "Deployment" => self.workload_in(&self.deployments, scope).await,
+            "StatefulSet" => self.workload_in(&self.stateful_sets, scope).await,
+            "DaemonSet" => self.workload_in(&self.daemon_sets, scope).await,
+            "ReplicaSet" => self.workload_in(&self.named_replica_sets, scope).await,
+            _ => None,
+        }
+    }
+
+    async fn workload_in<K: SlimWorkload>(
+        &self,
+        scopes: &Scopes<K>,
+        scope: Scope,
+    ) -> Option<Option<Workload>> {
+        let start = |scope: &Scope| {
+            let api = Api::<K>::namespaced(self.client.clone(), &scope.namespace);
+            let config = watcher::Config::default().fields(&scope.selector);
+            spawn_watch(
+                scope,
+                watcher(api, config).watch_backoff().modify(K::slim),
+                |_, _| {},
+            )
+        };
+        let found = scopes.read(scope, start, FIRST_LIST_WAIT).await?;
+        Some(found.first().map(|workload| workload_of(workload.as_ref())))
+    }
+
     /// Stops the watches no reconcile has read for [`IDLE_AFTER`]; how many are left.
     pub fn stop_idle(&self, now: Instant) -> usize {
-        self.pods.stop_idle(now) + self.replica_sets.stop_idle(now)
+        self.pods.stop_idle(now)
+            + self.replica_sets.stop_idle(now)
+            + self.deployments.stop_idle(now)
+            + self.stateful_sets.stop_idle(now)
+            + self.daemon_sets.stop_idle(now)
+            + self.named_replica_sets.stop_idle(now)
     }
 
     /// Stops idle watches every half [`IDLE_AFTER`], forever.
@@ -277,6 +399,16 @@ impl ScopedWatches {
             tokio::time::sleep(IDLE_AFTER / 2).await;
             self.stop_idle(Instant::now());
         }
+    }
+}
+
+/// The workload shape of a watched workload (its template is not kept: a rollout reads only the
+/// UID and the selector).
+fn workload_of<K: SlimWorkload>(workload: &K) -> Workload {
+    Workload {
+        uid: workload.meta().uid.clone().unwrap_or_default(),
+        selector: workload.selector().cloned(),
+        template: None,
     }
 }
 
@@ -449,6 +581,51 @@ mod tests {
             names(scopes.read(scope, |_| unreachable!(), wait).await),
             Some(vec!["web-1".to_owned(), "web-2".to_owned()])
         );
+    }
+
+    #[test]
+    fn a_watched_workload_keeps_its_identity_and_selector_and_nothing_a_tenant_makes_large() {
+        let blob = "x".repeat(1 << 20);
+        let spec = serde_json::json!({
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}},
+                         "spec": {"containers": [{"name": "app", "image": "db",
+                                                  "env": [{"name": "BLOB", "value": blob}]}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data", "annotations": {"blob": blob}}}],
+        });
+        let mut stateful_set: StatefulSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "ns", "uid": "u-1", "resourceVersion": "7",
+                         "labels": {"app": "db"}, "annotations": {"blob": blob}},
+            "spec": spec,
+            "status": {"replicas": 3},
+        }))
+        .expect("a StatefulSet");
+        stateful_set.slim();
+        let kept = serde_json::to_string(&stateful_set).expect("serialized");
+        assert!(kept.len() < 300, "{kept}");
+        let workload = workload_of(&stateful_set);
+        assert_eq!(workload.uid, "u-1");
+        assert_eq!(
+            workload.selector.and_then(|selector| selector.match_labels),
+            Some([("app".to_owned(), "db".to_owned())].into())
+        );
+        assert_eq!(stateful_set.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(stateful_set.meta().name.as_deref(), Some("db"));
+
+        let mut deployment: Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "uid": "u-2", "annotations": {"blob": blob}},
+            "spec": {"selector": {"matchLabels": {"app": "web"}},
+                     "template": {"spec": {"containers": [{"name": "app", "env": [{"name": "B", "value": blob}]}]}}},
+        }))
+        .expect("a Deployment");
+        deployment.slim();
+        assert!(
+            serde_json::to_string(&deployment)
+                .expect("serialized")
+                .len()
+                < 200
+        );
+        assert_eq!(workload_of(&deployment).uid, "u-2");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! workload's selector and ownership, or by the rollout's selector) and the PodDisruptionBudgets
 //! that select them, with every pod each of those selects.
 //!
-//! Pods come from the watches of the scopes running rollouts read (`scoped_watches`), decoded slim
+//! The workload comes from a watch of it by name, slim (`scoped_watches::SlimWorkload`); pods come
+//! from the watches of the scopes running rollouts read (`scoped_watches`), decoded slim
 //! (`pod_view::SlimPod`): the operator's memory follows the pods of rollouts at work, not the
 //! cluster's. A scope whose watch has not listed its pods yet is listed by label selector, slim,
 //! [`POD_PAGE`] a page (a tenant's 1 MB pods cost a page's body, never a reconcile's worth of
@@ -110,8 +111,15 @@ async fn read_workload(
     workload: &WorkloadRef,
 ) -> Result<Target, ReadError> {
     let what = format!("{} {namespace}/{}", workload.kind, workload.name);
-    let found =
-        match crr_runtime::workload::get(client, namespace, &workload.kind, &workload.name).await {
+    let watched = watches
+        .workload(namespace, &workload.kind, &workload.name)
+        .await;
+    let found = match watched {
+        Some(watched) => watched,
+        // Not watched current yet (or a kind admission refuses): one GET.
+        None => match crr_runtime::workload::get(client, namespace, &workload.kind, &workload.name)
+            .await
+        {
             Ok(found) => found,
             // A kind admission refuses (stored while the webhook was away): no such target.
             Err(crr_runtime::workload::WorkloadError::UnknownKind { .. }) => None,
@@ -121,7 +129,8 @@ async fn read_workload(
                     source,
                 });
             }
-        };
+        },
+    };
     let Some(crr_runtime::workload::Workload {
         uid,
         selector: Some(selector),
