@@ -65,33 +65,50 @@ async fn reconcile(
 }
 
 /// Writes the initial `KruisePodReady` condition when `pod` needs one; whether it wrote.
+///
+/// The write is preconditioned on the copy's resourceVersion. A conflict means the copy is stale,
+/// and a watch can stay stale for a while on a loaded control plane: the pod is read once and
+/// decided on again (on 2026-12-03 a copy 20 s behind was refused twice and the pod, left to a
+/// watch event that never made the cache current, stayed without its condition until the sweep).
 async fn start_condition(client: &Client, pod: &Pod) -> Result<bool, GateError> {
+    let namespace = pod.namespace().unwrap_or_default();
+    let name = pod.name_any();
+    let error = |source| GateError {
+        pod: format!("{namespace}/{name}"),
+        source,
+    };
+    // The answers are the whole pod, as large as its tenant made it: decoded slim, then dropped.
+    let pods: Api<SlimPod> = Api::namespaced(client.clone(), &namespace);
+    match write_initial(&pods, pod).await {
+        Err(kube::Error::Api(status)) if status.is_conflict() => {}
+        written => return written.map_err(error),
+    }
+    let Some(read) = pods.get_opt(&name).await.map_err(error)? else {
+        return Ok(false);
+    };
+    // A second conflict is an error: the controller tries again later.
+    write_initial(&pods, &read.0).await.map_err(error)
+}
+
+/// One preconditioned write of the initial condition, when `pod` as given needs one: whether it
+/// wrote (a pod gone is not an error).
+async fn write_initial(pods: &Api<SlimPod>, pod: &Pod) -> Result<bool, kube::Error> {
     let Some(condition) = readiness::initial(pod, Timestamp::now()) else {
         return Ok(false);
     };
-    let namespace = pod.namespace().unwrap_or_default();
-    let name = pod.name_any();
-    // The answer is the whole pod, as large as its tenant made it: decoded slim, then dropped.
-    let pods: Api<SlimPod> = Api::namespaced(client.clone(), &namespace);
     // The resourceVersion precondition keeps us from racing a holder that just added its entry.
     let patch = PodConditionsPatch::new(pod, vec![condition]);
     let params = crr_runtime::client::patch_params(FIELD_MANAGER);
     match pods
-        .patch_status(&name, &params, &Patch::Strategic(&patch))
+        .patch_status(&pod.name_any(), &params, &Patch::Strategic(&patch))
         .await
     {
         Ok(_) => {
-            info!(pod = %format!("{namespace}/{name}"), "initialised KruisePodReady to True");
+            info!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), "initialised KruisePodReady to True");
             Ok(true)
         }
-        Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => {
-            // Gone, or changed: the watch (or the next sweep) brings the new version.
-            Ok(false)
-        }
-        Err(source) => Err(GateError {
-            pod: format!("{namespace}/{name}"),
-            source,
-        }),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
+        Err(error) => Err(error),
     }
 }
 
@@ -258,6 +275,76 @@ mod tests {
             assert_eq!(slim.metadata.managed_fields, None);
             assert_eq!(slim.metadata.annotations, None);
         }
+    }
+
+    fn conflict() -> Response<Body> {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "reason": "Conflict", "code": 409, "message": "the object has been modified"});
+        let mut response = Response::new(Body::from(serde_json::to_vec(&status).unwrap()));
+        *response.status_mut() = http::StatusCode::CONFLICT;
+        response
+    }
+
+    #[tokio::test]
+    async fn a_stale_copy_refused_is_read_again_and_written_on_the_fresh_one() {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let stale: Pod = serde_json::from_value(pod("web-0", true, false)).unwrap();
+        let starting = tokio::spawn(async move {
+            let first = start_condition(&client, &stale).await;
+            let second = start_condition(&client, &stale).await;
+            (first, second)
+        });
+        // The stale copy's write is refused...
+        let (request, send) = handle.next_request().await.unwrap();
+        assert_eq!(request.method(), Method::PATCH);
+        send.send_response(conflict());
+        // ...so the pod is read, and the write carries the version read.
+        let (request, send) = handle.next_request().await.unwrap();
+        assert_eq!(request.method(), Method::GET);
+        assert_eq!(request.uri().path(), "/api/v1/namespaces/ns/pods/web-0");
+        let mut fresh = pod("web-0", true, false);
+        fresh["metadata"]["resourceVersion"] = json!("fresh-rv");
+        send.send_response(Response::new(Body::from(
+            serde_json::to_vec(&fresh).unwrap(),
+        )));
+        let (request, send) = handle.next_request().await.unwrap();
+        assert_eq!(request.method(), Method::PATCH);
+        let body = request.into_body().collect_bytes().await.unwrap();
+        let patch: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(patch["metadata"]["resourceVersion"], "fresh-rv");
+        send.send_response(Response::new(Body::from(
+            serde_json::to_vec(&pod("web-0", true, true)).unwrap(),
+        )));
+        // The second time the pod read already has its condition (a holder wrote it): no write.
+        let (_, send) = handle.next_request().await.unwrap();
+        send.send_response(conflict());
+        let (request, send) = handle.next_request().await.unwrap();
+        assert_eq!(request.method(), Method::GET);
+        send.send_response(Response::new(Body::from(
+            serde_json::to_vec(&pod("web-0", true, true)).unwrap(),
+        )));
+        let (first, second) = starting.await.unwrap();
+        assert!(first.unwrap(), "written on the fresh copy");
+        assert!(!second.unwrap(), "nothing to write");
+    }
+
+    #[tokio::test]
+    async fn a_second_conflict_is_an_error_for_the_controller_to_retry() {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let stale: Pod = serde_json::from_value(pod("web-0", true, false)).unwrap();
+        let starting = tokio::spawn(async move { start_condition(&client, &stale).await });
+        let (_, send) = handle.next_request().await.unwrap();
+        send.send_response(conflict());
+        let (_, send) = handle.next_request().await.unwrap();
+        send.send_response(Response::new(Body::from(
+            serde_json::to_vec(&pod("web-0", true, false)).unwrap(),
+        )));
+        let (_, send) = handle.next_request().await.unwrap();
+        send.send_response(conflict());
+        let error = starting.await.unwrap().expect_err("a second conflict");
+        assert_eq!(error.pod, "ns/web-0");
     }
 
     #[tokio::test]
