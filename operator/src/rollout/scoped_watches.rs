@@ -103,7 +103,7 @@ macro_rules! slim_workload {
             }
 
             fn slim(&mut self) {
-                self.metadata = slim_meta(&self.metadata);
+                self.metadata = slim_meta(std::mem::take(&mut self.metadata));
                 self.spec = self.spec.take().map(|spec| $spec {
                     selector: spec.selector,
                     ..$spec::default()
@@ -119,12 +119,12 @@ slim_workload!(StatefulSet, StatefulSetSpec);
 slim_workload!(DaemonSet, DaemonSetSpec);
 slim_workload!(ReplicaSet, ReplicaSetSpec);
 
-fn slim_meta(meta: &ObjectMeta) -> ObjectMeta {
+fn slim_meta(meta: ObjectMeta) -> ObjectMeta {
     ObjectMeta {
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
+        name: meta.name,
+        namespace: meta.namespace,
+        uid: meta.uid,
+        resource_version: meta.resource_version,
         ..ObjectMeta::default()
     }
 }
