@@ -16,8 +16,8 @@ use tonic::transport::{Channel, Endpoint};
 use crate::metrics::CriMetrics;
 use crate::proto::runtime_service_client::RuntimeServiceClient;
 use crate::proto::{
-    ContainerFilter, ContainerState, ContainerStatusRequest, ExecSyncRequest,
-    ListContainersRequest, StopContainerRequest, VersionRequest,
+    ContainerEventResponse, ContainerFilter, ContainerState, ContainerStatusRequest,
+    ExecSyncRequest, GetEventsRequest, ListContainersRequest, StopContainerRequest, VersionRequest,
 };
 use crate::recreate::{ContainerOwner, RuntimeContainer};
 
@@ -305,6 +305,20 @@ impl Runtime {
                     .ok()
                     .map(|at| (status.exit_code, at))
             }))
+    }
+
+    /// The runtime's container events, as a stream without end (`runtime_events`). It has no
+    /// deadline, and is not reported with the calls: a runtime may answer it only with its
+    /// first event.
+    pub async fn container_events(
+        &self,
+    ) -> Result<tonic::Streaming<ContainerEventResponse>, CriError> {
+        Ok(self
+            .client
+            .clone()
+            .get_container_events(GetEventsRequest {})
+            .await?
+            .into_inner())
     }
 
     /// `containerd` for containerd, as the kubelet writes IDs (`containerd://...`).

@@ -1,7 +1,9 @@
 //! A fake container runtime for tests: a tonic CRI server from the same proto, on a unix socket,
 //! holding containers in memory. It answers the calls the daemon makes (Version,
 //! ListContainers, ContainerStatus, ExecSync, StopContainer), records them, and plays the
-//! kubelet when asked: a stopped container is replaced by a new attempt.
+//! kubelet when asked: a stopped container is replaced by a new attempt. It streams container
+//! events (GetContainerEvents) to every subscriber, as containerd 2 does: a stop sends the
+//! stopped container's, and the successor's start when it plays the kubelet.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,10 +20,11 @@ use tonic::{Request, Response, Status};
 use crate::cri::Runtime;
 use crate::proto::runtime_service_server::{RuntimeService, RuntimeServiceServer};
 use crate::proto::{
-    Container, ContainerMetadata, ContainerState, ContainerStatus, ContainerStatusRequest,
-    ContainerStatusResponse, ExecSyncRequest, ExecSyncResponse, ListContainersRequest,
-    ListContainersResponse, StopContainerRequest, StopContainerResponse, VersionRequest,
-    VersionResponse,
+    Container, ContainerEventResponse, ContainerEventType, ContainerMetadata, ContainerState,
+    ContainerStatus, ContainerStatusRequest, ContainerStatusResponse, ExecSyncRequest,
+    ExecSyncResponse, GetEventsRequest, ListContainersRequest, ListContainersResponse,
+    PodSandboxMetadata, PodSandboxStatus, StopContainerRequest, StopContainerResponse,
+    VersionRequest, VersionResponse,
 };
 
 pub const POD_UID: &str = crate::recreate::FIXTURE_POD_UID;
@@ -72,6 +75,36 @@ pub struct FakeState {
     pub exited_ago: std::time::Duration,
     /// The exit code every exited container reports: 0 (a clean exit on SIGTERM) unless set.
     pub exit_code: i32,
+    /// The open GetContainerEvents streams.
+    pub event_subscribers:
+        Vec<tokio::sync::mpsc::UnboundedSender<Result<ContainerEventResponse, Status>>>,
+}
+
+impl FakeState {
+    /// Sends `event` about container `id` of the fake's pod to every subscriber.
+    pub fn send_event(&mut self, id: &str, event: ContainerEventType) {
+        let response = ContainerEventResponse {
+            container_id: id.to_owned(),
+            container_event_type: event as i32,
+            pod_sandbox_status: Some(PodSandboxStatus {
+                metadata: Some(PodSandboxMetadata {
+                    name: POD_NAME.to_owned(),
+                    namespace: POD_NAMESPACE.to_owned(),
+                    uid: POD_UID.to_owned(),
+                    attempt: 0,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.event_subscribers
+            .retain(|subscriber| subscriber.send(Ok(response.clone())).is_ok());
+    }
+
+    /// Ends every GetContainerEvents stream (as a runtime that restarts does).
+    pub fn end_events(&mut self) {
+        self.event_subscribers.clear();
+    }
 }
 
 impl FakeState {
@@ -275,6 +308,17 @@ impl RuntimeService for FakeRuntime {
         }))
     }
 
+    async fn get_container_events(
+        &self,
+        _: Request<GetEventsRequest>,
+    ) -> Result<Response<tonic::codegen::BoxStream<ContainerEventResponse>>, Status> {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        self.lock().event_subscribers.push(sender);
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::UnboundedReceiverStream::new(receiver),
+        )))
+    }
+
     async fn stop_container(
         &self,
         request: Request<StopContainerRequest>,
@@ -307,9 +351,14 @@ impl RuntimeService for FakeRuntime {
         );
         let (name, attempt) = (container.name.clone(), container.attempt + 1);
         let namespace_label = container.namespace_label.clone();
+        state.send_event(
+            &request.container_id,
+            ContainerEventType::ContainerStoppedEvent,
+        );
         if restart {
+            let id = format!("{name}-{}", attempt + 1);
             state.containers.push(FakeContainer {
-                id: format!("{name}-{}", attempt + 1),
+                id: id.clone(),
                 name,
                 namespace_label,
                 attempt,
@@ -317,6 +366,7 @@ impl RuntimeService for FakeRuntime {
                 started_at: jiff::Timestamp::now(),
                 finished_at: None,
             });
+            state.send_event(&id, ContainerEventType::ContainerStartedEvent);
         }
         Ok(Response::new(StopContainerResponse {}))
     }

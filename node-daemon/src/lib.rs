@@ -30,6 +30,7 @@ pub mod recreate;
 pub mod recreates;
 pub mod round;
 pub mod run;
+pub mod runtime_events;
 pub mod schedule;
 pub mod socket_watch;
 pub mod timeline;

@@ -101,6 +101,8 @@ pub struct Metrics {
     pub cri: CriMetrics,
     /// 1 while the runtime answers through the mounted socket (`socket_watch`).
     pub runtime_ready: Gauge,
+    /// 1 while the runtime's container events wake rounds (`runtime_events`).
+    pub container_events_followed: Gauge,
     /// Rounds that panicked (a bug): their pod was released and retried.
     pub round_panics: Counter,
     /// Pods read from the API server because the node's pod watch lagged (`watch_lag`).
@@ -128,6 +130,7 @@ impl Metrics {
             }),
             cri: CriMetrics::default(),
             runtime_ready: Gauge::default(),
+            container_events_followed: Gauge::default(),
             round_panics: Counter::default(),
             pod_reads_past_watch: Counter::default(),
             timeline: Arc::default(),
@@ -189,6 +192,11 @@ impl Metrics {
             "runtime_ready",
             "1 while the container runtime answers through the mounted CRI socket, 0 while it does not",
             metrics.runtime_ready.clone(),
+        );
+        sub.register(
+            "container_events_followed",
+            "1 while the container runtime's events (CRI GetContainerEvents) wake the rounds of recreates in flight, 0 while rounds look at the runtime every 500 ms",
+            metrics.container_events_followed.clone(),
         );
         sub.register(
             "round_panics",
@@ -297,6 +305,7 @@ mod tests {
             "crr_node_daemon_cri_errors_total{method=\"StopContainer\"} 1",
             "crr_node_daemon_cri_errors_total{method=\"ExecSync\"} 0",
             "crr_node_daemon_runtime_ready 1",
+            "crr_node_daemon_container_events_followed 0",
             "crr_node_daemon_round_panics_total 0",
             "crr_node_daemon_pod_reads_past_watch_total 0",
             "crr_node_daemon_requests_in_flight 3",

@@ -412,8 +412,61 @@ pub fn pre_stop_budget(grace_period_seconds: u64) -> Option<Duration> {
     (!budget.is_zero()).then_some(budget)
 }
 
-/// Interval between looks at the runtime while a recreate is in flight.
+/// Interval between looks at the runtime while a recreate is in flight and the runtime's
+/// container events are not followed (`runtime_events`).
 pub const IN_FLIGHT_POLL: Duration = Duration::from_millis(500);
+
+/// The look while a recreate is in flight and the runtime's container events are followed: the
+/// runtime's events, the node's pod watch and the request's watch wake the round, and the
+/// round's own timers cover what only time changes ([`time_to_next_change`]); this look is
+/// there only for a wake that was lost.
+pub const IN_FLIGHT_SAFETY_LOOK: Duration = Duration::from_secs(5);
+
+/// How long a killed container must have been exited (with a code its pod's restart policies may
+/// leave it stopped after) before the daemon asks whether the kubelet will ever start it again
+/// (`restartPolicy: OnFailure`, `restartPolicyRules`).
+pub const NOT_RESTARTED_AFTER: Duration = Duration::from_secs(3);
+
+/// When a round that waits on a recreate in flight looks again by itself: at `by_time` (the
+/// soonest moment only time changes what it decides), and never later than the poll's interval,
+/// or the safety look's when the runtime's container events wake it (`events_followed`).
+pub fn in_flight_look(by_time: Option<Duration>, events_followed: bool) -> Duration {
+    let look = if events_followed {
+        IN_FLIGHT_SAFETY_LOOK
+    } else {
+        IN_FLIGHT_POLL
+    };
+    by_time.map_or(look, |by_time| by_time.min(look))
+}
+
+/// How long until only time changes what a round decides about `crr`'s killed containers, as
+/// the runtime showed them (`containers`, by name) at `now` (this node's clock, as the runtime's
+/// start times are): a successor reaching the request's `minStartedSeconds`, or a killed
+/// container still exited [`NOT_RESTARTED_AFTER`] from now (the kubelet may never start it
+/// again). `None`: no timer; the runtime's, the pod's or the request's next change wakes the
+/// round.
+pub fn time_to_next_change(
+    crr: &ContainerRecreateRequest,
+    states: &[State],
+    containers: &[(String, RuntimeContainer)],
+    now: jiff::Timestamp,
+) -> Option<Duration> {
+    let min_started =
+        Duration::from_secs(u64::try_from(crr.strategy().min_started_seconds).unwrap_or(0));
+    states
+        .iter()
+        .filter(|state| state.phase == Phase::Recreating && state.is_killed)
+        .filter_map(|state| {
+            let (_, container) = containers.iter().find(|(name, _)| *name == state.name)?;
+            if !container.running {
+                return Some(NOT_RESTARTED_AFTER);
+            }
+            let running_for = Duration::try_from(now.duration_since(container.started_at?))
+                .unwrap_or(Duration::ZERO);
+            Some(min_started.checked_sub(running_for)?).filter(|left| !left.is_zero())
+        })
+        .min()
+}
 
 /// Test fixture shared by this module's, `round`'s and `schedule`'s tests: a request for
 /// `containers` of pod `p` in namespace `ns` (pod UID `pod-uid-1`) as the webhook admits it, each

@@ -39,7 +39,7 @@ use kube::{Resource as _, ResourceExt as _};
 
 use crate::cri::{CriError, Runtime};
 use crate::metrics::Metrics;
-use crate::recreate::{self, IN_FLIGHT_POLL, Next};
+use crate::recreate::{self, NOT_RESTARTED_AFTER, Next};
 use crate::timeline::PhaseName;
 
 /// How long a round waits before looking again at a request whose pod is gone or replaced (the
@@ -50,10 +50,6 @@ pub const LEFT_TO_THE_OPERATOR: Duration = Duration::from_secs(5);
 const API_AWAY_BOUND: Duration = Duration::from_secs(30);
 /// Between two reads while it is away.
 const API_RETRY: Duration = Duration::from_millis(500);
-/// How long a killed container must have been exited (with a code its pod's restart policies may
-/// leave it stopped after) before the daemon asks whether the kubelet will ever start it again
-/// (`restartPolicy: OnFailure`, `restartPolicyRules`).
-const NOT_RESTARTED_AFTER: Duration = Duration::from_secs(3);
 
 /// How many times the states after a kill are written against a request changing meanwhile.
 const STATE_WRITE_ATTEMPTS: usize = 5;
@@ -264,6 +260,17 @@ pub struct Round<'a, R> {
     pub restart_policies: &'a crate::live_pod::RestartPolicies,
     /// The pods read past the node's pod watch while it lagged (`watch_lag`).
     pub lagging_reads: &'a crate::watch_lag::LaggingPodReads,
+    /// Whether the runtime's container events wake rounds (`runtime_events`).
+    pub container_events: &'a crate::runtime_events::ContainerEvents,
+}
+
+/// What a round takes from its pod's live status.
+#[derive(Default)]
+struct Live {
+    /// The snapshot of the request's containers, when it differs from the recorded one.
+    snapshot: Option<Vec<ContainerRecreateRequestSyncContainerStatus>>,
+    /// When the pod is next due a read past the node's pod watch, which lacks a successor.
+    next_read: Option<Duration>,
 }
 
 impl<R: Requests> Round<'_, R> {
@@ -326,7 +333,10 @@ impl<R: Requests> Round<'_, R> {
         // recreate completes once the pod shows the new container Ready, whether or not the
         // operator has copied that into the snapshot yet (a busy operator is not on the path),
         // and the completion writes the snapshot it was decided on.
-        let live_snapshot = self.live_snapshot(&crr, &pod_uid, &containers).await?;
+        let Live {
+            snapshot: live_snapshot,
+            next_read,
+        } = self.live_snapshot(&crr, &pod_uid, &containers).await?;
         if let Some(snapshot) = &live_snapshot {
             crr.status.get_or_insert_default().container_status_snapshot = snapshot.clone();
         }
@@ -362,7 +372,18 @@ impl<R: Requests> Round<'_, R> {
             phase_pending = false;
         }
         match next {
-            Next::Wait => Ok(Outcome::After(IN_FLIGHT_POLL)),
+            Next::Wait => {
+                let by_time = recreate::time_to_next_change(
+                    &crr,
+                    &states,
+                    &containers,
+                    jiff::Timestamp::now(),
+                )
+                .into_iter()
+                .chain(next_read)
+                .min();
+                Ok(Outcome::After(self.in_flight_look(by_time)))
+            }
             Next::Complete { succeeded, message } => {
                 self.metrics.timeline.ready(&key, Instant::now());
                 self.complete_with(&crr, states, succeeded, &message, live_snapshot)
@@ -371,7 +392,7 @@ impl<R: Requests> Round<'_, R> {
             }
             Next::Kill(index) => {
                 let Some(current) = lookup(&crr.spec.containers[index].name) else {
-                    return Ok(Outcome::After(IN_FLIGHT_POLL));
+                    return Ok(Outcome::After(self.in_flight_look(None)));
                 };
                 self.kill_in_turn(
                     crr,
@@ -384,6 +405,12 @@ impl<R: Requests> Round<'_, R> {
                 .await
             }
         }
+    }
+
+    /// When a round that waits on a recreate in flight looks again by itself, with `by_time` the
+    /// soonest moment only time changes its decision (`recreate::in_flight_look`).
+    fn in_flight_look(&self, by_time: Option<Duration>) -> Duration {
+        recreate::in_flight_look(by_time, self.container_events.followed())
     }
 
     /// Observes the request's creation to now, as its pick-up by this daemon. Creation time is
@@ -554,16 +581,17 @@ impl<R: Requests> Round<'_, R> {
 
     /// The snapshot of the request's containers as this node's pod watch shows them, when it
     /// differs from the recorded one and a killed container's successor runs (the only time a
-    /// round reads the pod for it: is that successor Ready?); `None` otherwise, or when the pod
-    /// is gone or replaced.
+    /// round reads the pod for it: is that successor Ready?); none otherwise, or when the pod
+    /// is gone or replaced. With it, when the watched pod lacks a successor, the time to the
+    /// next read past the watch (`watch_lag`).
     async fn live_snapshot(
         &self,
         crr: &ContainerRecreateRequest,
         pod_uid: &str,
         containers: &[(String, crate::recreate::RuntimeContainer)],
-    ) -> Result<Option<Vec<ContainerRecreateRequestSyncContainerStatus>>, WriteError> {
+    ) -> Result<Live, WriteError> {
         let Some(status) = crr.status.as_ref() else {
-            return Ok(None);
+            return Ok(Live::default());
         };
         // The killed containers whose successor runs: each waits for the kubelet's Ready.
         let successors: Vec<&(String, crate::recreate::RuntimeContainer)> = status
@@ -577,27 +605,33 @@ impl<R: Requests> Round<'_, R> {
             })
             .collect();
         if successors.is_empty() {
-            return Ok(None);
+            return Ok(Live::default());
         }
         let namespace = crr.namespace().unwrap_or_default();
         let Some(mut pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
-            return Ok(None);
+            return Ok(Live::default());
         };
         if pod.metadata.uid.as_deref() != Some(pod_uid) {
-            return Ok(None);
+            return Ok(Live::default());
         }
-        if let Some(read) = self
+        let read = self
             .read_past_lagging_watch(crr, &pod, &successors)
             .await
-            .filter(|read| read.metadata.uid.as_deref() == Some(pod_uid))
-        {
+            .filter(|read| read.metadata.uid.as_deref() == Some(pod_uid));
+        // Read past or not, the watch is what the next round has: it reads again on schedule
+        // while the watch lacks a successor.
+        let next_read = self.next_lagging_read(&pod, &successors);
+        if let Some(read) = read {
             pod = read;
         }
-        Ok(crr_crds::status::snapshot::update(
-            &crr.spec.containers,
-            &pod,
-            &status.container_status_snapshot,
-        ))
+        Ok(Live {
+            snapshot: crr_crds::status::snapshot::update(
+                &crr.spec.containers,
+                &pod,
+                &status.container_status_snapshot,
+            ),
+            next_read,
+        })
     }
 
     /// Completes the request (see [`complete`](Self::complete)), with the container snapshot

@@ -31,6 +31,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     metrics.runtime_ready.set(1);
     tracing::info!(socket = %socket.display(), runtime = %runtime.name, version = %runtime.version, node = %args.node_name, "connected to the runtime");
     let runtime_name = format!("runtime {} {}", runtime.name, runtime.version);
+    let follows_events = crate::runtime_events::broadcasts(&runtime.name, &runtime.version);
     let watched_runtime = runtime.clone();
     tokio::spawn({
         let runtime = runtime.clone();
@@ -71,6 +72,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         move || synced.open(),
     );
     tokio::spawn(feeder);
+    if follows_events {
+        tokio::spawn(daemon.clone().follow_container_events());
+    } else {
+        tracing::info!(
+            runtime = %runtime_name,
+            "not following the runtime's container events (only containerd 2 sends them to every \
+             subscriber): recreates in flight are looked at every 500 ms"
+        );
+    }
     tokio::spawn(crr_runtime::memory::release_freed_memory(
         crr_runtime::memory::RELEASE_INTERVAL,
     ));

@@ -72,6 +72,15 @@ impl LaggingPodReads {
         }
     }
 
+    /// How long until [`due`](Self::due) says yes for the successor `id`, which has run
+    /// `running_for` by the runtime's clock: zero when it would now.
+    pub fn next_read_in(&self, id: &str, running_for: Duration, now: Instant) -> Duration {
+        match self.reads().get(id) {
+            None => BEHIND_AFTER.saturating_sub(running_for),
+            Some((last, interval)) => (*last + *interval).saturating_duration_since(now),
+        }
+    }
+
     /// How many successors have a read recorded.
     #[cfg(test)]
     fn tracked(&self) -> usize {
@@ -119,6 +128,33 @@ mod tests {
         // Another successor has its own schedule.
         assert!(reads.due("c://other", running(2), at(24)));
         assert_eq!(reads.tracked(), 2);
+    }
+
+    #[test]
+    fn the_next_read_is_timed_to_the_schedule_reads_keep() {
+        let reads = LaggingPodReads::default();
+        let start = Instant::now();
+        let at = |millis: u64| start + Duration::from_millis(millis);
+        let running = Duration::from_millis;
+        assert_eq!(
+            reads.next_read_in("c://new", running(500), at(500)),
+            Duration::from_millis(1500),
+            "the first read comes at the bound"
+        );
+        assert_eq!(
+            reads.next_read_in("c://new", running(2500), at(2500)),
+            Duration::ZERO
+        );
+        assert!(reads.due("c://new", running(2000), at(2000)));
+        let next = reads.next_read_in("c://new", running(2500), at(2500));
+        assert_eq!(next, Duration::from_millis(1500), "2 s after the first");
+        assert!(!reads.due("c://new", running(3999), at(3999)));
+        assert!(reads.due("c://new", running(4000), at(4000)));
+        assert_eq!(
+            reads.next_read_in("c://new", running(4000), at(4000)),
+            Duration::from_secs(4),
+            "then 4 s after the second"
+        );
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub struct Daemon {
     lagging_reads: crate::watch_lag::LaggingPodReads,
     /// Failed rounds in a row, per request: their retries back off.
     backoff: Backoff,
+    /// Whether the runtime's container events wake rounds (`runtime_events`).
+    container_events: crate::runtime_events::ContainerEvents,
 }
 
 /// The first retry of a failed round comes after about this, doubling per failure in a row.
@@ -102,6 +104,8 @@ impl Daemon {
         let (store, writer) = reflector::store();
         let (pods, pod_writer) = reflector::store();
         let pod_events = watch_pods(client.clone(), &watch, pod_writer);
+        let container_events =
+            crate::runtime_events::ContainerEvents::new(metrics.container_events_followed.clone());
         let daemon = Arc::new(Self {
             requests: ApiRequests::new(client.clone(), events, store.clone(), pods),
             runtime,
@@ -113,6 +117,7 @@ impl Daemon {
             backoff: Backoff::new(RETRY_BASE, RETRY_CAP),
             restart_policies: Default::default(),
             lagging_reads: Default::default(),
+            container_events,
         });
         let events = watch_requests(client, &watch, writer);
         // The node's pods fill their store (a round reads its pod there), and a change of a pod
@@ -204,6 +209,41 @@ impl Daemon {
         .await;
     }
 
+    /// Follows the runtime's container events for good (`runtime_events`): an event about a pod
+    /// with a request at work wakes that pod's round; when the stream breaks, every such pod is
+    /// looked at again, at the poll's pace until the stream is back.
+    pub async fn follow_container_events(self: Arc<Self>) {
+        let on_pod = {
+            let daemon = self.clone();
+            move |key: String| {
+                if daemon.has_work(&key) {
+                    daemon.queue.add(key);
+                }
+            }
+        };
+        let on_lost = {
+            let daemon = self.clone();
+            move || {
+                let keys: std::collections::BTreeSet<String> = daemon
+                    .store
+                    .state()
+                    .iter()
+                    .map(|crr| pod_key(crr))
+                    .collect();
+                for key in keys.into_iter().filter(|key| daemon.has_work(key)) {
+                    daemon.queue.add(key);
+                }
+            }
+        };
+        crate::runtime_events::follow(
+            self.runtime.clone(),
+            &self.container_events,
+            on_pod,
+            on_lost,
+        )
+        .await;
+    }
+
     /// How many of this node's requests the daemon holds unfinished (neither completed nor being
     /// deleted), as its cache and its own writes show them: `crr_node_daemon_requests_in_flight`.
     pub fn in_flight(&self) -> usize {
@@ -263,6 +303,7 @@ impl Daemon {
             grace_clock: &self.grace_clock,
             restart_policies: &self.restart_policies,
             lagging_reads: &self.lagging_reads,
+            container_events: &self.container_events,
         };
         let request = request_key(&crr);
         tracing::debug!(parent: &span, "round starts");

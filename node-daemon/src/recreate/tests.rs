@@ -567,3 +567,95 @@ fn the_phase_goes_first_only_for_a_kill_that_could_outlast_the_operators_patienc
         0
     ));
 }
+
+#[test]
+fn only_time_wakes_a_round_for_min_started_seconds_and_a_container_left_exited() {
+    let state = |name: &str, phase: Phase, is_killed: bool| State {
+        name: name.into(),
+        phase,
+        message: None,
+        is_killed,
+    };
+    let strategy = ContainerRecreateRequestStrategy {
+        min_started_seconds: 10,
+        ..Default::default()
+    };
+    let request = crr(&["app", "side", "gone"], strategy);
+    let mut exited = running("containerd://gone-2", 1, 1);
+    exited.running = false;
+    let containers = vec![
+        ("app".to_owned(), running("containerd://app-2", 1, 4)),
+        ("side".to_owned(), running("containerd://side-2", 1, 30)),
+        ("gone".to_owned(), exited),
+    ];
+    let killed = |names: &[&str]| -> Vec<State> {
+        ["app", "side", "gone"]
+            .iter()
+            .map(|name| {
+                if names.contains(name) {
+                    state(name, Phase::Recreating, true)
+                } else {
+                    state(name, Phase::Pending, false)
+                }
+            })
+            .collect()
+    };
+    // A successor 4 s old under minStartedSeconds 10: 6 s to go.
+    assert_eq!(
+        time_to_next_change(&request, &killed(&["app"]), &containers, now()),
+        Some(Duration::from_secs(6))
+    );
+    // One that ran long enough has no timer: its Ready comes by the pod watch.
+    assert_eq!(
+        time_to_next_change(&request, &killed(&["side"]), &containers, now()),
+        None
+    );
+    // A killed container still exited is looked at again once the kubelet would have
+    // restarted it.
+    assert_eq!(
+        time_to_next_change(&request, &killed(&["gone"]), &containers, now()),
+        Some(NOT_RESTARTED_AFTER)
+    );
+    assert_eq!(
+        time_to_next_change(
+            &request,
+            &killed(&["app", "side", "gone"]),
+            &containers,
+            now()
+        ),
+        Some(NOT_RESTARTED_AFTER),
+        "the soonest"
+    );
+    // Containers not killed, or done, wait on nothing but events.
+    let mut done = killed(&["app"]);
+    done[0].phase = Phase::Succeeded;
+    assert_eq!(
+        time_to_next_change(&request, &done, &containers, now()),
+        None
+    );
+    assert_eq!(
+        time_to_next_change(&request, &killed(&[]), &containers, now()),
+        None
+    );
+    // Without minStartedSeconds a running successor has no timer.
+    let plain = crr(&["app"], ContainerRecreateRequestStrategy::default());
+    assert_eq!(
+        time_to_next_change(&plain, &killed(&["app"])[..1], &containers, now()),
+        None
+    );
+}
+
+#[test]
+fn a_round_in_flight_looks_at_its_timer_or_the_poll_or_the_safety_look() {
+    let soon = Some(Duration::from_millis(200));
+    let later = Some(Duration::from_secs(3));
+    assert_eq!(in_flight_look(None, false), IN_FLIGHT_POLL);
+    assert_eq!(in_flight_look(soon, false), Duration::from_millis(200));
+    assert_eq!(in_flight_look(later, false), IN_FLIGHT_POLL);
+    assert_eq!(in_flight_look(None, true), IN_FLIGHT_SAFETY_LOOK);
+    assert_eq!(in_flight_look(later, true), Duration::from_secs(3));
+    assert_eq!(
+        in_flight_look(Some(Duration::from_secs(60)), true),
+        IN_FLIGHT_SAFETY_LOOK
+    );
+}

@@ -30,7 +30,7 @@ use super::{
 };
 use crate::cri::CriError;
 use crate::live_pod::LivePod;
-use crate::recreate::{self, IN_FLIGHT_POLL, Next, StopResult};
+use crate::recreate::{self, Next, StopResult};
 
 /// A kill, once prepared: what the later phases work with.
 struct Kill {
@@ -100,16 +100,16 @@ impl<R: Requests> Round<'_, R> {
                 Err(error) => break Err(error),
             }
             let Next::Kill(next) = recreate::next_step(&crr, states) else {
-                break Ok(Outcome::After(IN_FLIGHT_POLL));
+                break Ok(Outcome::After(self.in_flight_look(None)));
             };
             // A finished request gets no new kill, only the record of the one under way.
             if next == index || must_leave_alone(&crr) {
-                break Ok(Outcome::After(IN_FLIGHT_POLL));
+                break Ok(Outcome::After(self.in_flight_look(None)));
             }
             // The runtime again: the next container may have been restarted meanwhile.
             match self.current_container(&crr, next).await {
                 Ok(Some(id)) => (index, container_id) = (next, id),
-                Ok(None) => break Ok(Outcome::After(IN_FLIGHT_POLL)),
+                Ok(None) => break Ok(Outcome::After(self.in_flight_look(None))),
                 Err(error) => break Err(error),
             }
         };

@@ -1,6 +1,6 @@
 //! A round's read of the pod past the node's pod watch when the watch lags (`watch_lag`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use k8s_openapi::api::core::v1::Pod;
@@ -50,5 +50,30 @@ impl<R: Requests> Round<'_, R> {
             .inspect_err(|error| tracing::debug!(%error, "reading the pod past the watch"))
             .ok()
             .flatten()
+    }
+
+    /// How long until the pod is due its next read past the watch (`watch_lag`): the soonest
+    /// over `successors` that `watched` lacks; `None` when it shows them all, or their start
+    /// times are unknown.
+    pub(super) fn next_lagging_read(
+        &self,
+        watched: &Pod,
+        successors: &[&(String, crate::recreate::RuntimeContainer)],
+    ) -> Option<Duration> {
+        let now = jiff::Timestamp::now();
+        successors
+            .iter()
+            .filter(|(name, successor)| {
+                !crate::watch_lag::shows_container(watched, name, &successor.id)
+            })
+            .filter_map(|(_, successor)| {
+                let running_for = Duration::try_from(now.duration_since(successor.started_at?))
+                    .unwrap_or(Duration::ZERO);
+                Some(
+                    self.lagging_reads
+                        .next_read_in(&successor.id, running_for, Instant::now()),
+                )
+            })
+            .min()
     }
 }

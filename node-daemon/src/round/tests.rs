@@ -19,6 +19,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::*;
 use crate::fake_runtime::{FakeRuntime, POD_UID};
+use crate::recreate::IN_FLIGHT_POLL;
 
 /// The API server, for one request: resourceVersion preconditions, merge patches.
 #[derive(Default)]
@@ -340,6 +341,7 @@ async fn drive(
 struct Memories {
     grace_clock: crate::grace_clock::GraceClock,
     lagging_reads: crate::watch_lag::LaggingPodReads,
+    container_events: crate::runtime_events::ContainerEvents,
     restart_policies: crate::live_pod::RestartPolicies,
 }
 
@@ -361,6 +363,7 @@ impl Memories {
             grace_clock: &self.grace_clock,
             lagging_reads: &self.lagging_reads,
             restart_policies: &self.restart_policies,
+            container_events: &self.container_events,
         }
     }
 }
@@ -1215,6 +1218,7 @@ async fn a_daemon_restarted_mid_recreate_never_stops_a_container_twice() {
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
         lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
+        container_events: &crate::runtime_events::ContainerEvents::default(),
         restart_policies: &Default::default(),
     };
     round.run(memory.get()).await.expect("a round");
@@ -1317,6 +1321,7 @@ async fn the_pre_stop_budget_is_the_pods_grace_period_capped_by_the_daemon() {
         preemption: Preemption::never(),
         grace_clock: &crate::grace_clock::GraceClock::default(),
         lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
+        container_events: &crate::runtime_events::ContainerEvents::default(),
         restart_policies: &Default::default(),
     };
     for _ in 0..3 {
@@ -1387,6 +1392,7 @@ fn rounds_in_background(
             preemption,
             grace_clock: &crate::grace_clock::GraceClock::default(),
             lagging_reads: &crate::watch_lag::LaggingPodReads::default(),
+            container_events: &crate::runtime_events::ContainerEvents::default(),
             restart_policies: &Default::default(),
         };
         loop {
@@ -1749,6 +1755,65 @@ async fn the_pod_watch_showing_the_successor_ready_completes_without_the_operato
         writes.len(),
         2,
         "the kill's record and the completion: {writes:#?}"
+    );
+}
+
+#[tokio::test]
+async fn with_the_runtimes_events_a_waiting_round_looks_again_only_at_its_own_timers() {
+    use crate::recreate::IN_FLIGHT_SAFETY_LOOK;
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let strategy = ContainerRecreateRequestStrategy {
+        min_started_seconds: 3,
+        ..grace(3)
+    };
+    let memory = Memory::new(request(&["app"], strategy));
+    let metrics = Metrics::register(&mut Default::default());
+    let memories = Memories {
+        container_events: crate::runtime_events::ContainerEvents::followed_from_the_start(),
+        ..Memories::default()
+    };
+    let round = memories.round(&memory, &runtime, &metrics);
+    let killed = round.run(memory.get()).await.expect("the kill round");
+    assert_eq!(
+        killed,
+        Outcome::After(IN_FLIGHT_SAFETY_LOOK),
+        "the runtime's events and the pod watch tell when the successor comes"
+    );
+    // The kubelet reports the successor running, not Ready: its Ready comes by the pod watch,
+    // and minStartedSeconds runs from its start.
+    kubelet_reports(&memory, &fake, &["app"], false);
+    let Outcome::After(waiting) = round.run(memory.get()).await.expect("a round") else {
+        panic!("a recreate in flight waits");
+    };
+    assert!(
+        waiting > Duration::from_millis(2500) && waiting <= Duration::from_secs(3),
+        "the look comes when minStartedSeconds is reached: {waiting:?}"
+    );
+    // The node's pod watch does not show the successor: the look comes at the read past it,
+    // 2 s after the successor's start.
+    memory.set_pod(|pod| pod.status = None);
+    let Outcome::After(lagging) = round.run(memory.get()).await.expect("a round") else {
+        panic!("a recreate in flight waits");
+    };
+    assert!(
+        lagging > Duration::from_millis(1500) && lagging <= crate::watch_lag::BEHIND_AFTER,
+        "the look comes at the read past the watch: {lagging:?}"
+    );
+    // Without a timer the round waits on the events, up to the safety look.
+    let no_timer = ContainerRecreateRequestStrategy {
+        min_started_seconds: 0,
+        ..grace(3)
+    };
+    let plain = Memory::new(request(&["app"], no_timer));
+    let fake = FakeRuntime::with_containers(&["app"]);
+    let runtime = fake.serve().await;
+    let round = memories.round(&plain, &runtime, &metrics);
+    round.run(plain.get()).await.expect("the kill round");
+    kubelet_reports(&plain, &fake, &["app"], false);
+    assert_eq!(
+        round.run(plain.get()).await.expect("a round"),
+        Outcome::After(IN_FLIGHT_SAFETY_LOOK)
     );
 }
 
