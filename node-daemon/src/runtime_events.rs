@@ -224,7 +224,7 @@ mod tests {
             }),
         )
         .await;
-        // Taken up again after the backoff, and followed at its first event.
+        // Taken up again after the backoff: its events wake pods again.
         tokio::time::timeout(Duration::from_secs(10), subscribed(1))
             .await
             .expect("subscribed again");
