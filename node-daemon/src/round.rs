@@ -41,6 +41,7 @@ use crate::cri::{CriError, Runtime};
 use crate::metrics::Metrics;
 use crate::recreate::{self, NOT_RESTARTED_AFTER, Next};
 use crate::timeline::PhaseName;
+use in_flight::Live;
 
 /// How long a round waits before looking again at a request whose pod is gone or replaced (the
 /// operator completes such a request) or whose deadline passed (the operator completes it).
@@ -264,15 +265,6 @@ pub struct Round<'a, R> {
     pub container_events: &'a crate::runtime_events::ContainerEvents,
 }
 
-/// What a round takes from its pod's live status.
-#[derive(Default)]
-struct Live {
-    /// The snapshot of the request's containers, when it differs from the recorded one.
-    snapshot: Option<Vec<ContainerRecreateRequestSyncContainerStatus>>,
-    /// When the pod is next due a read past the node's pod watch, which lacks a successor.
-    next_read: Option<Duration>,
-}
-
 impl<R: Requests> Round<'_, R> {
     /// One round for a request that is not finished.
     pub async fn run(&self, mut crr: ContainerRecreateRequest) -> Result<Outcome, RoundError> {
@@ -405,12 +397,6 @@ impl<R: Requests> Round<'_, R> {
                 .await
             }
         }
-    }
-
-    /// When a round that waits on a recreate in flight looks again by itself, with `by_time` the
-    /// soonest moment only time changes its decision (`recreate::in_flight_look`).
-    fn in_flight_look(&self, by_time: Option<Duration>) -> Duration {
-        recreate::in_flight_look(by_time, self.container_events.followed())
     }
 
     /// Observes the request's creation to now, as its pick-up by this daemon. Creation time is
@@ -579,61 +565,6 @@ impl<R: Requests> Round<'_, R> {
             .await
     }
 
-    /// The snapshot of the request's containers as this node's pod watch shows them, when it
-    /// differs from the recorded one and a killed container's successor runs (the only time a
-    /// round reads the pod for it: is that successor Ready?); none otherwise, or when the pod
-    /// is gone or replaced. With it, when the watched pod lacks a successor, the time to the
-    /// next read past the watch (`watch_lag`).
-    async fn live_snapshot(
-        &self,
-        crr: &ContainerRecreateRequest,
-        pod_uid: &str,
-        containers: &[(String, crate::recreate::RuntimeContainer)],
-    ) -> Result<Live, WriteError> {
-        let Some(status) = crr.status.as_ref() else {
-            return Ok(Live::default());
-        };
-        // The killed containers whose successor runs: each waits for the kubelet's Ready.
-        let successors: Vec<&(String, crate::recreate::RuntimeContainer)> = status
-            .container_recreate_states
-            .iter()
-            .filter(|state| state.is_killed && state.phase == Phase::Recreating)
-            .filter_map(|state| {
-                containers
-                    .iter()
-                    .find(|(name, container)| *name == state.name && container.running)
-            })
-            .collect();
-        if successors.is_empty() {
-            return Ok(Live::default());
-        }
-        let namespace = crr.namespace().unwrap_or_default();
-        let Some(mut pod) = self.requests.pod(&namespace, &crr.spec.pod_name).await? else {
-            return Ok(Live::default());
-        };
-        if pod.metadata.uid.as_deref() != Some(pod_uid) {
-            return Ok(Live::default());
-        }
-        let read = self
-            .read_past_lagging_watch(crr, &pod, &successors)
-            .await
-            .filter(|read| read.metadata.uid.as_deref() == Some(pod_uid));
-        // Read past or not, the watch is what the next round has: it reads again on schedule
-        // while the watch lacks a successor.
-        let next_read = self.next_lagging_read(&pod, &successors);
-        if let Some(read) = read {
-            pod = read;
-        }
-        Ok(Live {
-            snapshot: crr_crds::status::snapshot::update(
-                &crr.spec.containers,
-                &pod,
-                &status.container_status_snapshot,
-            ),
-            next_read,
-        })
-    }
-
     /// Completes the request (see [`complete`](Self::complete)), with the container snapshot
     /// the completion was decided on when the recorded one differs.
     async fn complete_with(
@@ -727,6 +658,7 @@ fn container_reference(pod: &Pod, name: &str) -> ObjectReference {
     reference
 }
 
+mod in_flight;
 mod kill;
 mod lagging_watch;
 

@@ -89,20 +89,22 @@ impl ContainerEvents {
 }
 
 /// Follows the runtime's container events for good: each event's pod goes to `on_pod`. When the
-/// stream breaks, `events` says so and `on_lost` runs (the rounds that counted on the events
-/// look again, at the poll's pace, until the stream is back); the stream is asked for again
-/// after a backoff.
+/// stream opens or breaks, `events` says so and `on_switch` runs: the rounds waiting on a recreate
+/// look again, on the events' terms from then on (a round that decided while the stream opened may
+/// have missed its pod's event), or on the poll's until the stream is back. After a break the
+/// stream is asked for again after a backoff.
 pub async fn follow(
     runtime: Runtime,
     events: &ContainerEvents,
     on_pod: impl Fn(String),
-    on_lost: impl Fn(),
+    on_switch: impl Fn(),
 ) {
     let mut wait = RESUBSCRIBE_BASE;
     loop {
         match runtime.container_events().await {
             Ok(mut stream) => {
                 events.set(true);
+                on_switch();
                 tracing::info!("following the runtime's container events");
                 loop {
                     match stream.message().await {
@@ -123,7 +125,7 @@ pub async fn follow(
                     }
                 }
                 events.set(false);
-                on_lost();
+                on_switch();
             }
             Err(error) => tracing::warn!(%error, "subscribing to the runtime's container events"),
         }
@@ -169,16 +171,21 @@ mod tests {
         let runtime = fake.serve().await;
         let events = Arc::new(ContainerEvents::default());
         let pods = Arc::new(Mutex::new(Vec::<String>::new()));
-        let lost = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let switches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let switched = |count: usize| {
+            let switches = switches.clone();
+            Box::new(move || switches.load(std::sync::atomic::Ordering::Relaxed) == count)
+                as Box<dyn Fn() -> bool>
+        };
         tokio::spawn({
-            let (events, pods, lost) = (events.clone(), pods.clone(), lost.clone());
+            let (events, pods, switches) = (events.clone(), pods.clone(), switches.clone());
             async move {
                 follow(
                     runtime,
                     &events,
                     move |key| pods.lock().unwrap().push(key),
                     move || {
-                        lost.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        switches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     },
                 )
                 .await;
@@ -214,16 +221,11 @@ mod tests {
         .await;
         assert_eq!(*pods.lock().unwrap(), ["ns/p"]);
         assert!(events.followed());
+        until("the waiting rounds woken as it opened", switched(1)).await;
 
         fake.lock().end_events();
-        let (gone, was_lost) = (events.clone(), lost.clone());
-        until(
-            "the stream's end",
-            Box::new(move || {
-                !gone.followed() && was_lost.load(std::sync::atomic::Ordering::Relaxed) == 1
-            }),
-        )
-        .await;
+        until("the waiting rounds woken as it broke", switched(2)).await;
+        assert!(!events.followed());
         // Taken up again after the backoff: its events wake pods again.
         tokio::time::timeout(Duration::from_secs(10), subscribed(1))
             .await
@@ -238,6 +240,7 @@ mod tests {
         .await;
         assert_eq!(*pods.lock().unwrap(), ["ns/p", "ns/p"]);
         assert!(events.followed(), "followed again");
+        until("the waiting rounds woken as it opened again", switched(3)).await;
     }
 
     #[test]

@@ -53,8 +53,8 @@ fn pod_key(crr: &ContainerRecreateRequest) -> String {
     )
 }
 
-/// The work key of the pod a pod watch event reports changed or gone (a relist's pods are not:
-/// the requests' own relist queues their pods).
+/// The work key of the pod a pod watch event reports changed or gone (a relist's pods are not,
+/// one by one: its end wakes every pod at work).
 fn changed_pod_key(event: &watcher::Event<Pod>) -> Option<String> {
     match event {
         watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => Some(format!(
@@ -128,6 +128,9 @@ impl Daemon {
             let daemon = daemon.clone();
             pod_events.for_each(move |event| {
                 match event {
+                    // A relist reports no change by pod: the kubelet's reports it brought (while
+                    // the watch was away) may concern any pod at work.
+                    Ok(watcher::Event::InitDone) => daemon.wake_pods_at_work(),
                     Ok(event) => {
                         if let Some(key) =
                             changed_pod_key(&event).filter(|key| daemon.has_work(key))
@@ -210,8 +213,8 @@ impl Daemon {
     }
 
     /// Follows the runtime's container events for good (`runtime_events`): an event about a pod
-    /// with a request at work wakes that pod's round; when the stream breaks, every such pod is
-    /// looked at again, at the poll's pace until the stream is back.
+    /// with a request at work wakes that pod's round; when the stream opens or breaks, every such
+    /// pod is looked at again, on the events' terms or the poll's.
     pub async fn follow_container_events(self: Arc<Self>) {
         let on_pod = {
             let daemon = self.clone();
@@ -221,27 +224,26 @@ impl Daemon {
                 }
             }
         };
-        let on_lost = {
+        let on_switch = {
             let daemon = self.clone();
-            move || {
-                let keys: std::collections::BTreeSet<String> = daemon
-                    .store
-                    .state()
-                    .iter()
-                    .map(|crr| pod_key(crr))
-                    .collect();
-                for key in keys.into_iter().filter(|key| daemon.has_work(key)) {
-                    daemon.queue.add(key);
-                }
-            }
+            move || daemon.wake_pods_at_work()
         };
         crate::runtime_events::follow(
             self.runtime.clone(),
             &self.container_events,
             on_pod,
-            on_lost,
+            on_switch,
         )
         .await;
+    }
+
+    /// Queues the round of every pod with a request at work.
+    fn wake_pods_at_work(&self) {
+        let keys: std::collections::BTreeSet<String> =
+            self.store.state().iter().map(|crr| pod_key(crr)).collect();
+        for key in keys.into_iter().filter(|key| self.has_work(key)) {
+            self.queue.add(key);
+        }
     }
 
     /// How many of this node's requests the daemon holds unfinished (neither completed nor being

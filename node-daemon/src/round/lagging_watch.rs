@@ -22,19 +22,22 @@ impl<R: Requests> Round<'_, R> {
         successors: &[&(String, crate::recreate::RuntimeContainer)],
     ) -> Option<Pod> {
         let now = jiff::Timestamp::now();
-        let behind = successors
+        // Every successor due a read is recorded as read: one read serves them all, and the
+        // next comes on their schedule, not at once for the second.
+        let due: Vec<(&String, Duration)> = successors
             .iter()
             .filter(|(name, successor)| {
                 !crate::watch_lag::shows_container(watched, name, &successor.id)
             })
-            .find_map(|(name, successor)| {
+            .filter_map(|(name, successor)| {
                 let running_for = now.duration_since(successor.started_at?);
-                let running_for = std::time::Duration::try_from(running_for).ok()?;
+                let running_for = Duration::try_from(running_for).ok()?;
                 self.lagging_reads
                     .due(&successor.id, running_for, Instant::now())
                     .then_some((name, running_for))
-            });
-        let (container, running_for) = behind?;
+            })
+            .collect();
+        let (container, running_for) = *due.first()?;
         tracing::info!(
             %container,
             running_ms = running_for.as_millis() as u64,
