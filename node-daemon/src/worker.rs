@@ -237,11 +237,17 @@ impl Daemon {
         .await;
     }
 
-    /// Queues the round of every pod with a request at work.
+    /// Queues the round of every pod with a request at work (as [`has_work`](Self::has_work)
+    /// says, in one pass over the cache).
     fn wake_pods_at_work(&self) {
-        let keys: std::collections::BTreeSet<String> =
-            self.store.state().iter().map(|crr| pod_key(crr)).collect();
-        for key in keys.into_iter().filter(|key| self.has_work(key)) {
+        let keys: std::collections::BTreeSet<String> = self
+            .store
+            .state()
+            .iter()
+            .filter(|crr| !crate::round::must_leave_alone(&self.requests.current(crr)))
+            .map(|crr| pod_key(crr))
+            .collect();
+        for key in keys {
             self.queue.add(key);
         }
     }
