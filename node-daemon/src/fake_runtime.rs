@@ -15,6 +15,7 @@ use crr_crds::keys::{
     CRI_LABEL_POD_NAMESPACE, CRI_LABEL_POD_UID,
 };
 use tokio::sync::Notify;
+use tokio_stream::StreamExt as _;
 use tonic::{Request, Response, Status};
 
 use crate::cri::Runtime;
@@ -75,6 +76,9 @@ pub struct FakeState {
     pub exited_ago: std::time::Duration,
     /// The exit code every exited container reports: 0 (a clean exit on SIGTERM) unless set.
     pub exit_code: i32,
+    /// GetContainerEvents answers only with its first event, as containerd does (grpc-go sends
+    /// a stream's headers with its first message); at once otherwise, as tonic does.
+    pub events_answered_with_the_first: bool,
     /// The open GetContainerEvents streams.
     pub event_subscribers:
         Vec<tokio::sync::mpsc::UnboundedSender<Result<ContainerEventResponse, Status>>>,
@@ -312,10 +316,20 @@ impl RuntimeService for FakeRuntime {
         &self,
         _: Request<GetEventsRequest>,
     ) -> Result<Response<tonic::codegen::BoxStream<ContainerEventResponse>>, Status> {
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        self.lock().event_subscribers.push(sender);
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+        let answered_with_the_first = {
+            let mut state = self.lock();
+            state.event_subscribers.push(sender);
+            state.events_answered_with_the_first
+        };
+        let first = if answered_with_the_first {
+            receiver.recv().await
+        } else {
+            None
+        };
+        let rest = tokio_stream::wrappers::UnboundedReceiverStream::new(receiver);
         Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::UnboundedReceiverStream::new(receiver),
+            tokio_stream::iter(first).chain(rest),
         )))
     }
 

@@ -168,6 +168,7 @@ mod tests {
         use crate::fake_runtime::FakeRuntime;
 
         let fake = FakeRuntime::with_containers(&["app"]);
+        fake.lock().events_answered_with_the_first = true;
         let runtime = fake.serve().await;
         let events = Arc::new(ContainerEvents::default());
         let pods = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -211,6 +212,12 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(10), subscribed(1))
             .await
             .expect("subscribed");
+        // Subscribed, not answered: rounds keep looking at the runtime until the first event.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !events.followed(),
+            "not followed before the runtime answered"
+        );
         fake.lock()
             .send_event("app-1", ContainerEventType::ContainerStoppedEvent);
         let seen = pods.clone();
