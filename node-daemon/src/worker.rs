@@ -244,7 +244,7 @@ impl Daemon {
             .store
             .state()
             .iter()
-            .filter(|crr| !crate::round::must_leave_alone(&self.requests.current(crr)))
+            .filter(|crr| self.at_work(crr))
             .map(|crr| pod_key(crr))
             .collect();
         for key in keys {
@@ -258,16 +258,23 @@ impl Daemon {
         self.store
             .state()
             .iter()
-            .filter(|crr| !crate::round::must_leave_alone(&self.requests.current(crr)))
+            .filter(|crr| self.at_work(crr))
             .count()
+    }
+
+    /// Whether the daemon has work on `crr`: unfinished and not being deleted, as its cache and
+    /// its own writes show it.
+    fn at_work(&self, crr: &ContainerRecreateRequest) -> bool {
+        !crate::round::must_leave_alone(&self.requests.current(crr))
     }
 
     /// Whether the pod `key` has a request to work on, as the cache shows it (a key queued by
     /// an event about a finished request has none, and preempts nobody).
     fn has_work(&self, key: &str) -> bool {
-        self.store.state().iter().any(|crr| {
-            pod_key(crr) == key && !crate::round::must_leave_alone(&self.requests.current(crr))
-        })
+        self.store
+            .state()
+            .iter()
+            .any(|crr| pod_key(crr) == key && self.at_work(crr))
     }
 
     /// One round for one pod; returns when to look again (None: on the next event).

@@ -7,6 +7,27 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 
 use super::{Requests, Round};
+use crate::recreate::RuntimeContainer;
+
+/// The `successors` (running successors of killed containers) that `watched` does not show, by
+/// name, each with its runtime ID and how long it has run by the runtime's clock (zero for a
+/// start ahead of now); those without a start time are left out.
+fn missing_from_watch<'a>(
+    watched: &'a Pod,
+    successors: &'a [&'a (String, RuntimeContainer)],
+) -> impl Iterator<Item = (&'a String, &'a str, Duration)> {
+    let now = jiff::Timestamp::now();
+    successors
+        .iter()
+        .filter(|(name, successor)| {
+            !crate::watch_lag::shows_container(watched, name, &successor.id)
+        })
+        .filter_map(move |(name, successor)| {
+            let running_for = Duration::try_from(now.duration_since(successor.started_at?))
+                .unwrap_or(Duration::ZERO);
+            Some((name, successor.id.as_str(), running_for))
+        })
+}
 
 impl<R: Requests> Round<'_, R> {
     /// The pod read from the API server when the node's pod watch lags (`watch_lag`): one of
@@ -19,23 +40,13 @@ impl<R: Requests> Round<'_, R> {
         &self,
         crr: &ContainerRecreateRequest,
         watched: &Pod,
-        successors: &[&(String, crate::recreate::RuntimeContainer)],
+        successors: &[&(String, RuntimeContainer)],
     ) -> Option<Pod> {
-        let now = jiff::Timestamp::now();
         // Every successor due a read is recorded as read: one read serves them all, and the
         // next comes on their schedule, not at once for the second.
-        let due: Vec<(&String, Duration)> = successors
-            .iter()
-            .filter(|(name, successor)| {
-                !crate::watch_lag::shows_container(watched, name, &successor.id)
-            })
-            .filter_map(|(name, successor)| {
-                let running_for = now.duration_since(successor.started_at?);
-                let running_for = Duration::try_from(running_for).ok()?;
-                self.lagging_reads
-                    .due(&successor.id, running_for, Instant::now())
-                    .then_some((name, running_for))
-            })
+        let due: Vec<(&String, Duration)> = missing_from_watch(watched, successors)
+            .filter(|(_, id, running_for)| self.lagging_reads.due(id, *running_for, Instant::now()))
+            .map(|(name, _, running_for)| (name, running_for))
             .collect();
         let (container, running_for) = *due.first()?;
         tracing::info!(
@@ -61,21 +72,12 @@ impl<R: Requests> Round<'_, R> {
     pub(super) fn next_lagging_read(
         &self,
         watched: &Pod,
-        successors: &[&(String, crate::recreate::RuntimeContainer)],
+        successors: &[&(String, RuntimeContainer)],
     ) -> Option<Duration> {
-        let now = jiff::Timestamp::now();
-        successors
-            .iter()
-            .filter(|(name, successor)| {
-                !crate::watch_lag::shows_container(watched, name, &successor.id)
-            })
-            .filter_map(|(_, successor)| {
-                let running_for = Duration::try_from(now.duration_since(successor.started_at?))
-                    .unwrap_or(Duration::ZERO);
-                Some(
-                    self.lagging_reads
-                        .next_read_in(&successor.id, running_for, Instant::now()),
-                )
+        missing_from_watch(watched, successors)
+            .map(|(_, id, running_for)| {
+                self.lagging_reads
+                    .next_read_in(id, running_for, Instant::now())
             })
             .min()
     }
