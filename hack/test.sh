@@ -30,6 +30,7 @@ logs="$root/target/steps"
 mkdir -p "$logs"
 export CRR_STEPS="${CRR_STEPS:-$logs/steps.tsv}"
 : >"$CRR_STEPS"
+rm -rf "$CRR_STEPS.why" "$CRR_STEPS.logs"
 
 background=()
 finish() {
