@@ -10,6 +10,7 @@ use anyhow::{Context as _, anyhow};
 use crr_crds::rollout::ContainerRecreateRollout;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -80,6 +81,34 @@ pub async fn deployment_of(ctx: &Ctx, name: &str, replicas: i32) -> anyhow::Resu
     )
     .await?;
     all_ready(ctx, name, replicas).await
+}
+
+/// Applies PodDisruptionBudget `web` with `spec`, and waits until its status counts `healthy`
+/// pods and allows `allowed` disruptions.
+pub async fn budget_over(ctx: &Ctx, spec: Value, healthy: i32, allowed: i32) -> anyhow::Result<()> {
+    apply(
+        ctx,
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "web"}, "spec": spec}),
+    )
+    .await?;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    wait(
+        pdbs,
+        "web",
+        Duration::from_secs(60),
+        |pdb: Option<&PodDisruptionBudget>| {
+            pdb.and_then(|pdb| pdb.status.as_ref())
+                .is_some_and(|status| {
+                    status.current_healthy == healthy && status.disruptions_allowed == allowed
+                })
+        },
+    )
+    .await
+    .with_context(|| {
+        format!("the PDB never allowed {allowed} disruptions of {healthy} healthy pods")
+    })?;
+    Ok(())
 }
 
 /// Waits until `count` pods labelled `app=<app>` are Ready; returns them by name.

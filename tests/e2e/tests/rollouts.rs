@@ -10,8 +10,8 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 use crr_crds::rollout::ContainerRecreateRollout;
 use crr_e2e::rollout::{
-    Unavailable, all_ready, apply, create_rollout, deployment_of, finished, pod_template,
-    recreated_in_place, rollouts, started, wait_phase,
+    Unavailable, all_ready, apply, budget_over, create_rollout, deployment_of, finished,
+    pod_template, recreated_in_place, rollouts, started, wait_phase,
 };
 use crr_e2e::{Ctx, Scenario, check, container, wait};
 use kube::ResourceExt;
@@ -110,35 +110,6 @@ async fn deployment(ctx: Ctx) -> anyhow::Result<()> {
 /// the 8 healthy and allows `allowed` disruptions.
 async fn budget_web(ctx: &Ctx, spec: Value, allowed: i32) -> anyhow::Result<()> {
     budget_over(ctx, spec, 8, allowed).await
-}
-
-/// Applies PodDisruptionBudget `web` with `spec`, and waits until its status counts `healthy`
-/// pods and allows `allowed` disruptions.
-async fn budget_over(ctx: &Ctx, spec: Value, healthy: i32, allowed: i32) -> anyhow::Result<()> {
-    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-    apply(
-        ctx,
-        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-               "metadata": {"name": "web"}, "spec": spec}),
-    )
-    .await?;
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    wait(
-        pdbs,
-        "web",
-        Duration::from_secs(60),
-        |pdb: Option<&PodDisruptionBudget>| {
-            pdb.and_then(|pdb| pdb.status.as_ref())
-                .is_some_and(|status| {
-                    status.current_healthy == healthy && status.disruptions_allowed == allowed
-                })
-        },
-    )
-    .await
-    .with_context(|| {
-        format!("the PDB never allowed {allowed} disruptions of {healthy} healthy pods")
-    })?;
-    Ok(())
 }
 
 async fn budget(ctx: Ctx) -> anyhow::Result<()> {

@@ -13,8 +13,8 @@ use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::trigger_record::{RecordedWorkload, TriggerRecord, record_name};
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_e2e::rollout::{
-    Unavailable, all_ready, apply, finished, pod_template, recreated_in_place, rollouts, started,
-    wait_phase,
+    Unavailable, all_ready, apply, budget_over, finished, pod_template, recreated_in_place,
+    rollouts, started, wait_phase,
 };
 use crr_e2e::{Ctx, Scenario, check, faults};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -464,6 +464,19 @@ async fn config_change(ctx: Ctx) -> anyhow::Result<()> {
 
 async fn schedule(ctx: Ctx) -> anyhow::Result<()> {
     apply(&ctx, config_map("one", "no")).await?;
+    apply(&ctx, web(2, json!({}))).await?;
+    all_ready(&ctx, "web", 2).await?;
+    // A budget that allows no disruption: the first scheduled rollout waits, and runs into the
+    // next tick. The schedule comes after the budget counts both pods: a tick between the two
+    // would start a rollout the budget does not yet hold, which ends, and the skip at the next
+    // tick would name the second rollout.
+    budget_over(
+        &ctx,
+        json!({"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}),
+        2,
+        0,
+    )
+    .await?;
     apply(
         &ctx,
         web(
@@ -471,16 +484,6 @@ async fn schedule(ctx: Ctx) -> anyhow::Result<()> {
             json!({keys::ANNOTATION_RECREATE_SCHEDULE: "* * * * *",
                       keys::ANNOTATION_RECREATE_CONTAINERS: "app"}),
         ),
-    )
-    .await?;
-    all_ready(&ctx, "web", 2).await?;
-    // A budget that allows no disruption: the first scheduled rollout waits, and runs into the
-    // next tick.
-    apply(
-        &ctx,
-        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-               "metadata": {"name": "web"},
-               "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}),
     )
     .await?;
     let rollout = first_rollout(&ctx, "schedule", Duration::from_secs(150))
