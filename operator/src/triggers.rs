@@ -19,6 +19,7 @@ pub mod context;
 pub mod controller;
 pub mod error;
 mod evaluate;
+mod first_lists;
 pub mod hash;
 pub mod index;
 pub mod metrics;

@@ -16,6 +16,9 @@
 //! * TriggerRecords: what each workload's triggers last did (`record`), kept slim.
 //!
 //! # Evaluation (`evaluate`)
+//! Nothing is evaluated until every watch above and the rollout wing's cache have finished their
+//! first list (`first_lists`): before that, a workload would look new to its trigger, or use
+//! objects the index has not seen. Workloads woken meanwhile wait in the queue.
 //! Up to [`EVALUATIONS_AT_ONCE`] workloads are evaluated at once, namespaces taking turns for
 //! the slots (`queue`): one tenant's many workloads or slow reads never stall another's.
 //! A woken workload is evaluated after the debounce (`TriggerSettings::debounce`, a second by
@@ -36,12 +39,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::annotations;
 use super::context::{KINDS, api_resource, locked};
 pub use super::context::{SecretAccess, TriggerContext, TriggerSettings};
 use super::evaluate;
+use super::first_lists::FirstLists;
 use super::index::{
     ConfigEvent, MAX_REFERENCES, ObjectKey, WorkloadEntry, WorkloadEvent, WorkloadKey,
 };
@@ -222,35 +226,6 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let mut watches: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
-    for (kind, _) in KINDS {
-        let resource = api_resource(kind);
-        let api: Api<SlimWorkload> = crr_runtime::client::namespaced_or_all_with(
-            ctx.client.clone(),
-            namespace.as_deref(),
-            &resource,
-        );
-        let ctx = ctx.clone();
-        watches.push(Box::pin(
-            watcher(api, watcher::Config::default().page_size(WORKLOAD_PAGE))
-                .watch_backoff()
-                .for_each(move |event| {
-                    match event {
-                        Ok(event) => ctx.workload_event(kind, event),
-                        Err(error) => warn!(%error, kind, "workload watch"),
-                    }
-                    futures::future::ready(())
-                }),
-        ));
-    }
-    let mut config_watches = vec![(
-        ConfigKind::ConfigMap,
-        config_watch::<ConfigMap>(
-            ctx.client.clone(),
-            ConfigKind::ConfigMap,
-            namespace.as_deref(),
-        )
-        .boxed(),
-    )];
     let secret_namespaces: Vec<Option<String>> = match &ctx.settings.secrets {
         SecretAccess::Denied => Vec::new(),
         SecretAccess::All => vec![namespace.clone()],
@@ -260,9 +235,54 @@ pub async fn run(
             .map(|allowed| Some(allowed.clone()))
             .collect(),
     };
-    for secrets_of in secret_namespaces {
+    let secret_watch_name =
+        |of: &Option<String>| format!("Secret in {}", of.as_deref().unwrap_or("all namespaces"));
+    let first_lists = Arc::new(FirstLists::new(
+        KINDS
+            .iter()
+            .map(|(kind, _)| (*kind).to_owned())
+            .chain([ConfigKind::ConfigMap.kind().to_owned(), RECORDS.to_owned()])
+            .chain(secret_namespaces.iter().map(secret_watch_name)),
+    ));
+    for (kind, _) in KINDS {
+        let resource = api_resource(kind);
+        let api: Api<SlimWorkload> = crr_runtime::client::namespaced_or_all_with(
+            ctx.client.clone(),
+            namespace.as_deref(),
+            &resource,
+        );
+        let ctx = ctx.clone();
+        let first_lists = first_lists.clone();
+        watches.push(Box::pin(
+            watcher(api, watcher::Config::default().page_size(WORKLOAD_PAGE))
+                .watch_backoff()
+                .for_each(move |event| {
+                    match event {
+                        Ok(event) => {
+                            let listed = matches!(event, watcher::Event::InitDone);
+                            ctx.workload_event(kind, event);
+                            if listed {
+                                first_lists.listed(kind);
+                            }
+                        }
+                        Err(error) => warn!(%error, kind, "workload watch"),
+                    }
+                    futures::future::ready(())
+                }),
+        ));
+    }
+    let mut config_watches = vec![(
+        ConfigKind::ConfigMap.kind().to_owned(),
+        config_watch::<ConfigMap>(
+            ctx.client.clone(),
+            ConfigKind::ConfigMap,
+            namespace.as_deref(),
+        )
+        .boxed(),
+    )];
+    for secrets_of in &secret_namespaces {
         config_watches.push((
-            ConfigKind::Secret,
+            secret_watch_name(secrets_of),
             config_watch::<Secret>(
                 ctx.client.clone(),
                 ConfigKind::Secret,
@@ -275,14 +295,19 @@ pub async fn run(
         let api: Api<TriggerRecord> =
             crr_runtime::client::namespaced_or_all(ctx.client.clone(), namespace.as_deref());
         let ctx = ctx.clone();
+        let first_lists = first_lists.clone();
         watches.push(Box::pin(
             watcher(api, watcher::Config::default().page_size(RECORD_PAGE))
                 .watch_backoff()
                 .for_each(move |event| {
                     match event {
                         Ok(event) => {
+                            let listed = matches!(event, watcher::Event::InitDone);
                             ctx.records().apply(event);
                             ctx.count_pending_changes();
+                            if listed {
+                                first_lists.listed(RECORDS);
+                            }
                         }
                         Err(error) => warn!(%error, "trigger record watch"),
                     }
@@ -290,12 +315,18 @@ pub async fn run(
                 }),
         ));
     }
-    for (kind, stream) in config_watches {
+    for (name, stream) in config_watches {
         let ctx = ctx.clone();
+        let first_lists = first_lists.clone();
         watches.push(Box::pin(stream.for_each(move |event| {
             match event {
-                Ok(event) => ctx.config_event(&event),
-                Err(error) => warn!(%error, kind = kind.kind(), "configuration watch"),
+                Ok(event) => {
+                    ctx.config_event(&event);
+                    if matches!(event, ConfigEvent::Relisted) {
+                        first_lists.listed(&name);
+                    }
+                }
+                Err(error) => warn!(%error, watch = %name, "configuration watch"),
             }
             futures::future::ready(())
         })));
@@ -307,20 +338,57 @@ pub async fn run(
             futures::future::ready(())
         })
     };
-    let evaluating = super::queue::evaluate_due_keys(&ctx.queue, EVALUATIONS_AT_ONCE, |key| {
-        let ctx = &ctx;
-        async move {
-            if ctx.is_leader() {
-                evaluate_due(ctx, key).await;
+    let evaluating = async {
+        // Woken workloads wait in the queue meanwhile.
+        first_lists_done(&ctx, &first_lists).await;
+        super::queue::evaluate_due_keys(&ctx.queue, EVALUATIONS_AT_ONCE, |key| {
+            let ctx = &ctx;
+            async move {
+                if ctx.is_leader() {
+                    evaluate_due(ctx, key).await;
+                }
             }
-        }
-    });
+        })
+        .await;
+    };
     tokio::select! {
         () = shutdown => {}
         _ = futures::future::join_all(watches) => {}
         () = leading => {}
         () = evaluating => {}
     }
+}
+
+/// The name of the TriggerRecord watch among the first lists.
+const RECORDS: &str = "TriggerRecord";
+
+/// How often the watches still in their first list are named in a warning.
+const FIRST_LISTS_WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Returns once every watch of the controller and the rollout wing's cache (a running rollout
+/// defers a trigger) have finished their first list; names the ones that have not every
+/// [`FIRST_LISTS_WARN_EVERY`] (a watch its RBAC refuses never lists, and no trigger acts).
+async fn first_lists_done(ctx: &TriggerContext, first_lists: &FirstLists) {
+    let all = async {
+        first_lists.all_listed().await;
+        if crr_runtime::store::wait_until_ready(&ctx.rollouts)
+            .await
+            .is_err()
+        {
+            warn!("the rollout cache has no writer: triggers evaluate without it");
+        }
+    };
+    tokio::pin!(all);
+    loop {
+        match tokio::time::timeout(FIRST_LISTS_WARN_EVERY, &mut all).await {
+            Ok(()) => break,
+            Err(_) => warn!(
+                waiting = ?first_lists.waiting(),
+                "triggers wait for the first list of these watches before evaluating any workload"
+            ),
+        }
+    }
+    info!("every trigger watch listed: evaluating workloads");
 }
 
 /// Evaluates a workload that came due: it is queued again when it asks to be looked at again;
