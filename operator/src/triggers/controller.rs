@@ -382,10 +382,16 @@ async fn first_lists_done(ctx: &TriggerContext, first_lists: &FirstLists) {
     loop {
         match tokio::time::timeout(FIRST_LISTS_WARN_EVERY, &mut all).await {
             Ok(()) => break,
-            Err(_) => warn!(
-                waiting = ?first_lists.waiting(),
-                "triggers wait for the first list of these watches before evaluating any workload"
-            ),
+            Err(_) => {
+                let mut waiting = first_lists.waiting();
+                if waiting.is_empty() {
+                    waiting.push("the rollout cache".to_owned());
+                }
+                warn!(
+                    ?waiting,
+                    "triggers wait for the first list of these watches before evaluating any workload"
+                );
+            }
         }
     }
     info!("every trigger watch listed: evaluating workloads");

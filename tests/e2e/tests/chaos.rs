@@ -146,8 +146,8 @@ fn scenarios() -> Vec<(Scenario, Expect)> {
         // backlog is a rate"). In CI's order (after five suites) it took 32 s at 6.7 creates a
         // second: etcd held 381 events for watchers that read slowly, the API server's. Since the
         // stale-copy read, in CI's order: 3.91, 5.02 and (serde_json optimized in the dev build,
-        // crr's CPU under this load down 40%) 4.11 s; alone on the bed 2.66 and 2.56 s. Too few
-        // against the morning's 14.6 to 16.9 s to drop the mark.
+        // crr's CPU under this load down 40%) 4.11 and 1.71 s; alone on the bed 2.66 and 2.56 s.
+        // Too few against the morning's 14.6 to 16.9 s to drop the mark.
         (
             Scenario {
                 name: "fat-tenant",
