@@ -10,6 +10,8 @@ use std::sync::Mutex;
 
 use tokio::sync::watch;
 
+use super::context::locked;
+
 /// The watches still in their first list, by name (`Deployment`, `ConfigMap`, `TriggerRecord`).
 #[derive(Debug)]
 pub struct FirstLists {
@@ -30,10 +32,7 @@ impl FirstLists {
 
     /// The watch `name` finished a list (the first or a later one).
     pub fn listed(&self, name: &str) {
-        let mut waiting = self
-            .waiting
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut waiting = locked(&self.waiting);
         if waiting.remove(name) && waiting.is_empty() {
             self.all_listed.send_replace(true);
         }
@@ -41,11 +40,7 @@ impl FirstLists {
 
     /// The watches whose first list has not finished.
     pub fn waiting(&self) -> Vec<String> {
-        let waiting = self
-            .waiting
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        waiting.iter().cloned().collect()
+        locked(&self.waiting).iter().cloned().collect()
     }
 
     /// Returns once every watch has finished its first list.
