@@ -1,4 +1,5 @@
-//! Starts the `KruisePodReady` readiness gate of gated pods at True.
+//! Starts the `KruisePodReady` readiness gate of gated pods at True, once a node has taken them
+//! (`readiness::initial`: a pod waiting to be scheduled costs no write).
 //!
 //! A pod that declares the gate is never Ready until someone writes the condition, and pod
 //! status cannot be set at creation (the API server resets it), so the admission webhook that
@@ -226,7 +227,7 @@ mod tests {
         let mut pod = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "ns", "resourceVersion": format!("{name}-rv")},
-            "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+            "spec": {"nodeName": "node-a", "containers": [{"name": "app", "image": "busybox"}]},
             "status": {"conditions": []},
         });
         if gated {
@@ -235,6 +236,12 @@ mod tests {
         if condition {
             pod["status"]["conditions"] = json!([{"type": "KruisePodReady", "status": "False"}]);
         }
+        pod
+    }
+
+    /// `pod` before the scheduler bound it.
+    fn unbound(mut pod: Value) -> Value {
+        pod["spec"].as_object_mut().unwrap().remove("nodeName");
         pod
     }
 
@@ -261,13 +268,23 @@ mod tests {
     #[test]
     fn the_sweep_decides_on_its_slim_pod_as_on_the_whole_pod() {
         let now = Timestamp::UNIX_EPOCH;
-        for (gated, condition) in [(false, false), (true, false), (true, true)] {
+        for (gated, condition, bound) in [
+            (false, false, true),
+            (true, false, true),
+            (true, true, true),
+            (true, false, false),
+        ] {
             let json = real_pod(gated, condition);
+            let json = if bound { json } else { unbound(json) };
             let whole: Pod = serde_json::from_value(json.clone()).unwrap();
             let slim: SlimPod = serde_json::from_value(json).unwrap();
             assert_eq!(
                 readiness::initial(&slim, now),
                 readiness::initial(&whole, now)
+            );
+            assert_eq!(
+                readiness::initial(&slim, now).is_some(),
+                gated && !condition && bound
             );
             assert_eq!(slim.resource_version(), whole.resource_version());
             assert_eq!(slim.namespace(), whole.namespace());
@@ -353,7 +370,7 @@ mod tests {
         let client = Client::new(service, "default");
         let sweeping = tokio::spawn(async move { sweep(&client, None).await });
         // Page 1: a plain pod, a gated pod without the condition (OpenKruise's template, no
-        // label), a gated pod whose condition a holder owns.
+        // label), a gated pod whose condition a holder owns, a gated pod no node has taken yet.
         let (request, send) = handle.next_request().await.unwrap();
         assert_eq!(request.method(), Method::GET);
         assert!(
@@ -369,6 +386,7 @@ mod tests {
                 pod("plain", false, false),
                 pod("legacy", true, false),
                 pod("held", true, true),
+                unbound(pod("queued", true, false)),
             ],
             "page-2",
         ));

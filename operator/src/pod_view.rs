@@ -6,6 +6,7 @@
 //! | name, namespace, uid, resourceVersion, creation and deletion times | the pod-gone check, every pod write's precondition, a rollout's order |
 //! | labels, the controller's owner reference | a rollout's target and PodDisruptionBudgets (`rollout::world`) |
 //! | `spec.readinessGates` | whether the pod declares `KruisePodReady` (`readiness`, `gate`) |
+//! | `spec.nodeName` | whether the pod is bound to a node yet: the gate starts only bound pods (`readiness`) |
 //! | `status.conditions` | the readiness holders and the gate's initial condition (`readiness`) |
 //! | each container status's name, ready, restartCount, containerID and `state.running` (regular and init containers) | the snapshot (`crr_crds::status::snapshot`) |
 //!
@@ -141,6 +142,7 @@ struct WireOwner {
 #[serde(rename_all = "camelCase")]
 struct WireSpec {
     readiness_gates: Option<Vec<PodReadinessGate>>,
+    node_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -223,6 +225,7 @@ impl Wire {
             },
             spec: self.spec.map(|spec| PodSpec {
                 readiness_gates: spec.readiness_gates,
+                node_name: spec.node_name,
                 ..PodSpec::default()
             }),
             status: self.status.map(|status| PodStatus {

@@ -134,10 +134,20 @@ pub fn holders(pod: &Pod) -> Result<Vec<Holder>, UnreadableHolders> {
 }
 
 /// The `KruisePodReady` condition a gated pod starts with: True, no holders. `None` when the pod
-/// has no gate or already has the condition (whatever its status: a holder may own it). Without
-/// it the kubelet would never report the pod Ready.
+/// has no gate, already has the condition (whatever its status: a holder may own it), or is not
+/// bound to a node yet. Without it the kubelet would never report the pod Ready; before the pod
+/// is bound no kubelet reads it, and a pod that waits to be scheduled (a queue's, or one no node
+/// fits) would cost a write of the whole pod, and a watch event of twice its size on every
+/// watcher of pods, for nothing. The write comes when the binding's watch event does, long
+/// before the kubelet has started the pod's containers.
 pub fn initial(pod: &Pod, now: Timestamp) -> Option<PodCondition> {
-    if !has_readiness_gate(pod)
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.node_name.as_deref())
+        .is_some_and(|node| !node.is_empty());
+    if !bound
+        || !has_readiness_gate(pod)
         || pod_condition(pod, keys::POD_CONDITION_KRUISE_POD_READY).is_some()
     {
         return None;

@@ -18,6 +18,7 @@ fn fat_pod() -> serde_json::Value {
                                "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
         },
         "spec": {
+            "nodeName": "node-a",
             "readinessGates": [{"conditionType": "KruisePodReady"}],
             "containers": [{"name": "app", "image": "app:1",
                             "env": [{"name": "BIG", "value": "e".repeat(1_000_000)}]},
@@ -64,6 +65,10 @@ fn a_fat_pod_is_kept_in_about_a_kilobyte_with_what_the_operator_reads() {
         crate::readiness::has_readiness_gate(&whole)
     );
     assert!(crate::readiness::has_readiness_gate(&slim));
+    assert_eq!(
+        slim.spec.as_ref().unwrap().node_name.as_deref(),
+        Some("node-a")
+    );
     assert_eq!(
         crate::readiness::holders(&slim).unwrap(),
         crate::readiness::holders(&whole).unwrap()

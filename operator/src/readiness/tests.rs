@@ -8,6 +8,7 @@ fn at(seconds: i64) -> Timestamp {
 fn pod(gate: bool, conditions: Vec<PodCondition>) -> Pod {
     Pod {
         spec: Some(PodSpec {
+            node_name: Some("node-a".to_owned()),
             readiness_gates: gate.then(|| {
                 vec![PodReadinessGate {
                     condition_type: keys::POD_CONDITION_KRUISE_POD_READY.to_owned(),
@@ -117,6 +118,17 @@ fn initial_condition_never_overrides_an_existing_one_or_touches_ungated_pods() {
     );
     assert_eq!(initial(&held, at(1)), None);
     assert_eq!(initial(&pod(false, vec![]), at(1)), None);
+}
+
+#[test]
+fn a_gated_pod_no_node_has_taken_yet_starts_nothing_until_it_is_bound() {
+    let mut queued = pod(true, vec![]);
+    for unbound in [None, Some(String::new())] {
+        queued.spec.as_mut().unwrap().node_name = unbound;
+        assert_eq!(initial(&queued, at(1)), None);
+    }
+    queued.spec.as_mut().unwrap().node_name = Some("node-a".to_owned());
+    assert!(initial(&queued, at(1)).is_some());
 }
 
 #[test]
