@@ -287,11 +287,15 @@ pub fn check_pod(pod: &Pod) -> Result<&str, Violation> {
     if !is_pod_active(pod) && !has_condition(pod, SIDECAR_TERMINATED_CONDITION) {
         return Err(Violation::PodInactive);
     }
+    bound_node(pod).ok_or(Violation::PodPending)
+}
+
+/// The node the pod is bound to (`spec.nodeName`), `None` before the scheduler bound it.
+pub fn bound_node(pod: &Pod) -> Option<&str> {
     pod.spec
         .as_ref()
         .and_then(|spec| spec.node_name.as_deref())
         .filter(|node| !node.is_empty())
-        .ok_or(Violation::PodPending)
 }
 
 /// A pod is active while it has not finished and is not being deleted.

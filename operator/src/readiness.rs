@@ -141,12 +141,7 @@ pub fn holders(pod: &Pod) -> Result<Vec<Holder>, UnreadableHolders> {
 /// watcher of pods, for nothing. The write comes when the binding's watch event does, long
 /// before the kubelet has started the pod's containers.
 pub fn initial(pod: &Pod, now: Timestamp) -> Option<PodCondition> {
-    let bound = pod
-        .spec
-        .as_ref()
-        .and_then(|spec| spec.node_name.as_deref())
-        .is_some_and(|node| !node.is_empty());
-    if !bound
+    if crr_crds::rules::bound_node(pod).is_none()
         || !has_readiness_gate(pod)
         || pod_condition(pod, keys::POD_CONDITION_KRUISE_POD_READY).is_some()
     {
