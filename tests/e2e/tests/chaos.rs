@@ -1126,11 +1126,11 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<FatLoad> {
 
     // The operator wrote no gate condition to the fat pods: no node took them (read ten at a
     // time). Each write would have been the whole pod, and a watch event of twice its size.
-    let mut started = 0;
+    let mut written = 0;
     let mut params = ListParams::default().labels("app=fat").limit(10);
     loop {
         let page = ctx.pods().list(&params).await?;
-        started += page
+        written += page
             .items
             .iter()
             .filter(|pod| pod_condition(pod, keys::POD_CONDITION_KRUISE_POD_READY).is_some())
@@ -1141,11 +1141,11 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<FatLoad> {
         }
     }
     println!(
-        "chaos:   KruisePodReady written on {started} of the {FAT_PODS} fat pods no node took"
+        "chaos:   KruisePodReady written on {written} of the {FAT_PODS} fat pods no node took"
     );
-    if started != 0 {
+    if written != 0 {
         failures.push(format!(
-            "the operator wrote the gate of {started} of the {FAT_PODS} fat pods no node took"
+            "the operator wrote the gate of {written} of the {FAT_PODS} fat pods no node took"
         ));
     }
 
