@@ -1315,8 +1315,9 @@ async fn fat_cleanup(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<()> {
 // process's RSS is sampled every second throughout (cleanup included); demanded: each under 70%
 // of its container's memory limit, no crr container restarted, the plain request Completed within
 // 10 s, and the fat tenant's work done (gates injected and none written to unbound pods,
-// Deployments recorded, the queued requests ended and deleted by their TTL). At the end, etcd is compacted and
-// defragmented: the scenario writes about 1 GB of revisions, half of etcd's quota on the test bed.
+// Deployments recorded, the queued requests ended and deleted by their TTL). At the end, etcd is
+// compacted and defragmented: the scenario writes about 1 GB of revisions, half of etcd's quota on
+// the test bed.
 async fn fat_tenant(ctx: Ctx) -> anyhow::Result<()> {
     let limits = memory_limits(&ctx.client).await?;
     let restarts_before = crr_restarts(&ctx.client).await?;
