@@ -1393,17 +1393,16 @@ async fn fat_cleanup(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<()> {
     result
 }
 
-// A fat tenant: 100 Pending pods and 60 Deployments of 1 MB each, 250 requests of 190 KiB queued
-// on one pod; then another tenant's plain requests on another pod of the same node, one right
-// after the burst (timed as a figure, beside the API server's own watch lag) and one once crr has
-// taken the burst in; then the API server restarts, so that the crr processes' watches list the
-// fat objects again. Every crr process's RSS is sampled every second throughout (cleanup
-// included); demanded: each under 70% of its container's memory limit, no crr container
-// restarted, the plain request after the intake Completed within 10 s, and the fat tenant's work
-// done (gates injected and none written to unbound pods,
-// Deployments recorded, the queued requests ended and deleted by their TTL). At the end, etcd is
-// compacted and defragmented: the scenario writes about 1 GB of revisions, half of etcd's quota on
-// the test bed.
+// A fat tenant: 100 Pending pods and 60 Deployments of 1 MB each, 250 requests of 190 KiB queued on
+// one pod; then another tenant's plain requests on two other pods of the same node, one right after
+// the burst (timed as a figure, beside the API server's own watch lag) and one once crr has taken
+// the burst in; then the API server restarts, so that the crr processes' watches list the fat
+// objects again. Every crr process's RSS is sampled every second throughout (cleanup included);
+// demanded: each under 70% of its container's memory limit, no crr container restarted, the plain
+// request after the intake Completed within 10 s, and the fat tenant's work done (gates injected
+// and none written to unbound pods, Deployments recorded, the queued requests ended and deleted by
+// their TTL). At the end, etcd is compacted and defragmented: the scenario writes about 1 GB of
+// revisions, half of etcd's quota on the test bed.
 async fn fat_tenant(ctx: Ctx) -> anyhow::Result<()> {
     let limits = memory_limits(&ctx.client).await?;
     let restarts_before = crr_restarts(&ctx.client).await?;
