@@ -61,6 +61,7 @@ impl PhaseName {
 /// What one request has been through on this daemon.
 #[derive(Debug, Default)]
 struct Marks {
+    seen: bool,
     picked_up: bool,
     grace_over: bool,
     /// Time in preStop hooks, if any ran.
@@ -81,6 +82,12 @@ pub struct Timeline {
 }
 
 impl Timeline {
+    /// Whether this is the first time the daemon's watch delivers the request: `true` the first
+    /// time only.
+    pub fn seen(&self, key: &str) -> bool {
+        self.with(key, |marks| !std::mem::replace(&mut marks.seen, true))
+    }
+
     /// Whether the request's pick-up is to be observed now: `true` the first time only.
     pub fn pick_up(&self, key: &str) -> bool {
         self.with(key, |marks| !std::mem::replace(&mut marks.picked_up, true))
@@ -196,6 +203,19 @@ mod tests {
 
     fn secs(seconds: u64) -> Duration {
         Duration::from_secs(seconds)
+    }
+
+    #[test]
+    fn a_request_is_seen_once_until_forgotten() {
+        let timeline = Timeline::default();
+        assert!(timeline.seen("uid-1"));
+        assert!(
+            !timeline.seen("uid-1"),
+            "a later event of it is no first sight"
+        );
+        assert!(timeline.seen("uid-2"), "each request has its own");
+        timeline.forget("uid-1");
+        assert!(timeline.seen("uid-1"), "a request forgotten is seen anew");
     }
 
     #[test]

@@ -151,6 +151,11 @@ impl Daemon {
                 while let Some(event) = events.next().await {
                     match event {
                         Ok(watcher::Event::Apply(crr) | watcher::Event::InitApply(crr)) => {
+                            // When the watch first delivered it: what a request's pick-up
+                            // took before any round of this daemon could start.
+                            if daemon.metrics.timeline.seen(&timeline_key(&crr)) {
+                                tracing::info!(crr = %request_key(&crr), "request seen");
+                            }
                             daemon.queue.add(pod_key(&crr));
                         }
                         Ok(watcher::Event::Delete(crr)) => {

@@ -938,22 +938,52 @@ async fn completed_by_reads(
 /// request on one pod took 12.37 s, 10 of them that wait.
 const AT_BURST_POD: &str = "plain-at-burst";
 
-/// A plain request's times from before its create: until a watch through the API server first
-/// showed it (what the API server's watch cache of requests owed of earlier writes: no crr
-/// process hears of the request sooner), and until it was Completed.
+/// A plain request's times from before its create: until a watch of its namespace first showed
+/// it (what the API server's watch cache of requests owed of earlier writes), until a watch with
+/// the node daemon's selector did (every active request of its pod's node, the tenant's fat ones
+/// among them: no daemon hears of it sooner), and until it was Completed; and the node daemon's
+/// log lines about it, each with its time from the create (`+1.23s message`).
 struct PlainTimes {
     seen: Duration,
+    seen_by_node: Duration,
     completed: Duration,
+    daemon: Vec<String>,
 }
 
-/// Creates a plain request for the app of `pod` in `plain`'s namespace, with a watch of it by name
-/// beside, and waits until it is Completed ([`completed_by_reads`]): its times, and the request as
-/// read then.
+/// Creates a plain request for the app of `pod` in `plain`'s namespace, with a watch of it by
+/// name and a watch with the node daemon's selector beside, and waits until it is Completed
+/// ([`completed_by_reads`]): its times, and the request as read then.
 async fn plain_request(
     plain: &Ctx,
     name: &str,
     pod: &str,
 ) -> anyhow::Result<(PlainTimes, ContainerRecreateRequest)> {
+    let node = plain
+        .pods()
+        .get(pod)
+        .await
+        .with_context(|| format!("reading pod {pod}"))?
+        .spec
+        .and_then(|spec| spec.node_name)
+        .with_context(|| format!("pod {pod} is on no node"))?;
+    let node_requests: kube::Api<ContainerRecreateRequest> = kube::Api::all(plain.client.clone());
+    let selector = format!(
+        "{}={node},{}=true",
+        keys::LABEL_NODE_NAME,
+        keys::LABEL_ACTIVE
+    );
+    let from = node_requests
+        .list_metadata(&ListParams::default().labels(&selector).limit(1))
+        .await
+        .context("listing the node's active requests")?
+        .metadata
+        .resource_version
+        .context("a list without a resourceVersion")?;
+    let node_watch = node_requests
+        .watch(&WatchParams::default().labels(&selector), &from)
+        .await
+        .context("watching the node's active requests")?;
+    let created_at = jiff::Timestamp::now();
     let start = std::time::Instant::now();
     let seen = async {
         wait(
@@ -966,19 +996,75 @@ async fn plain_request(
         .with_context(|| format!("watching for ContainerRecreateRequest {name}"))?;
         Ok::<_, anyhow::Error>(start.elapsed())
     };
+    let seen_by_node = async {
+        let shown = node_watch.boxed().any(|event| {
+            std::future::ready(match event {
+                Ok(WatchEvent::Added(crr) | WatchEvent::Modified(crr)) => {
+                    crr.name_any() == name
+                        && crr.namespace().as_deref() == Some(plain.namespace.as_str())
+                }
+                _ => false,
+            })
+        });
+        match tokio::time::timeout(COMPLETION, shown).await {
+            Ok(true) => Ok(start.elapsed()),
+            Ok(false) => Err(anyhow!(
+                "the watch of the node's requests ended without {name}"
+            )),
+            Err(_) => Err(anyhow!(
+                "the watch of the node's requests never showed {name}"
+            )),
+        }
+    };
     let created = plain.create_crr(
         Version::V1beta1,
         json!({"metadata": {"name": name},
                "spec": {"podName": pod, "containers": [{"name": "app"}]}}),
     );
-    let (seen, created) = tokio::join!(seen, created);
+    let (seen, seen_by_node, created) = tokio::join!(seen, seen_by_node, created);
     created?;
     let crr = completed_by_reads(&plain.crrs(), name, COMPLETION).await?;
+    let completed = start.elapsed();
+    let logs = faults::component_logs(NODE_DAEMON_LABEL, created_at).await?;
     let times = PlainTimes {
         seen: seen?,
-        completed: start.elapsed(),
+        seen_by_node: seen_by_node?,
+        completed,
+        daemon: daemon_lines(&logs, &format!("{}/{name}", plain.namespace), created_at),
     };
     Ok((times, crr))
+}
+
+/// The node daemon's log lines (JSON, `kubectl logs --prefix`) that name `request`
+/// (`namespace/name`), each as its time after `since` and its message.
+fn daemon_lines(logs: &str, request: &str, since: jiff::Timestamp) -> Vec<String> {
+    logs.lines()
+        .filter(|line| line.contains(request))
+        .map(|line| {
+            let json = line.find('{').map_or("", |start| &line[start..]);
+            let Ok(entry) = serde_json::from_str::<Value>(json) else {
+                return line.to_owned();
+            };
+            let after = entry["timestamp"]
+                .as_str()
+                .and_then(|time| time.parse::<jiff::Timestamp>().ok())
+                .map(|time| time.duration_since(since).as_secs_f64())
+                .unwrap_or(f64::NAN);
+            let fields = &entry["fields"];
+            let detail: Vec<String> = fields
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(key, _)| !matches!(key.as_str(), "message" | "crr" | "id"))
+                .map(|(key, value)| format!("{key}={value}"))
+                .collect();
+            format!(
+                "+{after:.2}s {} {}",
+                fields["message"].as_str().unwrap_or_default(),
+                detail.join(" ")
+            )
+        })
+        .collect()
 }
 
 /// The figure of a plain request `when`: its times by the test's clock and by its timestamps.
@@ -1001,9 +1087,10 @@ fn plain_line(
         })
         .unwrap_or_default();
     format!(
-        "the plain request in {namespace} {when} reached an API server watch {:.2}s and was \
-         Completed {:.2}s after its create{server}",
+        "the plain request in {namespace} {when} reached a watch of its namespace {:.2}s and one \
+         with the node daemon's selector {:.2}s, and was Completed {:.2}s after its create{server}",
         times.seen.as_secs_f64(),
+        times.seen_by_node.as_secs_f64(),
         times.completed.as_secs_f64()
     )
 }
@@ -1168,6 +1255,9 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<FatLoad> {
         Ok((times, crr)) => {
             let line = plain_line("right after the burst", &plain.namespace, &times, &crr);
             println!("chaos:   {line}");
+            for line in &times.daemon {
+                println!("chaos:     node daemon {line}");
+            }
             figures.push(line);
             if let Err(error) = crr_e2e::succeeded(&crr, 1) {
                 failures.push(format!("the request right after the burst: {error:#}"));
@@ -1199,6 +1289,9 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<FatLoad> {
             let took = times.completed;
             let line = plain_line("once crr took the burst in", &plain.namespace, &times, &crr);
             println!("chaos:   {line}");
+            for line in &times.daemon {
+                println!("chaos:     node daemon {line}");
+            }
             figures.push(line);
             if let Err(error) = crr_e2e::succeeded(&crr, 1) {
                 failures.push(format!("the plain request did not succeed: {error:#}"));
