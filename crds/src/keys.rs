@@ -19,6 +19,11 @@ pub const CRD_NAME: &str = "containerrecreaterequests.apps.kruise.io";
 pub const LABEL_ACTIVE: &str = "crr.apps.kruise.io/active";
 /// Label with the target pod's node name (immutable; the node daemon selects on it).
 pub const LABEL_NODE_NAME: &str = "crr.apps.kruise.io/node-name";
+/// The label selector of one node's active requests: what that node's daemon watches.
+pub fn active_on_node_selector(node: &str) -> String {
+    format!("{LABEL_NODE_NAME}={node},{LABEL_ACTIVE}=true")
+}
+
 /// Label with the target pod's UID (immutable; a mismatch means the pod was replaced).
 pub const LABEL_POD_UID: &str = "crr.apps.kruise.io/pod-uid";
 
@@ -147,3 +152,16 @@ pub const RELOADER_NOT_READ: [&str; 4] = [
     "secret.reloader.stakater.com/auto",
     "reloader.stakater.com/rollout-strategy",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_daemon_selects_its_nodes_active_requests_by_upstreams_labels() {
+        assert_eq!(
+            active_on_node_selector("node-1"),
+            "crr.apps.kruise.io/node-name=node-1,crr.apps.kruise.io/active=true"
+        );
+    }
+}

@@ -16,7 +16,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crr_crds::keys::{LABEL_ACTIVE, LABEL_NODE_NAME};
 use crr_crds::status::StatusPatch;
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use crr_runtime::backoff::WatchBackoffExt as _;
@@ -43,11 +42,6 @@ pub struct Watch {
     pub namespaces: Vec<String>,
 }
 
-/// The watch's label selector: this node's active requests only.
-pub fn selector(node: &str) -> String {
-    format!("{LABEL_NODE_NAME}={node},{LABEL_ACTIVE}=true")
-}
-
 /// The watch of the requests `watch` names, feeding `writer`'s store, retried with backoff.
 pub fn watch_requests(
     client: Client,
@@ -62,7 +56,7 @@ pub fn watch_requests(
     };
     let api: Api<ContainerRecreateRequest> = namespaced_or_all(client, only_namespace);
     let config = watcher::Config::default()
-        .labels(&selector(&watch.node))
+        .labels(&crr_crds::keys::active_on_node_selector(&watch.node))
         .page_size(crate::view::REQUEST_PAGE);
     let namespaces = watch.namespaces.clone();
     let wanted = move |event: &watcher::Event<ContainerRecreateRequest>| {

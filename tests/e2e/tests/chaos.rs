@@ -967,11 +967,7 @@ async fn plain_request(
         .and_then(|spec| spec.node_name)
         .with_context(|| format!("pod {pod} is on no node"))?;
     let node_requests: kube::Api<ContainerRecreateRequest> = kube::Api::all(plain.client.clone());
-    let selector = format!(
-        "{}={node},{}=true",
-        keys::LABEL_NODE_NAME,
-        keys::LABEL_ACTIVE
-    );
+    let selector = keys::active_on_node_selector(&node);
     let from = node_requests
         .list_metadata(&ListParams::default().labels(&selector).limit(1))
         .await
@@ -1025,12 +1021,16 @@ async fn plain_request(
     created?;
     let crr = completed_by_reads(&plain.crrs(), name, COMPLETION).await?;
     let completed = start.elapsed();
-    let logs = faults::component_logs(NODE_DAEMON_LABEL, created_at).await?;
+    // The daemon's lines only explain the times: a failed read of them fails nothing.
+    let daemon = match faults::component_logs(NODE_DAEMON_LABEL, created_at).await {
+        Ok(logs) => daemon_lines(&logs, &format!("{}/{name}", plain.namespace), created_at),
+        Err(error) => vec![format!("(its log not read: {error:#})")],
+    };
     let times = PlainTimes {
         seen: seen?,
         seen_by_node: seen_by_node?,
         completed,
-        daemon: daemon_lines(&logs, &format!("{}/{name}", plain.namespace), created_at),
+        daemon,
     };
     Ok((times, crr))
 }
