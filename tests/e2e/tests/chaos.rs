@@ -1063,12 +1063,15 @@ fn daemon_lines(logs: &str, request: &str, since: jiff::Timestamp) -> Vec<String
                 fields["message"].as_str().unwrap_or_default(),
                 detail.join(" ")
             )
+            .trim_end()
+            .to_owned()
         })
         .collect()
 }
 
-/// The figure of a plain request `when`: its times by the test's clock and by its timestamps.
-fn plain_line(
+/// Prints the figure of a plain request `when` (its times by the test's clock and by its
+/// timestamps), the node daemon's lines about it beneath, and returns the figure.
+fn report_plain(
     when: &str,
     namespace: &str,
     times: &PlainTimes,
@@ -1086,13 +1089,18 @@ fn plain_line(
             )
         })
         .unwrap_or_default();
-    format!(
+    let line = format!(
         "the plain request in {namespace} {when} reached a watch of its namespace {:.2}s and one \
          with the node daemon's selector {:.2}s, and was Completed {:.2}s after its create{server}",
         times.seen.as_secs_f64(),
         times.seen_by_node.as_secs_f64(),
         times.completed.as_secs_f64()
-    )
+    );
+    println!("chaos:   {line}");
+    for daemon_line in &times.daemon {
+        println!("chaos:     node daemon {daemon_line}");
+    }
+    line
 }
 
 /// What the fat tenant's load showed: the figures to print, and what failed.
@@ -1253,11 +1261,7 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<FatLoad> {
         tokio::join!(intake, plain_request(plain, "plain-at-burst", AT_BURST_POD));
     match at_burst {
         Ok((times, crr)) => {
-            let line = plain_line("right after the burst", &plain.namespace, &times, &crr);
-            println!("chaos:   {line}");
-            for line in &times.daemon {
-                println!("chaos:     node daemon {line}");
-            }
+            let line = report_plain("right after the burst", &plain.namespace, &times, &crr);
             figures.push(line);
             if let Err(error) = crr_e2e::succeeded(&crr, 1) {
                 failures.push(format!("the request right after the burst: {error:#}"));
@@ -1287,11 +1291,7 @@ async fn fat_load(ctx: &Ctx, plain: &Ctx) -> anyhow::Result<FatLoad> {
     match plain_request(plain, "plain", "plain").await {
         Ok((times, crr)) => {
             let took = times.completed;
-            let line = plain_line("once crr took the burst in", &plain.namespace, &times, &crr);
-            println!("chaos:   {line}");
-            for line in &times.daemon {
-                println!("chaos:     node daemon {line}");
-            }
+            let line = report_plain("once crr took the burst in", &plain.namespace, &times, &crr);
             figures.push(line);
             if let Err(error) = crr_e2e::succeeded(&crr, 1) {
                 failures.push(format!("the plain request did not succeed: {error:#}"));
