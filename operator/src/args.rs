@@ -8,6 +8,7 @@ use clap::Parser;
 use crr_runtime::args::{AdminArgs, AdminFlagNames};
 
 use crate::elector;
+use crate::rollout::cluster_cap::Cap;
 use crate::run::Settings;
 use crate::triggers::controller::{SecretAccess, TriggerSettings};
 
@@ -97,6 +98,16 @@ pub struct Args {
     )]
     pub max_running_rollouts: u16,
 
+    /// ContainerRecreateRollouts one namespace runs at once while rollouts of other namespaces
+    /// wait under --max-running-rollouts (so that no tenant holds every slot); unset: a quarter
+    /// of --max-running-rollouts, at least 1.
+    #[arg(
+        long,
+        env = "CRR_OPERATOR_MAX_RUNNING_ROLLOUTS_PER_NAMESPACE",
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub max_running_rollouts_per_namespace: Option<u16>,
+
     /// Watch workloads with trigger annotations (config changes, schedules) and start their
     /// rollouts; `false` turns the triggers and their watches off.
     #[arg(long, env = "CRR_OPERATOR_TRIGGERS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -178,7 +189,10 @@ impl Args {
             readiness_gate_sweep: Duration::from_secs(self.readiness_gate_sweep_seconds.max(1)),
             shutdown_drain: Duration::from_secs(self.shutdown_drain_seconds),
             workers: self.workers,
-            max_running_rollouts: usize::from(self.max_running_rollouts),
+            rollout_cap: Cap::new(
+                usize::from(self.max_running_rollouts),
+                self.max_running_rollouts_per_namespace.map(usize::from),
+            ),
             triggers: self.triggers.then(|| TriggerSettings {
                 secrets: secret_access(&self.trigger_secrets),
                 reloader_annotations: self.trigger_reloader_annotations,

@@ -59,7 +59,7 @@ pub fn start(
     requests: Store<ContainerRecreateRequest>,
     request_changes: impl Stream<Item = Arc<ContainerRecreateRequest>> + Send + 'static,
     pod_readiness: impl Stream<Item = PodReadiness> + Send + 'static,
-    max_running: usize,
+    cap: cluster_cap::Cap,
     registry: &mut Registry,
     errors: &ReconcileErrors,
 ) -> RolloutWing {
@@ -83,7 +83,7 @@ pub fn start(
             RolloutMetrics::register(registry),
             errors.controller("rollout", &Error::KINDS),
         )
-        .with_cluster_cap(rollouts.clone(), max_running),
+        .with_cluster_cap(rollouts.clone(), cap),
     );
     let wing = wing.clone();
     let store = rollouts.clone();

@@ -49,8 +49,9 @@ pub struct Settings {
     pub shutdown_drain: Duration,
     /// Reconciles running at once.
     pub workers: u16,
-    /// Rollouts running at once in the cluster (`rollout::cluster_cap`).
-    pub max_running_rollouts: usize,
+    /// Rollouts running at once in the cluster, and in one namespace while others wait
+    /// (`rollout::cluster_cap`).
+    pub rollout_cap: crate::rollout::cluster_cap::Cap,
     /// The triggers' settings; `None`: no triggers.
     pub triggers: Option<TriggerSettings>,
 }
@@ -77,7 +78,7 @@ fn start_wings(
         requests.requests,
         requests.changes,
         requests.pod_readiness,
-        settings.max_running_rollouts,
+        settings.rollout_cap,
         registry,
         &errors,
     );
@@ -247,7 +248,7 @@ mod tests {
             readiness_gate_sweep: Duration::from_secs(60),
             shutdown_drain: Duration::from_secs(5),
             workers: 1,
-            max_running_rollouts: 10,
+            rollout_cap: crate::rollout::cluster_cap::Cap::new(10, None),
             triggers: None,
         };
         let mut registry = Registry::with_prefix("crr_operator");

@@ -14,6 +14,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
+use super::cluster_cap::Cap;
 use super::metrics::RolloutMetrics;
 use super::scoped_watches::ScopedWatches;
 use crate::reconcile_errors::{ControllerErrors, RETRY_BASE, RETRY_CAP};
@@ -44,7 +45,7 @@ pub struct RolloutContext {
     /// When a budget wait was last announced, per `namespace/rollout/pdb`.
     budget_events: Mutex<HashMap<String, Instant>>,
     /// The rollout cache and the most rollouts running at once (`cluster_cap`); `None`: no cap.
-    pub cluster_cap: Option<(Store<ContainerRecreateRollout>, usize)>,
+    pub cluster_cap: Option<(Store<ContainerRecreateRollout>, Cap)>,
 }
 
 impl RolloutContext {
@@ -76,11 +77,7 @@ impl RolloutContext {
     }
 
     /// The context with the cluster's cap on running rollouts, counted from `rollouts`.
-    pub fn with_cluster_cap(
-        mut self,
-        rollouts: Store<ContainerRecreateRollout>,
-        cap: usize,
-    ) -> Self {
+    pub fn with_cluster_cap(mut self, rollouts: Store<ContainerRecreateRollout>, cap: Cap) -> Self {
         self.cluster_cap = Some((rollouts, cap));
         self
     }

@@ -108,7 +108,10 @@ pub fn next_status(
     ContainerRecreateRolloutStatus {
         observed_generation: generation,
         phase: Some(plan.phase.as_str().to_owned()),
-        start_time: previous.start_time.or(Some(Time(now))),
+        // A rollout paused before it started has not started: it holds no slot under the cap.
+        start_time: previous
+            .start_time
+            .or_else(|| (plan.phase != RolloutPhase::Paused).then_some(Time(now))),
         completion_time: if finished {
             previous.completion_time.or(Some(Time(now)))
         } else {
@@ -375,6 +378,10 @@ mod tests {
         assert_eq!(truth(&running, "Stalled"), None);
         let paused = status_of(RolloutPhase::Paused, Waiting::Paused, None);
         assert_eq!(truth(&paused, "Reconciling").as_deref(), Some("False"));
+        assert_eq!(
+            paused.start_time, None,
+            "paused before it started: it has not started"
+        );
         let done = status_of(RolloutPhase::Completed, Waiting::Nothing, None);
         assert_eq!(truth(&done, "Reconciling").as_deref(), Some("False"));
         assert_eq!(truth(&done, "Stalled"), None);

@@ -14,7 +14,7 @@ use crr_crds::rollout::ContainerRecreateRollout;
 use crr_crds::trigger_record::TriggerRecord;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
@@ -26,7 +26,7 @@ use super::error::{TriggerError, api_error};
 use super::index::{MAX_REFERENCES, ObjectKey, ReadHash, WorkloadEntry, WorkloadKey};
 use super::record::{self, Field};
 use super::refs::{ConfigKind, ConfigRef};
-use super::rollout::{self as trigger_rollout, Cause, NameTaken, Trigger, WorkloadView};
+use super::rollout::{self as trigger_rollout, Cause, Doomed, NameTaken, Trigger, WorkloadView};
 use super::schedule::{self, Skipped, Step};
 use super::warnings;
 use crate::wing::FIELD_MANAGER;
@@ -136,7 +136,7 @@ async fn create_rollout(
                     .await
                     .map_err(api_error(format!("reading rollout {namespace}/{name}")))?;
                 let taken = existing.map(|existing| {
-                    trigger_rollout::name_taken(&existing, &view.uid, cause.trigger())
+                    trigger_rollout::name_taken(&existing, &view.id(), cause.trigger())
                 });
                 if taken == Some(NameTaken::EarlierTry) {
                     return Ok((name, false));
@@ -168,16 +168,25 @@ async fn forget_old_rollouts(
 ) -> Result<(), TriggerError> {
     let old = trigger_rollout::beyond_history(
         &ctx.rollouts.state(),
-        &view.uid,
+        &view.id(),
         trigger_rollout::HISTORY_LIMIT,
     );
     let api: Api<ContainerRecreateRollout> = Api::namespaced(ctx.client.clone(), &view.namespace);
-    for name in old {
-        match api.delete(&name, &DeleteParams::background()).await {
+    for Doomed { name, uid } in old {
+        // The UID read: a rollout made again under that name since is not the one to delete.
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&name, &params).await {
             Ok(_) => {
                 info!(namespace = %view.namespace, %name, workload = %view.name, "deleted a trigger rollout beyond the workload's history limit")
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            // Gone, or another object under the name now (the precondition failed).
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
             Err(source) => {
                 return Err(TriggerError::Api {
                     action: format!("deleting rollout {}/{name}", view.namespace),
@@ -271,7 +280,7 @@ async fn requested_restart(
         return Ok(None);
     }
     if let Some(running) =
-        trigger_rollout::running(&ctx.rollouts.state(), &entry.uid, Trigger::Restart)
+        trigger_rollout::running(&ctx.rollouts.state(), &view.id(), Trigger::Restart)
     {
         debug!(workload = ?key, %running, "a requested restart waits for the one that runs");
         return Ok(Some(config_change::WAIT_FOR_RUNNING));
@@ -389,7 +398,7 @@ async fn config_change(
     let record = ctx.records().of(key, &entry.uid).cloned();
     let recorded = record::recorded_hashes(record.as_ref(), &entry.annotations);
     let running =
-        trigger_rollout::running(&ctx.rollouts.state(), &entry.uid, Trigger::ConfigChange);
+        trigger_rollout::running(&ctx.rollouts.state(), &view.id(), Trigger::ConfigChange);
     let decision = config_change::decide(
         &entry.references,
         counts,
@@ -516,7 +525,7 @@ async fn scheduled(
     let record = ctx.records().of(key, &entry.uid).cloned();
     let last = record::last_scheduled(record.as_ref(), &entry.annotations);
     let now = Timestamp::now();
-    let running = trigger_rollout::running(&ctx.rollouts.state(), &entry.uid, Trigger::Schedule);
+    let running = trigger_rollout::running(&ctx.rollouts.state(), &view.id(), Trigger::Schedule);
     let step = schedule::step(
         schedule,
         last,

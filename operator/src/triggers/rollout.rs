@@ -8,10 +8,17 @@
 //! that name, even one that ended, is that value's restart, done. A name held by a
 //! rollout that ended (the config went back to data rolled out before, whose rollout is kept) or
 //! by anything else is not that: the next name is tried (`-2`, `-3`, ...), never taken as done
-//! ([`name_taken`]). It is labelled with its trigger and the workload's UID, owned by the
-//! workload (deleting the workload deletes it). A workload's newest [`HISTORY_LIMIT`] finished
+//! ([`name_taken`]). It is controlled by the workload (an owner reference with its UID and
+//! `controller: true`; deleting the workload deletes it) and labelled with its trigger and the
+//! workload's UID for people and `kubectl crr`. A workload's newest [`HISTORY_LIMIT`] finished
 //! trigger rollouts are kept, as a Deployment keeps its `revisionHistoryLimit` ReplicaSets; older
 //! ones are deleted ([`beyond_history`]), however recent.
+//!
+//! A rollout is the workload's by identity, never by its labels: it is in the workload's
+//! namespace and the workload's UID is its controller ([`of_workload`]). Labels are anyone's to
+//! write: a tenant could label its own rollouts with another namespace's workload UID, and a
+//! lookup by label would count them as that workload's (holding its triggers) or delete that
+//! namespace's rollouts of the same names.
 
 use std::sync::Arc;
 
@@ -200,7 +207,7 @@ pub fn trigger_rollout(
             kind: workload.kind.to_owned(),
             name: workload.name.clone(),
             uid: workload.uid.clone(),
-            controller: Some(false),
+            controller: Some(true),
             block_owner_deletion: Some(false),
         }]),
         ..rollout.metadata
@@ -222,8 +229,13 @@ pub enum NameTaken {
 /// Whether `existing`, holding the name of the rollout `trigger` wants for the workload `uid`,
 /// is an earlier try of it. A requested restart's name is its value's: one of the workload's
 /// restart rollouts under it, even finished, is that value's restart, done.
-pub fn name_taken(existing: &ContainerRecreateRollout, uid: &str, trigger: Trigger) -> NameTaken {
-    if of_workload(existing, uid, Some(trigger)) && (runs(existing) || trigger == Trigger::Restart)
+pub fn name_taken(
+    existing: &ContainerRecreateRollout,
+    workload: &WorkloadId,
+    trigger: Trigger,
+) -> NameTaken {
+    if of_workload(existing, workload, Some(trigger))
+        && (runs(existing) || trigger == Trigger::Restart)
     {
         NameTaken::EarlierTry
     } else {
@@ -231,15 +243,57 @@ pub fn name_taken(existing: &ContainerRecreateRollout, uid: &str, trigger: Trigg
     }
 }
 
-/// Whether `rollout` is a trigger's rollout of the workload `uid` (of `trigger`; `None`: of any).
-fn of_workload(rollout: &ContainerRecreateRollout, uid: &str, trigger: Option<Trigger>) -> bool {
-    let labels = rollout.labels();
-    let made_by = labels.get(keys::LABEL_ROLLOUT_TRIGGER).map(String::as_str);
-    labels.get(keys::LABEL_WORKLOAD_UID).map(String::as_str) == Some(uid)
+/// Whether `rollout` is a trigger's rollout of `workload` (of `trigger`; `None`: of any): in the
+/// workload's namespace and controlled by its UID. The trigger label only tells which trigger made
+/// it; it is never what makes a rollout the workload's.
+fn of_workload(
+    rollout: &ContainerRecreateRollout,
+    workload: &WorkloadId,
+    trigger: Option<Trigger>,
+) -> bool {
+    let controlled = rollout
+        .owner_references()
+        .iter()
+        .any(|owner| owner.uid == workload.uid && owner.controller == Some(true));
+    let made_by = rollout
+        .labels()
+        .get(keys::LABEL_ROLLOUT_TRIGGER)
+        .map(String::as_str);
+    rollout.namespace().as_deref() == Some(workload.namespace)
+        && controlled
         && match trigger {
             Some(trigger) => made_by == Some(trigger.as_str()),
             None => made_by.is_some(),
         }
+}
+
+/// Who a workload is, for finding its trigger rollouts: its namespace and UID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkloadId<'a> {
+    /// Namespace.
+    pub namespace: &'a str,
+    /// UID.
+    pub uid: &'a str,
+}
+
+impl WorkloadView {
+    /// Its identity.
+    pub fn id(&self) -> WorkloadId<'_> {
+        WorkloadId {
+            namespace: &self.namespace,
+            uid: &self.uid,
+        }
+    }
+}
+
+/// A rollout to delete, with the UID it was read with: the delete's precondition, so that a
+/// rollout made again under the name since is never the one deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Doomed {
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
 }
 
 /// Whether `rollout` is still to run or running: not finished, not being deleted.
@@ -251,19 +305,19 @@ fn finished(rollout: &ContainerRecreateRollout) -> bool {
     rollout.phase().is_some_and(|phase| phase.is_finished())
 }
 
-/// The finished trigger rollouts of the workload `uid` beyond its newest `limit` (by completion,
-/// then creation): the ones to delete. Rollouts still running, or already being deleted, are
-/// never among them.
+/// The finished trigger rollouts of `workload` beyond its newest `limit` (by completion, then
+/// creation): the ones to delete. Rollouts still running, or already being deleted, are never
+/// among them.
 pub fn beyond_history(
     rollouts: &[Arc<ContainerRecreateRollout>],
-    uid: &str,
+    workload: &WorkloadId,
     limit: usize,
-) -> Vec<String> {
+) -> Vec<Doomed> {
     let mut finished: Vec<&ContainerRecreateRollout> = rollouts
         .iter()
         .map(Arc::as_ref)
         .filter(|rollout| {
-            of_workload(rollout, uid, None)
+            of_workload(rollout, workload, None)
                 && rollout.metadata.deletion_timestamp.is_none()
                 && finished(rollout)
         })
@@ -287,30 +341,36 @@ pub fn beyond_history(
     finished
         .into_iter()
         .skip(limit)
-        .map(|rollout| rollout.name_any())
+        .map(|rollout| Doomed {
+            name: rollout.name_any(),
+            uid: rollout.uid().unwrap_or_default(),
+        })
         .collect()
 }
 
-/// When the newest finished trigger rollout of the workload `uid` ended, of any trigger (the
-/// kubelet's back-off counts every restart).
-pub fn last_ended(rollouts: &[Arc<ContainerRecreateRollout>], uid: &str) -> Option<Timestamp> {
+/// When the newest finished trigger rollout of `workload` ended, of any trigger (the kubelet's
+/// back-off counts every restart).
+pub fn last_ended(
+    rollouts: &[Arc<ContainerRecreateRollout>],
+    workload: &WorkloadId,
+) -> Option<Timestamp> {
     rollouts
         .iter()
-        .filter(|rollout| of_workload(rollout, uid, None) && finished(rollout))
+        .filter(|rollout| of_workload(rollout, workload, None) && finished(rollout))
         .filter_map(|rollout| rollout.status.as_ref()?.completion_time.as_ref())
         .map(|time| time.0)
         .max()
 }
 
-/// The unfinished rollout of `trigger` for the workload `uid`, if one runs.
+/// The unfinished rollout of `trigger` for `workload`, if one runs.
 pub fn running(
     rollouts: &[Arc<ContainerRecreateRollout>],
-    uid: &str,
+    workload: &WorkloadId,
     trigger: Trigger,
 ) -> Option<String> {
     rollouts
         .iter()
-        .find(|rollout| of_workload(rollout, uid, Some(trigger)) && runs(rollout))
+        .find(|rollout| of_workload(rollout, workload, Some(trigger)) && runs(rollout))
         .map(|rollout| rollout.name_any())
 }
 
@@ -342,6 +402,14 @@ mod tests {
             ..ContainerRecreateRolloutStatus::default()
         });
         rollout
+    }
+
+    /// The workload `uid` of namespace `shop`.
+    fn shop(uid: &str) -> WorkloadId<'_> {
+        WorkloadId {
+            namespace: "shop",
+            uid,
+        }
     }
 
     fn config_cause() -> Cause {
@@ -437,7 +505,7 @@ mod tests {
             of_workload_in_phase(uid, &config_cause(), phase)
         };
         let taken = |rollout: &ContainerRecreateRollout| {
-            name_taken(rollout, "uid-web", Trigger::ConfigChange)
+            name_taken(rollout, &shop("uid-web"), Trigger::ConfigChange)
         };
         assert_eq!(taken(&with(None, "uid-web")), NameTaken::EarlierTry);
         assert_eq!(
@@ -465,7 +533,7 @@ mod tests {
         );
         assert_eq!(taken(&going), NameTaken::Other);
         assert_eq!(
-            name_taken(&with(None, "uid-web"), "uid-web", Trigger::Schedule),
+            name_taken(&with(None, "uid-web"), &shop("uid-web"), Trigger::Schedule),
             NameTaken::Other
         );
     }
@@ -480,7 +548,7 @@ mod tests {
         let taken = |phase: Option<RolloutPhase>, uid: &str| {
             name_taken(
                 &of_workload_in_phase(uid, &cause, phase),
-                "uid-web",
+                &shop("uid-web"),
                 Trigger::Restart,
             )
         };
@@ -503,6 +571,7 @@ mod tests {
         let rollout = |name: &str, uid: &str, phase: RolloutPhase, completed: Option<i64>| {
             let mut rollout = of_workload_in_phase(uid, &config_cause(), Some(phase));
             rollout.metadata.name = Some(name.to_owned());
+            rollout.metadata.uid = Some(format!("uid-of-{name}"));
             rollout.metadata.creation_timestamp = Some(at(0));
             if let Some(status) = rollout.status.as_mut() {
                 status.completion_time = completed.map(at);
@@ -529,17 +598,25 @@ mod tests {
             going,
             theirs,
         ];
-        assert_eq!(beyond_history(&rollouts, "uid-web", 3), ["first"]);
+        let doomed = |uid: &str, limit: usize| -> Vec<String> {
+            beyond_history(&rollouts, &shop(uid), limit)
+                .into_iter()
+                .map(|doomed| doomed.name)
+                .collect()
+        };
+        assert_eq!(doomed("uid-web", 3), ["first"]);
+        assert_eq!(doomed("uid-web", 1), ["third", "second", "first"]);
+        assert!(doomed("uid-web", 4).is_empty());
+        assert_eq!(doomed("uid-other", 0), ["other-workload"]);
+        // Deleted with the UID it was read with.
         assert_eq!(
-            beyond_history(&rollouts, "uid-web", 1),
-            ["third", "second", "first"]
+            beyond_history(&rollouts, &shop("uid-web"), 3)[0].uid,
+            "uid-of-first"
         );
-        assert!(beyond_history(&rollouts, "uid-web", 4).is_empty());
-        assert!(beyond_history(&rollouts, "uid-other", 0) == ["other-workload"]);
         // The newest end of any trigger, never another workload's or a user's own rollout.
-        assert_eq!(last_ended(&rollouts, "uid-web"), Some(at(40).0));
-        assert_eq!(last_ended(&rollouts, "uid-other"), Some(at(5).0));
-        assert_eq!(last_ended(&rollouts, "uid-none"), None);
+        assert_eq!(last_ended(&rollouts, &shop("uid-web")), Some(at(40).0));
+        assert_eq!(last_ended(&rollouts, &shop("uid-other")), Some(at(5).0));
+        assert_eq!(last_ended(&rollouts, &shop("uid-none")), None);
     }
 
     #[test]
@@ -555,8 +632,63 @@ mod tests {
             rollout(None, "uid-other", &config_cause()),
             rollout(Some(RolloutPhase::Progressing), "uid-web", &schedule),
         ];
-        assert_eq!(running(&rollouts, "uid-web", Trigger::ConfigChange), None);
-        assert!(running(&rollouts, "uid-web", Trigger::Schedule).is_some());
-        assert!(running(&rollouts, "uid-other", Trigger::ConfigChange).is_some());
+        assert_eq!(
+            running(&rollouts, &shop("uid-web"), Trigger::ConfigChange),
+            None
+        );
+        assert!(running(&rollouts, &shop("uid-web"), Trigger::Schedule).is_some());
+        assert!(running(&rollouts, &shop("uid-other"), Trigger::ConfigChange).is_some());
+    }
+
+    /// What a tenant can write on its own rollouts: any labels, any owner reference.
+    #[test]
+    fn only_the_workloads_namespace_and_controller_uid_make_a_rollout_its_own() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let finished = |name: &str| {
+            let mut rollout =
+                of_workload_in_phase("uid-web", &config_cause(), Some(RolloutPhase::Completed));
+            rollout.metadata.name = Some(name.to_owned());
+            if let Some(status) = rollout.status.as_mut() {
+                status.completion_time = Some(Time(Timestamp::UNIX_EPOCH));
+            }
+            rollout
+        };
+        // Another namespace's rollouts, labelled and even owned with the workload's UID.
+        let forged: Vec<Arc<ContainerRecreateRollout>> = ["nightly", "x1", "x2", "x3"]
+            .into_iter()
+            .map(|name| {
+                let mut rollout = finished(name);
+                rollout.metadata.namespace = Some("tenant-a".to_owned());
+                Arc::new(rollout)
+            })
+            .collect();
+        let mut running_there = of_workload_in_phase("uid-web", &config_cause(), None);
+        running_there.metadata.namespace = Some("tenant-a".to_owned());
+        // In the workload's namespace, labelled, but not controlled by it.
+        let mut not_controller = finished("not-controller");
+        not_controller.metadata.owner_references.as_mut().unwrap()[0].controller = Some(false);
+        let mut unowned = finished("unowned");
+        unowned.metadata.owner_references = None;
+        let mut rollouts = forged;
+        rollouts.extend([
+            Arc::new(running_there),
+            Arc::new(not_controller),
+            Arc::new(unowned),
+        ]);
+        let web = shop("uid-web");
+        assert!(beyond_history(&rollouts, &web, 0).is_empty());
+        assert_eq!(last_ended(&rollouts, &web), None);
+        assert_eq!(running(&rollouts, &web, Trigger::ConfigChange), None);
+        assert_eq!(
+            name_taken(&rollouts[4], &web, Trigger::ConfigChange),
+            NameTaken::Other
+        );
+        // The workload's own, beside them, is found.
+        rollouts.push(Arc::new(finished("own")));
+        let own: Vec<String> = beyond_history(&rollouts, &web, 0)
+            .into_iter()
+            .map(|doomed| doomed.name)
+            .collect();
+        assert_eq!(own, ["own"]);
     }
 }

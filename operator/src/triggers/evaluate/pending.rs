@@ -29,7 +29,11 @@ pub(super) fn hold(
     changed: &[ConfigRef],
 ) -> Option<(Duration, &'static str)> {
     let now = Timestamp::now();
-    let last_ended = trigger_rollout::last_ended(&ctx.rollouts.state(), &entry.uid);
+    let workload = trigger_rollout::WorkloadId {
+        namespace: &key.namespace,
+        uid: &entry.uid,
+    };
+    let last_ended = trigger_rollout::last_ended(&ctx.rollouts.state(), &workload);
     let last_change = {
         let mut times = locked(&ctx.change_times);
         // Not seen to change since the operator started: from now, as the kubelet may not have
