@@ -215,6 +215,10 @@ pub struct ContainerRecreateRolloutStatus {
     /// Pending counts target pods not started yet.
     #[serde(default)]
     pub pending: i32,
+    /// Skipped counts the pods of the target that cannot have containers recreated, so are not
+    /// counted in `targetPods`: Pending (not bound to a node), Succeeded or Failed (evicted, say).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: i32,
     /// Progress is `recreated/targetPods`, for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,
@@ -225,6 +229,10 @@ pub struct ContainerRecreateRolloutStatus {
     /// Failures lists the first pods that failed (at most 10), with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<RolloutFailure>,
+}
+
+fn is_zero(count: &i32) -> bool {
+    *count == 0
 }
 
 /// One pod that failed.

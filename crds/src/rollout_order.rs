@@ -22,6 +22,9 @@ pub struct PodView {
     pub ready: bool,
     /// Whether the pod is being deleted.
     pub terminating: bool,
+    /// Whether the pod can have containers recreated at all: active and bound to a node, as
+    /// admission demands (`rules::check_pod`). A rollout skips the others.
+    pub restartable: bool,
     /// The pod's ordinal when a StatefulSet owns it.
     pub ordinal: Option<u32>,
 }
@@ -55,6 +58,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .map_or(Timestamp::UNIX_EPOCH, |time| time.0),
         ready: crate::rules::pod_ready(pod),
         terminating: is_terminating(pod),
+        restartable: crate::rules::check_pod(pod).is_ok(),
         ordinal: statefulset_owned.then(|| ordinal(pod)).flatten(),
     }
 }

@@ -155,6 +155,7 @@ mod tests {
             created: jiff::Timestamp::UNIX_EPOCH,
             ready,
             terminating: false,
+            restartable: true,
             ordinal: None,
         }
     }

@@ -7,6 +7,7 @@
 //! | labels, the controller's owner reference | a rollout's target and PodDisruptionBudgets (`rollout::world`) |
 //! | `spec.readinessGates` | whether the pod declares `KruisePodReady` (`readiness`, `gate`) |
 //! | `spec.nodeName` | whether the pod is bound to a node yet: the gate starts only bound pods (`readiness`) |
+//! | `status.phase` | whether a rollout can restart the pod (Succeeded and Failed pods are skipped: `crr_crds::rules::check_pod`) |
 //! | `status.conditions` | the readiness holders and the gate's initial condition (`readiness`) |
 //! | each container status's name, ready, restartCount, containerID and `state.running` (regular and init containers) | the snapshot (`crr_crds::status::snapshot`) |
 //!
@@ -148,6 +149,7 @@ struct WireSpec {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireStatus {
+    phase: Option<String>,
     conditions: Option<Vec<PodCondition>>,
     container_statuses: Option<Vec<WireContainerStatus>>,
     init_container_statuses: Option<Vec<WireContainerStatus>>,
@@ -229,6 +231,7 @@ impl Wire {
                 ..PodSpec::default()
             }),
             status: self.status.map(|status| PodStatus {
+                phase: status.phase,
                 conditions: status.conditions,
                 container_statuses: statuses(status.container_statuses),
                 init_container_statuses: statuses(status.init_container_statuses),

@@ -143,7 +143,12 @@ impl<'a> Executor<'a> {
             }
         }))
         .await;
-        created.into_iter().collect::<Result<(), Error>>()?;
+        // A refused create still lets the status be written: the rollout says where it stands
+        // whatever admission did, and the refusal is an Event on it (then the reconcile's error).
+        let refused = created
+            .into_iter()
+            .filter_map(Result::err)
+            .collect::<Vec<_>>();
         let rollouts: Api<ContainerRecreateRollout> =
             Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let reference = self.rollout.object_ref(&());
@@ -177,6 +182,21 @@ impl<'a> Executor<'a> {
                     .publish(&reference, type_, event.reason, &event.note)
                     .await;
             }
+        }
+        if let Some(first) = refused.into_iter().next() {
+            let note = match &first {
+                Error::Write {
+                    object,
+                    source: kube::Error::Api(status),
+                    ..
+                } => format!("{object}: {}", status.message),
+                other => other.to_string(),
+            };
+            self.ctx
+                .events
+                .publish(&reference, EventType::Warning, "RequestRefused", &note)
+                .await;
+            return Err(first);
         }
         if let Some(wait) = &budget_wait
             && self

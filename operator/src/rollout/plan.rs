@@ -10,7 +10,9 @@
 //! - The target is the pods created before the rollout (by `creationTimestamp`, whole seconds:
 //!   a pod of the same second is not the rollout's) that still exist, not terminating. Pods
 //!   created later are not restarted: their containers are new. Pods that disappear leave the
-//!   counts.
+//!   counts. A pod that cannot have containers recreated (Pending: not bound to a node;
+//!   Succeeded or Failed: an evicted pod a Deployment keeps) is skipped, counted apart, unless
+//!   it has a request already: admission would refuse its request, and the rollout must end.
 //! - A pod is *unavailable* while it is not Ready or has a request of this rollout in flight. A
 //!   Ready pod starts only while fewer than `maxUnavailable` target pods are unavailable. A pod
 //!   already not Ready costs nothing to start.
@@ -231,6 +233,9 @@ pub struct Counts {
     pub in_flight: usize,
     /// Target pods not started.
     pub pending: usize,
+    /// Pods of the target that cannot be restarted (Pending, Succeeded or Failed) and have no
+    /// request: not in `target_pods`, never started.
+    pub skipped: usize,
 }
 
 /// Reason of the Failed condition when more pods failed than allowed.
@@ -269,13 +274,14 @@ fn plan_starts(
     requests: &BTreeMap<String, RequestState>,
     budgets: &[BudgetView],
 ) -> Plan {
-    let target: Vec<&PodView> = pods
+    let (target, skipped): (Vec<&PodView>, Vec<&PodView>) = pods
         .iter()
         .filter(|pod| pod.created < settings.created && !pod.terminating)
         .filter(|pod| settings.only_pods.is_empty() || settings.only_pods.contains(&pod.name))
-        .collect();
+        .partition(|pod| pod.restartable || requests.contains_key(&pod.uid));
     let mut counts = Counts {
         target_pods: target.len(),
+        skipped: skipped.len(),
         ..Counts::default()
     };
     let mut pending: Vec<&PodView> = Vec::new();

@@ -123,6 +123,7 @@ pub fn next_status(
         failed: count(counts.failed),
         in_flight: count(counts.in_flight),
         pending: count(counts.pending),
+        skipped: count(counts.skipped),
         progress: Some(format!("{}/{}", counts.recreated, counts.target_pods)),
         conditions,
         failures: plan.failures.clone(),
@@ -348,6 +349,7 @@ mod tests {
             failed: 0,
             in_flight,
             pending: target - recreated - in_flight,
+            skipped: 0,
         }
     }
 

@@ -27,6 +27,7 @@ pub mod faults;
 pub mod kwok;
 pub mod measure;
 pub mod rollout;
+pub mod tenant;
 
 /// Namespace the components are installed in.
 pub const SYSTEM_NAMESPACE: &str = "crr-system";

@@ -13,6 +13,7 @@ use crr_e2e::rollout::{
     Unavailable, all_ready, apply, budget_over, create_rollout, deployment_of, finished,
     pod_template, recreated_in_place, rollouts, started, wait_phase,
 };
+use crr_e2e::tenant::Tenant;
 use crr_e2e::{Ctx, Scenario, check, container, wait};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -71,6 +72,10 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "rollout-reapplied",
             run: |ctx| Box::pin(reapplied(ctx)),
+        },
+        Scenario {
+            name: "tenant-paused-rollouts",
+            run: |ctx| Box::pin(tenant_paused(ctx)),
         },
     ]
 }
@@ -1056,4 +1061,94 @@ async fn reapplied(ctx: Ctx) -> anyhow::Result<()> {
         || format!("the finished rollout is now {:?}", observed.phase()),
     )?;
     recreated_in_place(&ctx, &before, 1).await
+}
+
+/// How many paused rollouts the tenant makes: the cluster's cap as installed.
+const PAUSED: usize = 10;
+
+/// A tenant (`edit` and a Role on rollouts in its own namespace) makes as many paused rollouts
+/// as the cluster's cap over its own pod: paused, none starts (no start time) and none holds a
+/// slot, so another namespace's rollout starts within 10 s. Resumed, a paused one starts and ends.
+async fn tenant_paused(ctx: Ctx) -> anyhow::Result<()> {
+    let tenant = Tenant::new(&ctx.client, "pauser").await?;
+    let outcome = paused_hold_no_slot(&ctx, &tenant).await;
+    tenant.remove(&ctx.client).await;
+    outcome
+}
+
+async fn paused_hold_no_slot(ctx: &Ctx, tenant: &Tenant) -> anyhow::Result<()> {
+    let observed = tenant.observed(&ctx.client);
+    tenant
+        .apply(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                       "metadata": {"name": "own"},
+                       "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "own"}},
+                                "template": pod_template("own")}}))
+        .await?;
+    all_ready(&observed, "own", 1).await?;
+    let paused = |name: &str| {
+        json!({"apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
+               "metadata": {"name": name},
+               "spec": {"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                   "name": "own"}},
+                        "containers": ["app"], "paused": true}})
+    };
+    for index in 0..PAUSED {
+        tenant.apply(&paused(&format!("paused-{index}"))).await?;
+    }
+    for index in 0..PAUSED {
+        let rollout = wait_phase(&observed, &format!("paused-{index}"), "Paused").await?;
+        check(!started(&rollout), || {
+            format!("paused-{index} shows a start time: {:?}", rollout.status)
+        })?;
+    }
+    let before = deployment_of(ctx, "web", 1).await?;
+    let asked = std::time::Instant::now();
+    create_rollout(
+        ctx,
+        "theirs",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"]}),
+    )
+    .await?;
+    wait(
+        rollouts(ctx),
+        "theirs",
+        Duration::from_secs(10),
+        |rollout: Option<&ContainerRecreateRollout>| rollout.is_some_and(started),
+    )
+    .await
+    .context("another namespace's rollout did not start within 10 s beside the paused ones")?;
+    println!(
+        "{PAUSED} paused rollouts in {}: another namespace's rollout started after {:.2} s",
+        tenant.namespace,
+        asked.elapsed().as_secs_f64()
+    );
+    wait_phase(ctx, "theirs", "Completed").await?;
+    recreated_in_place(ctx, &before, 1).await?;
+    // Resumed, a paused rollout starts and ends as any.
+    let resumed = tenant
+        .kubectl(
+            &[
+                "patch",
+                "containerrecreaterollout",
+                "paused-0",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"paused":false}}"#,
+            ],
+            None,
+        )
+        .await?;
+    check(resumed.status.success(), || {
+        format!("resuming: {}", String::from_utf8_lossy(&resumed.stderr))
+    })?;
+    let done = wait_phase(&observed, "paused-0", "Completed").await?;
+    check(
+        started(&done)
+            && done
+                .status
+                .as_ref()
+                .is_some_and(|status| status.recreated == 1),
+        || format!("the resumed rollout: {:?}", done.status),
+    )
 }

@@ -16,6 +16,7 @@ use crr_e2e::rollout::{
     Unavailable, all_ready, apply, budget_over, finished, pod_template, recreated_in_place,
     rollouts, started, wait_phase,
 };
+use crr_e2e::tenant::Tenant;
 use crr_e2e::{Ctx, Scenario, check, faults};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -64,6 +65,10 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "trigger-cluster-cap",
             run: |ctx| Box::pin(cluster_cap(ctx)),
+        },
+        Scenario {
+            name: "tenant-forged-trigger-labels",
+            run: |ctx| Box::pin(forged_trigger_labels(ctx)),
         },
     ]
 }
@@ -1161,4 +1166,110 @@ async fn three_workloads_one_at_a_time(ctx: &Ctx) -> anyhow::Result<()> {
     check(most_running == 1 && waited, || {
         format!("at most {most_running} ran at once (want 1), one waited for the cap: {waited}")
     })
+}
+
+/// How long the forged rollouts stay beside the victim's before its rollout is counted: the
+/// operator deleted it within a minute when it trusted the labels.
+const FORGERY_WATCHED: Duration = Duration::from_secs(180);
+
+/// A tenant with `edit` in its own namespace (and a Role on rollouts there) labels its own
+/// rollouts with another namespace's workload UID, as the trigger wing labels its rollouts:
+/// four finished ones named after the victim's own rollout and others, and one that runs. The
+/// operator finds a workload's trigger rollouts by namespace and owner UID, never by label: the
+/// victim's rollout is still there 3 minutes later, and its config change is rolled out, not held
+/// by the forged running one.
+async fn forged_trigger_labels(ctx: Ctx) -> anyhow::Result<()> {
+    let tenant = Tenant::new(&ctx.client, "forger").await?;
+    let outcome = forgeries_reach_nothing(&ctx, &tenant).await;
+    tenant.remove(&ctx.client).await;
+    outcome
+}
+
+async fn forgeries_reach_nothing(ctx: &Ctx, tenant: &Tenant) -> anyhow::Result<()> {
+    let before = triggered_web(ctx, "one", 1).await?;
+    let uid = crr_e2e::uid(&deployments(ctx).get("web").await?)?;
+    // The victim's own rollout, paused: it restarts nothing, and must simply stay.
+    crr_e2e::rollout::create_rollout(
+        ctx,
+        "nightly",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["sidecar"], "paused": true}),
+    )
+    .await?;
+    let nightly_uid = crr_e2e::uid(&rollouts(ctx).get("nightly").await?)?;
+    let forged = |name: &str, workload: &str, paused: bool| {
+        json!({"apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
+               "metadata": {"name": name, "labels": {
+                   keys::LABEL_ROLLOUT_TRIGGER: "config-change",
+                   keys::LABEL_WORKLOAD_UID: uid}},
+               "spec": {"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                   "name": workload}},
+                        "containers": ["app"], "paused": paused}})
+    };
+    // Four that end at once (their target does not exist), named as the victim's rollouts.
+    for name in ["nightly", "x1", "x2", "x3"] {
+        tenant.apply(&forged(name, "missing", false)).await?;
+    }
+    // One that runs (paused over the tenant's own Deployment), as the victim's config-change
+    // rollout would.
+    let mut own = web_named("own", 1, json!({}));
+    own["spec"]["template"]["spec"]["volumes"] = json!([]);
+    own["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = json!([]);
+    tenant.apply(&own).await?;
+    tenant.apply(&forged("held", "own", true)).await?;
+    let observed = tenant.observed(&ctx.client);
+    for name in ["nightly", "x1", "x2", "x3"] {
+        wait_phase(&observed, name, "Failed").await?;
+    }
+    wait_phase(&observed, "held", "Paused").await?;
+    let forged_at = tokio::time::Instant::now();
+    println!(
+        "forged: four finished rollouts and one paused in {}, labelled with {uid}",
+        tenant.namespace
+    );
+
+    // The victim's config change is rolled out, not held by the forged running rollout.
+    apply(ctx, config_map("two", "yes")).await?;
+    let rollout = first_rollout(ctx, "config-change", Duration::from_secs(90))
+        .await
+        .context("the victim's config change was held")?;
+    let done = wait_phase(ctx, &rollout.name_any(), "Completed").await?;
+    check(
+        done.status
+            .as_ref()
+            .is_some_and(|status| status.recreated == 1),
+        || format!("the victim's config-change rollout: {:?}", done.status),
+    )?;
+    recreated_in_place(ctx, &before, 1).await?;
+    app_reads(ctx, "two").await?;
+
+    // The victim's own rollout stays, the same object, while the forgeries stay beside it.
+    loop {
+        let nightly = rollouts(ctx).get_opt("nightly").await?;
+        check(
+            nightly.as_ref().and_then(|rollout| rollout.uid()) == Some(nightly_uid.clone()),
+            || {
+                format!(
+                    "the victim's rollout nightly was deleted {:.0} s after the forgery",
+                    forged_at.elapsed().as_secs_f64()
+                )
+            },
+        )?;
+        if forged_at.elapsed() > FORGERY_WATCHED {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    let left = rollouts(&observed)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .len();
+    check(left == 5, || {
+        format!("the tenant's own five rollouts: {left} left")
+    })?;
+    println!(
+        "the victim's rollout stayed {FORGERY_WATCHED:?} beside the forgeries; its config change rolled out"
+    );
+    Ok(())
 }

@@ -37,6 +37,7 @@ fn pod(name: &str, ready: bool) -> PodView {
         created: at(0),
         ready,
         terminating: false,
+        restartable: true,
         ordinal: None,
     }
 }

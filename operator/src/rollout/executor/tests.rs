@@ -69,6 +69,7 @@ fn pod(name: &str, ready: bool) -> PodView {
         created: "2029-12-31T00:00:00Z".parse().expect("a time"),
         ready,
         terminating: false,
+        restartable: true,
         ordinal: None,
     }
 }
@@ -273,12 +274,28 @@ async fn a_refused_request_creation_is_a_write_error_with_its_reason() {
     let (ctx, mut handle, _leader) = context(true);
     let rollout = rollout(json!({}));
     let decision = decision(&rollout, vec![pod("a", true)], &[]);
+    let stored = rollout.clone();
     let server = tokio::spawn(async move {
         let (_, send) = expect(&mut handle, Method::POST, REQUESTS_PATH).await;
         send.send_response(respond(
             StatusCode::FORBIDDEN,
             &api_status(403, "Forbidden"),
         ));
+        // The status is written all the same, and the refusal is a Warning on the rollout.
+        let (body, send) = expect(
+            &mut handle,
+            Method::PATCH,
+            &format!("{ROLLOUT_PATH}/status"),
+        )
+        .await;
+        assert_eq!(body["status"]["phase"], "Progressing");
+        send.send_response(respond(StatusCode::OK, &stored));
+        expect_event(&mut handle, "Started").await;
+        let (event, send) = expect(&mut handle, Method::POST, EVENTS_PATH).await;
+        assert_eq!(event["reason"], "RequestRefused");
+        assert_eq!(event["type"], "Warning");
+        assert_eq!(event["note"], "pod ns/a: Forbidden");
+        send.send_response(respond(StatusCode::CREATED, &event));
         expect_nothing_more(&mut handle).await;
     });
     let error = Executor::new(&ctx, &rollout)
@@ -299,6 +316,7 @@ async fn a_decision_creates_its_requests_at_once_and_tries_every_one() {
     let rollout = rollout(json!({}));
     let decision = decision(&rollout, vec![pod("a", true), pod("b", true)], &[]);
     assert_eq!(decision.create.len(), 2);
+    let stored = rollout.clone();
     let server = tokio::spawn(async move {
         // Both creates reach the API server before either is answered: one after the other,
         // the second would never come.
@@ -315,12 +333,24 @@ async fn a_decision_creates_its_requests_at_once_and_tries_every_one() {
         ];
         names.sort_by_key(|name| name.to_string());
         assert_eq!(names, [json!("restart-uid-a"), json!("restart-uid-b")]);
-        // A refusal of one does not keep the other from being created; no status is written.
+        // A refusal of one does not keep the other from being created, nor the status from
+        // being written.
         answer_first.send_response(respond(
             StatusCode::FORBIDDEN,
             &api_status(403, "Forbidden"),
         ));
         answer_second.send_response(respond(StatusCode::CREATED, &second));
+        let (_, send) = expect(
+            &mut handle,
+            Method::PATCH,
+            &format!("{ROLLOUT_PATH}/status"),
+        )
+        .await;
+        send.send_response(respond(StatusCode::OK, &stored));
+        expect_event(&mut handle, "Started").await;
+        let (event, send) = expect(&mut handle, Method::POST, EVENTS_PATH).await;
+        assert_eq!(event["reason"], "RequestRefused");
+        send.send_response(respond(StatusCode::CREATED, &event));
         expect_nothing_more(&mut handle).await;
     });
     let error = Executor::new(&ctx, &rollout)

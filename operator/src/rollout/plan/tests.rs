@@ -12,6 +12,7 @@ fn pod(name: &str, created: i64, ready: bool) -> PodView {
         created: at(created),
         ready,
         terminating: false,
+        restartable: true,
         ordinal: None,
     }
 }
@@ -85,7 +86,8 @@ fn starts_up_to_max_unavailable_oldest_first() {
             recreated: 0,
             failed: 0,
             in_flight: 2,
-            pending: 1
+            pending: 1,
+            skipped: 0,
         }
     );
 }
@@ -367,6 +369,7 @@ fn any_world() -> impl Strategy<Value = World> {
                     created: at(created),
                     ready,
                     terminating,
+                    restartable: true,
                     ordinal,
                 };
                 if let Some(state) = state {
@@ -759,4 +762,48 @@ fn only_pods_narrows_the_target_to_those_names() {
     let plan_now = plan(&retry, &pods, &BTreeMap::new(), &[]);
     assert_eq!(names(&plan_now), ["c"]);
     assert_eq!(plan_now.counts.target_pods, 1);
+}
+
+#[test]
+fn pods_that_cannot_be_restarted_are_skipped_and_the_rollout_still_ends() {
+    let stuck = |name: &str| PodView {
+        restartable: false,
+        ready: false,
+        ..pod(name, 2, false)
+    };
+    // One Running pod, one Pending (anti-affinity on one node), one evicted (Failed).
+    let pods = [pod("running", 1, true), stuck("pending"), stuck("evicted")];
+    let first = plan(&settings(2), &pods, &BTreeMap::new(), &[]);
+    assert_eq!(names(&first), ["running"]);
+    assert_eq!(
+        (first.counts.target_pods, first.counts.skipped),
+        (1, 2),
+        "the two are skipped, not targets"
+    );
+    let done = plan(
+        &settings(2),
+        &pods,
+        &requests(&[("running", RequestState::Succeeded)]),
+        &[],
+    );
+    assert_eq!(done.phase, RolloutPhase::Completed);
+    assert_eq!(
+        (done.counts.recreated, done.counts.skipped),
+        (1, 2),
+        "completed with the Running pod recreated and the others skipped"
+    );
+    // A pod evicted while its request ran is counted by its request, not skipped.
+    let evicted_late = plan(
+        &settings(2),
+        &pods,
+        &requests(&[
+            ("running", RequestState::Succeeded),
+            ("evicted", failed("pod is gone")),
+        ]),
+        &[],
+    );
+    assert_eq!(
+        (evicted_late.counts.failed, evicted_late.counts.skipped),
+        (1, 1)
+    );
 }
