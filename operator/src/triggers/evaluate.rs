@@ -107,9 +107,9 @@ async fn write_record(
 }
 
 /// Creates `rollout` (built for `cause`) under the first of its names that is free, or that an
-/// earlier try of it holds (`trigger_rollout::name_taken`); returns that name and whether this
-/// call created it. A name held by a rollout that ended is not taken as done: the config may have
-/// gone back to data rolled out before, and the pods run other data now.
+/// earlier try of it holds (`trigger_rollout::name_taken`, which tells an earlier try whose
+/// record write failed from a rollout of data the config went back to); returns that name and
+/// whether this call created it.
 async fn create_rollout(
     ctx: &TriggerContext,
     view: &WorkloadView,
@@ -136,7 +136,12 @@ async fn create_rollout(
                     .await
                     .map_err(api_error(format!("reading rollout {namespace}/{name}")))?;
                 let taken = existing.map(|existing| {
-                    trigger_rollout::name_taken(&existing, &view.id(), cause.trigger())
+                    trigger_rollout::name_taken(
+                        &existing,
+                        &ctx.rollouts.state(),
+                        &view.id(),
+                        cause.trigger(),
+                    )
                 });
                 if taken == Some(NameTaken::EarlierTry) {
                     return Ok((name, false));

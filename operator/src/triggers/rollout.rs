@@ -1,14 +1,14 @@
 //! The rollout a trigger creates, and the trigger rollouts of a workload that still run.
 //!
 //! A trigger's rollout is named after its cause (the workload's name, then `-config-` and a
-//! hash of the record it rolls out, or `-schedule-` and the tick), so a leader that fails between
-//! creating it and recording it on the workload creates the same name again and finds it there,
-//! still to run or running: never a second rollout for one change or one tick. A requested
-//! restart is named after a hash of its value (`-restart-`): a rollout of the workload under
-//! that name, even one that ended, is that value's restart, done. A name held by a
-//! rollout that ended (the config went back to data rolled out before, whose rollout is kept) or
-//! by anything else is not that: the next name is tried (`-2`, `-3`, ...), never taken as done
-//! ([`name_taken`]). It is controlled by the workload (an owner reference with its UID and
+//! hash of the record it rolls out, `-schedule-` and the tick, or `-restart-` and a hash of the
+//! requested value), and is created before the cause is recorded in the workload's
+//! TriggerRecord. So a leader that fails between the two, or a record write that is refused,
+//! finds the same name held by its earlier try when it evaluates again, running or done, and
+//! only writes the record: one cause, one rollout ([`name_taken`]). A name held by an older
+//! config-change rollout that a later one followed (the config went back to data rolled out
+//! before) or by anything else is not that: the next name is tried (`-2`, `-3`, ...). It is
+//! controlled by the workload (an owner reference with its UID and
 //! `controller: true`; deleting the workload deletes it) and labelled with its trigger and the
 //! workload's UID for people and `kubectl crr`. A workload's newest [`HISTORY_LIMIT`] finished
 //! trigger rollouts are kept, as a Deployment keeps its `revisionHistoryLimit` ReplicaSets; older
@@ -218,25 +218,55 @@ pub fn trigger_rollout(
 /// What a rollout already holding the name a trigger's rollout wants means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NameTaken {
-    /// The same cause's rollout for the same workload, still to run or running: an earlier try
-    /// of this very rollout (a leader that failed before recording it). Nothing to create.
+    /// This very rollout, made by an earlier try (a leader that failed before recording it, or a
+    /// record write that was refused): running or done. Nothing to create; the record is
+    /// written.
     EarlierTry,
-    /// A rollout that ended or is being deleted, or one of another workload, trigger or author:
-    /// its work is not this change's. The next name is tried.
+    /// A rollout being deleted, or one of another workload, trigger or author, or an older
+    /// rollout of the same data that a later one followed: its work is not this change's. The
+    /// next name is tried.
     Other,
 }
 
-/// Whether `existing`, holding the name of the rollout `trigger` wants for the workload `uid`,
-/// is an earlier try of it. A requested restart's name is its value's: one of the workload's
-/// restart rollouts under it, even finished, is that value's restart, done.
+/// Whether `existing`, holding the name of the rollout `trigger` wants for `workload`, is an
+/// earlier try of it; `rollouts` is the rollout cache. A cause's rollout is made once however
+/// often its record write fails:
+/// - one still to run or running is the earlier try;
+/// - a requested restart's name is its value's, a schedule's its tick's: one of them, even
+///   finished, is that restart or tick, done;
+/// - a config change's name is its data's: a finished one is this change done unless a later
+///   config-change rollout of the workload followed it (the config went back to data rolled
+///   out before, and the pods run other data now).
 pub fn name_taken(
     existing: &ContainerRecreateRollout,
+    rollouts: &[Arc<ContainerRecreateRollout>],
     workload: &WorkloadId,
     trigger: Trigger,
 ) -> NameTaken {
-    if of_workload(existing, workload, Some(trigger))
-        && (runs(existing) || trigger == Trigger::Restart)
+    if !of_workload(existing, workload, Some(trigger))
+        || existing.metadata.deletion_timestamp.is_some()
     {
+        return NameTaken::Other;
+    }
+    let done = match trigger {
+        Trigger::Restart | Trigger::Schedule => true,
+        Trigger::ConfigChange => {
+            let created = |rollout: &ContainerRecreateRollout| {
+                rollout
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|time| time.0)
+            };
+            let followed = rollouts.iter().any(|later| {
+                of_workload(later, workload, Some(trigger))
+                    && later.uid() != existing.uid()
+                    && created(later) > created(existing)
+            });
+            !followed
+        }
+    };
+    if runs(existing) || done {
         NameTaken::EarlierTry
     } else {
         NameTaken::Other
@@ -500,25 +530,43 @@ mod tests {
     }
 
     #[test]
-    fn only_a_live_rollout_of_the_same_workload_and_trigger_is_an_earlier_try() {
+    fn the_same_causes_rollout_running_or_done_is_an_earlier_try() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         let with = |phase: Option<RolloutPhase>, uid: &str| {
-            of_workload_in_phase(uid, &config_cause(), phase)
+            let mut rollout = of_workload_in_phase(uid, &config_cause(), phase);
+            rollout.metadata.uid = Some("uid-first".to_owned());
+            rollout.metadata.creation_timestamp = Some(Time(Timestamp::from_second(10).unwrap()));
+            rollout
         };
         let taken = |rollout: &ContainerRecreateRollout| {
-            name_taken(rollout, &shop("uid-web"), Trigger::ConfigChange)
+            name_taken(rollout, &[], &shop("uid-web"), Trigger::ConfigChange)
         };
         assert_eq!(taken(&with(None, "uid-web")), NameTaken::EarlierTry);
         assert_eq!(
             taken(&with(Some(RolloutPhase::Progressing), "uid-web")),
             NameTaken::EarlierTry
         );
-        // The config went back to data rolled out before: that rollout ended, this one is new.
-        assert_eq!(
-            taken(&with(Some(RolloutPhase::Completed), "uid-web")),
-            NameTaken::Other
-        );
+        // Done, and the newest config-change rollout: this change, whose record write failed.
+        let completed = with(Some(RolloutPhase::Completed), "uid-web");
+        assert_eq!(taken(&completed), NameTaken::EarlierTry);
         assert_eq!(
             taken(&with(Some(RolloutPhase::Failed), "uid-web")),
+            NameTaken::EarlierTry
+        );
+        // The config went back to data rolled out before: a later rollout followed that one.
+        let mut later = of_workload_in_phase(
+            "uid-web",
+            &Cause::ConfigChange {
+                changed: vec![ConfigRef::config_map("app-config")],
+                record: "fedcba9876543210".to_owned(),
+            },
+            Some(RolloutPhase::Completed),
+        );
+        later.metadata.uid = Some("uid-later".to_owned());
+        later.metadata.creation_timestamp = Some(Time(Timestamp::from_second(20).unwrap()));
+        let cache = [Arc::new(completed.clone()), Arc::new(later)];
+        assert_eq!(
+            name_taken(&completed, &cache, &shop("uid-web"), Trigger::ConfigChange),
             NameTaken::Other
         );
         // A workload of the same name deleted and made again.
@@ -528,13 +576,28 @@ mod tests {
         theirs.metadata.labels = None;
         assert_eq!(taken(&theirs), NameTaken::Other);
         let mut going = with(None, "uid-web");
-        going.metadata.deletion_timestamp = Some(
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
-        );
+        going.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
         assert_eq!(taken(&going), NameTaken::Other);
         assert_eq!(
-            name_taken(&with(None, "uid-web"), &shop("uid-web"), Trigger::Schedule),
+            name_taken(
+                &with(None, "uid-web"),
+                &[],
+                &shop("uid-web"),
+                Trigger::Schedule
+            ),
             NameTaken::Other
+        );
+    }
+
+    #[test]
+    fn a_ticks_rollout_even_finished_is_that_tick_done() {
+        let tick = Cause::Schedule {
+            tick: Timestamp::UNIX_EPOCH,
+        };
+        let done = of_workload_in_phase("uid-web", &tick, Some(RolloutPhase::Completed));
+        assert_eq!(
+            name_taken(&done, &[], &shop("uid-web"), Trigger::Schedule),
+            NameTaken::EarlierTry
         );
     }
 
@@ -548,6 +611,7 @@ mod tests {
         let taken = |phase: Option<RolloutPhase>, uid: &str| {
             name_taken(
                 &of_workload_in_phase(uid, &cause, phase),
+                &[],
                 &shop("uid-web"),
                 Trigger::Restart,
             )
@@ -680,7 +744,7 @@ mod tests {
         assert_eq!(last_ended(&rollouts, &web), None);
         assert_eq!(running(&rollouts, &web, Trigger::ConfigChange), None);
         assert_eq!(
-            name_taken(&rollouts[4], &web, Trigger::ConfigChange),
+            name_taken(&rollouts[4], &rollouts, &web, Trigger::ConfigChange),
             NameTaken::Other
         );
         // The workload's own, beside them, is found.

@@ -15,6 +15,7 @@ use crr_e2e::rollout::{
 };
 use crr_e2e::tenant::Tenant;
 use crr_e2e::{Ctx, Scenario, check, container, wait};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -76,6 +77,10 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "tenant-paused-rollouts",
             run: |ctx| Box::pin(tenant_paused(ctx)),
+        },
+        Scenario {
+            name: "rollout-pending-pod",
+            run: |ctx| Box::pin(pending_pod(ctx)),
         },
     ]
 }
@@ -1151,4 +1156,80 @@ async fn paused_hold_no_slot(ctx: &Ctx, tenant: &Tenant) -> anyhow::Result<()> {
                 .is_some_and(|status| status.recreated == 1),
         || format!("the resumed rollout: {:?}", done.status),
     )
+}
+
+/// A Deployment with one pod more than the cluster has nodes, each pod refusing to share a node
+/// with another (required anti-affinity): one stays Pending. A rollout over it (`maxUnavailable`
+/// all of them) restarts the Running pods, skips the Pending one (admission refuses a request for
+/// it) and ends `Completed`, its status written from its first reconcile.
+async fn pending_pod(ctx: Ctx) -> anyhow::Result<()> {
+    let nodes = crr_e2e::ready_nodes(&ctx.client).await?.len();
+    let running = i32::try_from(nodes)?;
+    let mut template = pod_template("spread");
+    template["spec"]["affinity"] = json!({"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "spread"}},
+            "topologyKey": "kubernetes.io/hostname"}]}});
+    apply(
+        &ctx,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "spread"},
+               "spec": {"replicas": running + 1, "selector": {"matchLabels": {"app": "spread"}},
+                        "template": template}}),
+    )
+    .await?;
+    let (before, pending) = ready_and_pending(&ctx, running).await?;
+    create_rollout(
+        &ctx,
+        "spread",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "spread"}},
+               "containers": ["app"], "maxUnavailable": running + 1}),
+    )
+    .await?;
+    // A status from the first reconcile: a phase within seconds, not an empty status.
+    wait(
+        rollouts(&ctx),
+        "spread",
+        Duration::from_secs(15),
+        |rollout: Option<&ContainerRecreateRollout>| {
+            rollout.is_some_and(|rollout| rollout.phase().is_some())
+        },
+    )
+    .await
+    .context("the rollout wrote no status within 15 s")?;
+    let done = wait_phase(&ctx, "spread", "Completed").await?;
+    let status = done.status.unwrap_or_default();
+    check(
+        status.recreated == running && status.target_pods == running && status.skipped == 1,
+        || format!("status over {running} Running and 1 Pending ({pending}): {status:?}"),
+    )?;
+    recreated_in_place(&ctx, &before, 1).await
+}
+
+/// `running` Ready pods of `spread` and the name of the one the scheduler found no node for.
+async fn ready_and_pending(ctx: &Ctx, running: i32) -> anyhow::Result<(Vec<Pod>, String)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let mut pods = ctx
+            .pods()
+            .list(&ListParams::default().labels("app=spread"))
+            .await?
+            .items;
+        pods.sort_by_key(ResourceExt::name_any);
+        let pending = pods
+            .iter()
+            .find(|pod| crr_e2e::pod_condition(pod, "PodScheduled") == Some("False"))
+            .map(ResourceExt::name_any);
+        let (ready, _): (Vec<Pod>, Vec<Pod>) = pods.into_iter().partition(crr_e2e::pod_ready);
+        if let Some(pending) = pending
+            && ready.len() == usize::try_from(running)?
+        {
+            return Ok((ready, pending));
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow!(
+                "not {running} Ready pods of spread and one unscheduled after 180 s"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

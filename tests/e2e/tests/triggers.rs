@@ -1197,18 +1197,17 @@ async fn forgeries_reach_nothing(ctx: &Ctx, tenant: &Tenant) -> anyhow::Result<(
     )
     .await?;
     let nightly_uid = crr_e2e::uid(&rollouts(ctx).get("nightly").await?)?;
-    let forged = |name: &str, workload: &str, paused: bool| {
+    let forged = |name: &str, target: Value, paused: bool| {
         json!({"apiVersion": "crr.dev/v1alpha1", "kind": "ContainerRecreateRollout",
                "metadata": {"name": name, "labels": {
                    keys::LABEL_ROLLOUT_TRIGGER: "config-change",
                    keys::LABEL_WORKLOAD_UID: uid}},
-               "spec": {"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment",
-                                                   "name": workload}},
-                        "containers": ["app"], "paused": paused}})
+               "spec": {"target": target, "containers": ["app"], "paused": paused}})
     };
-    // Four that end at once (their target does not exist), named as the victim's rollouts.
+    // Four that end at once (their selector matches no pod), named as the victim's rollouts.
     for name in ["nightly", "x1", "x2", "x3"] {
-        tenant.apply(&forged(name, "missing", false)).await?;
+        let nothing = json!({"selector": {"matchLabels": {"app": "nothing"}}});
+        tenant.apply(&forged(name, nothing, false)).await?;
     }
     // One that runs (paused over the tenant's own Deployment), as the victim's config-change
     // rollout would.
@@ -1216,10 +1215,12 @@ async fn forgeries_reach_nothing(ctx: &Ctx, tenant: &Tenant) -> anyhow::Result<(
     own["spec"]["template"]["spec"]["volumes"] = json!([]);
     own["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = json!([]);
     tenant.apply(&own).await?;
-    tenant.apply(&forged("held", "own", true)).await?;
+    let own_target =
+        json!({"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "own"}});
+    tenant.apply(&forged("held", own_target, true)).await?;
     let observed = tenant.observed(&ctx.client);
     for name in ["nightly", "x1", "x2", "x3"] {
-        wait_phase(&observed, name, "Failed").await?;
+        wait_phase(&observed, name, "Completed").await?;
     }
     wait_phase(&observed, "held", "Paused").await?;
     let forged_at = tokio::time::Instant::now();

@@ -485,6 +485,15 @@ async fn a_workload_the_index_does_not_hold_is_not_evaluated() {
 /// `to`: a change to roll out. Returns the context, the scripted API server, app-config as it is
 /// now, the record the rollout writes and the rollout's first name.
 fn changed_app_config(from: &str, to: &str) -> (TriggerContext, Handle, ConfigMap, Hashes, String) {
+    changed_app_config_beside(from, to, Vec::new())
+}
+
+/// [`changed_app_config`] with `rollouts` in the rollout cache.
+fn changed_app_config_beside(
+    from: &str,
+    to: &str,
+    rollouts: Vec<ContainerRecreateRollout>,
+) -> (TriggerContext, Handle, ConfigMap, Hashes, String) {
     let before = config_map("app-config", "1", from);
     let proxy = config_map("proxy-config", "1", "p");
     let recorded = serde_json::to_string(&record_of(&[
@@ -492,7 +501,7 @@ fn changed_app_config(from: &str, to: &str) -> (TriggerContext, Handle, ConfigMa
         ("configmap/proxy-config", &hash::config_map(&proxy)),
     ]))
     .expect("JSON");
-    let (ctx, handle) = context(Vec::new());
+    let (ctx, handle) = context(rollouts);
     index_web(
         &ctx,
         &[CONFIG_CHANGE, (keys::ANNOTATION_CONFIG_HASHES, &recorded)],
@@ -539,7 +548,21 @@ async fn name_held(handle: &mut Handle, name: &str, status: Option<Value>) -> Va
 /// that earlier rollout, which ended, so the next name is taken (never the old one as done).
 #[tokio::test]
 async fn a_return_to_earlier_data_rolls_out_under_the_next_name_when_the_first_ended() {
-    let (ctx, mut handle, after, expected, first) = changed_app_config("v3", "v2");
+    // The rollout of v3, made after v2's.
+    let mut of_v3 = running(&Cause::ConfigChange {
+        changed: vec![ConfigRef::config_map("app-config")],
+        record: "v3v3v3v3v3v3".to_owned(),
+    });
+    of_v3.metadata.uid = Some("uid-of-v3".to_owned());
+    of_v3.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Timestamp::from_second(1_800_000_000).expect("a time"),
+    ));
+    of_v3.status = Some(crr_crds::rollout::ContainerRecreateRolloutStatus {
+        phase: Some("Completed".to_owned()),
+        ..Default::default()
+    });
+    let (ctx, mut handle, after, expected, first) =
+        changed_app_config_beside("v3", "v2", vec![of_v3]);
     let server = tokio::spawn(async move {
         serve(&mut handle, APP_CONFIG_PATH, &after).await;
         // The rollout that rolled v2 out the first time still holds the name, Completed.
@@ -571,6 +594,22 @@ async fn an_earlier_try_found_under_the_name_is_recorded_not_created_again() {
         name_held(&mut handle, &first, None).await;
         assert_eq!(expect_record(&mut handle).await, expected);
         // The script ends here: another POST or an Event would fail the evaluation.
+    });
+    let again = evaluate(&ctx, &web()).await.expect("evaluates");
+    assert_eq!(again, None);
+    server.await.expect("scripted API server");
+}
+
+/// A rollout made and done, whose record write was refused (a 403, a deposed leader): the next
+/// evaluation finds it under the change's name, the newest of the workload's, and only writes
+/// the record. The pods are restarted once for one change.
+#[tokio::test]
+async fn a_done_rollout_whose_record_write_failed_is_recorded_not_made_again() {
+    let (ctx, mut handle, after, expected, first) = changed_app_config("old", "new");
+    let server = tokio::spawn(async move {
+        serve(&mut handle, APP_CONFIG_PATH, &after).await;
+        name_held(&mut handle, &first, Some(json!({"phase": "Completed"}))).await;
+        assert_eq!(expect_record(&mut handle).await, expected);
     });
     let again = evaluate(&ctx, &web()).await.expect("evaluates");
     assert_eq!(again, None);
