@@ -125,7 +125,17 @@ pub struct ContainerRecreateRolloutSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = crate::limits::MAX_TTL_SECONDS_AFTER_FINISHED))]
     pub ttl_seconds_after_finished: Option<i32>,
+    /// ProgressDeadlineSeconds ends the rollout Failed (reason ProgressDeadlineExceeded) once no
+    /// pod has started or finished for this long while it runs (not paused, not waiting under the
+    /// cluster's cap): no new pod starts, and requests in flight finish first. Defaults to 1800.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub progress_deadline_seconds: Option<i32>,
 }
+
+/// `spec.progressDeadlineSeconds` when unset: a Deployment's 600 s, scaled for pods restarted a
+/// few at a time behind budgets.
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 1800;
 
 fn is_false(value: &bool) -> bool {
     !value
@@ -219,6 +229,10 @@ pub struct ContainerRecreateRolloutStatus {
     /// counted in `targetPods`: Pending (not bound to a node), Succeeded or Failed (evicted, say).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub skipped: i32,
+    /// LastProgressTime is when a pod last started or finished, or the rollout started or
+    /// resumed: `spec.progressDeadlineSeconds` counts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_progress_time: Option<Time>,
     /// Progress is `recreated/targetPods`, for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,

@@ -55,6 +55,9 @@ pub enum RolloutViolation {
     /// A negative `maxFailedPods`.
     #[error("maxFailedPods must be at least 0")]
     NegativeMaxFailedPods,
+    /// A `progressDeadlineSeconds` below 1.
+    #[error("progressDeadlineSeconds must be at least 1")]
+    ProgressDeadlineNotPositive,
     /// An `order` this version does not know.
     #[error("order must be Default, not {order}")]
     UnknownOrder { order: String },
@@ -98,6 +101,7 @@ impl RolloutViolation {
             Self::ContainerNameEmpty => "RolloutContainerNameEmpty",
             Self::BadMaxUnavailable(_) => "RolloutBadMaxUnavailable",
             Self::NegativeMaxFailedPods => "RolloutNegativeMaxFailedPods",
+            Self::ProgressDeadlineNotPositive => "RolloutProgressDeadlineNotPositive",
             Self::UnknownOrder { .. } => "RolloutUnknownOrder",
             Self::ActiveDeadlineTooShort => "RolloutActiveDeadlineTooShort",
             Self::Immutable { .. } => "RolloutImmutable",
@@ -109,7 +113,7 @@ impl RolloutViolation {
     }
 
     /// Every reason, so that metrics can export each from the start.
-    pub const REASONS: [&'static str; 17] = [
+    pub const REASONS: [&'static str; 18] = [
         "RolloutNameTooLong",
         "RolloutTargetNotExactlyOne",
         "RolloutUnknownWorkload",
@@ -120,6 +124,7 @@ impl RolloutViolation {
         "RolloutContainerNameEmpty",
         "RolloutBadMaxUnavailable",
         "RolloutNegativeMaxFailedPods",
+        "RolloutProgressDeadlineNotPositive",
         "RolloutUnknownOrder",
         "RolloutActiveDeadlineTooShort",
         "RolloutImmutable",
@@ -131,7 +136,7 @@ impl RolloutViolation {
 }
 
 /// Checks a rollout's name and spec, in this order: name, target, containers, `maxUnavailable`,
-/// `maxFailedPods`, order, the per-pod deadline.
+/// `maxFailedPods`, `progressDeadlineSeconds`, order, the per-pod deadline.
 pub fn check_rollout(
     name: &str,
     spec: &ContainerRecreateRolloutSpec,
@@ -168,6 +173,12 @@ pub fn check_rollout(
     max_unavailable(spec.max_unavailable.as_ref())?;
     if spec.max_failed_pods.is_some_and(|count| count < 0) {
         return Err(RolloutViolation::NegativeMaxFailedPods);
+    }
+    if spec
+        .progress_deadline_seconds
+        .is_some_and(|seconds| seconds < 1)
+    {
+        return Err(RolloutViolation::ProgressDeadlineNotPositive);
     }
     if let Some(order) = spec.order.as_deref().filter(|order| *order != "Default") {
         return Err(RolloutViolation::UnknownOrder {
@@ -254,6 +265,10 @@ pub fn check_rollout_update(
     changed(
         "ttlSecondsAfterFinished",
         old.ttl_seconds_after_finished == new.ttl_seconds_after_finished,
+    )?;
+    changed(
+        "progressDeadlineSeconds",
+        old.progress_deadline_seconds == new.progress_deadline_seconds,
     )
 }
 
@@ -388,6 +403,10 @@ mod tests {
             (
                 "RolloutNegativeMaxFailedPods",
                 Box::new(|spec| spec.max_failed_pods = Some(-1)),
+            ),
+            (
+                "RolloutProgressDeadlineNotPositive",
+                Box::new(|spec| spec.progress_deadline_seconds = Some(0)),
             ),
             (
                 "RolloutUnknownOrder",

@@ -20,7 +20,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crr_crds::keys;
 use crr_crds::rollout::{ContainerRecreateRollout, RolloutPhase};
 use jiff::Timestamp;
 use kube::ResourceExt as _;
@@ -70,12 +69,7 @@ impl CapView {
         let status = rollout.status.as_ref();
         let started = status.is_some_and(|status| status.start_time.is_some());
         let progressing = rollout.phase() == Some(RolloutPhase::Progressing);
-        let waiting_under_cap = status.is_some_and(|status| {
-            status.conditions.iter().any(|condition| {
-                condition.type_ == keys::CONDITION_ROLLOUT_PROGRESSING
-                    && condition.reason == super::status::REASON_WAITING_FOR_CLUSTER_CAP
-            })
-        });
+        let waiting_under_cap = status.is_some_and(super::status::waits_under_cap);
         Self {
             namespace: rollout.namespace().unwrap_or_default(),
             name: rollout.name_any(),
@@ -332,6 +326,7 @@ mod tests {
 
     #[test]
     fn only_a_started_progressing_rollout_not_waiting_under_the_cap_runs() {
+        use crr_crds::keys;
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
         let runs = rollout("runs", true, Some("Progressing"));
         assert!(CapView::of(&runs).running);

@@ -20,14 +20,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crr_crds::rollout::{
-    ContainerRecreateRollout, ContainerRecreateRolloutStatus, Limit, max_unavailable, target_name,
+    ContainerRecreateRollout, ContainerRecreateRolloutStatus, DEFAULT_PROGRESS_DEADLINE_SECONDS,
+    Limit, RolloutPhase, max_unavailable, target_name,
 };
 use crr_crds::status::{NoResourceVersion, RolloutStatusPatch};
 use crr_crds::v1beta1::ContainerRecreateRequest;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::plan::{self, BudgetView, PodView, RequestState, Settings, Waiting};
+use super::plan::{self, BudgetView, PodView, Progress, RequestState, Settings, Waiting};
 use super::request::new_request;
 use super::status::{RolloutEvent, events, next_status};
 
@@ -49,6 +50,17 @@ pub enum Next {
     AwaitChange,
     /// After this long at the latest.
     After(Duration),
+}
+
+impl Next {
+    /// This, or after `at_most` if that is sooner.
+    fn sooner(self, at_most: Option<Duration>) -> Self {
+        match (self, at_most) {
+            (Self::After(after), Some(at_most)) => Self::After(after.min(at_most)),
+            (Self::AwaitChange, Some(at_most)) => Self::After(at_most),
+            (next, None) => next,
+        }
+    }
 }
 
 /// A PodDisruptionBudget a pod waits on, to announce (at most once a minute per rollout and
@@ -255,6 +267,7 @@ pub fn decide(
         only_pods: rollout.spec.only_pods.iter().cloned().collect(),
         max_failed_pods: usize::try_from(rollout.spec.max_failed_pods.unwrap_or(0)).unwrap_or(0),
         target_exists: world.target_exists,
+        past_deadline: past_deadline(rollout, now),
     };
     let plan = plan::plan(&settings, &world.pods, requests, &world.budgets);
     let budgets = plan
@@ -284,6 +297,7 @@ pub fn decide(
         target_name(&rollout.spec.target),
         now,
     );
+    let deadline_left = progress_deadline_left(rollout, &status, now);
     let (delete, next) = if plan.phase.is_finished() {
         expiry(
             rollout.spec.ttl_seconds_after_finished,
@@ -300,7 +314,8 @@ pub fn decide(
                 Waiting::FailureLimit | Waiting::Aborting | Waiting::Nothing => {
                     Next::After(IN_FLIGHT_POLL)
                 }
-            },
+            }
+            .sooner(deadline_left),
         )
     };
     let (status, events) = if previous == Some(&status) {
@@ -323,6 +338,55 @@ pub fn decide(
         delete,
         next,
     })
+}
+
+/// `spec.progressDeadlineSeconds`, or its default.
+fn progress_deadline(rollout: &ContainerRecreateRollout) -> Duration {
+    let seconds = rollout
+        .spec
+        .progress_deadline_seconds
+        .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS);
+    Duration::from_secs(u64::try_from(seconds.max(1)).unwrap_or(1))
+}
+
+/// The counts of the last status when the rollout ran on it and its progress deadline has passed
+/// since its last progress (`None`: not running, or within the deadline).
+fn past_deadline(rollout: &ContainerRecreateRollout, now: Timestamp) -> Option<Progress> {
+    let status = rollout.status.as_ref()?;
+    let running = status.phase.as_deref() == Some(RolloutPhase::Progressing.as_str())
+        && !super::status::waits_under_cap(status);
+    let since = status
+        .last_progress_time
+        .as_ref()
+        .or(status.start_time.as_ref())?;
+    let count = |value: i32| usize::try_from(value).unwrap_or(0);
+    (running && !rollout.spec.paused && elapsed(since, now) >= progress_deadline(rollout)).then(
+        || Progress {
+            recreated: count(status.recreated),
+            failed: count(status.failed),
+            in_flight: count(status.in_flight),
+        },
+    )
+}
+
+/// How long `status` (the one about to be written) has left before its progress deadline, while
+/// it runs.
+fn progress_deadline_left(
+    rollout: &ContainerRecreateRollout,
+    status: &ContainerRecreateRolloutStatus,
+    now: Timestamp,
+) -> Option<Duration> {
+    let since = status.last_progress_time.as_ref()?;
+    let running = status.phase.as_deref() == Some(RolloutPhase::Progressing.as_str());
+    running.then(|| {
+        progress_deadline(rollout)
+            .saturating_sub(elapsed(since, now))
+            .max(Duration::from_secs(1))
+    })
+}
+
+fn elapsed(since: &Time, now: Timestamp) -> Duration {
+    Duration::from_secs(u64::try_from(now.as_second() - since.0.as_second()).unwrap_or(0))
 }
 
 /// How soon a rollout waiting under the cluster's cap looks again if nothing wakes it first. A

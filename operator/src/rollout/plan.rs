@@ -35,6 +35,9 @@
 //! - Once more pods failed than `maxFailedPods`, nothing starts; the rollout ends Failed when
 //!   its requests in flight have finished. Paused: nothing starts.
 //! - `onlyPods` (a retry) narrows the target to the pods of those names.
+//! - Once no pod has started or finished for `progressDeadlineSeconds` while it runs, nothing
+//!   starts; the rollout ends Failed (`ProgressDeadlineExceeded`) when its requests in flight
+//!   have finished.
 //! - Aborted: nothing starts; the executor deletes the requests not yet started; the rollout ends
 //!   Aborted when the ones under way have finished (unless every pod was handled by then: it
 //!   ended Completed or Failed on its own).
@@ -161,6 +164,21 @@ pub struct Settings {
     pub max_failed_pods: usize,
     /// Whether the target (its workload) still exists.
     pub target_exists: bool,
+    /// When the progress deadline has passed since the last progress: the counts the status
+    /// showed then. Unchanged now, the rollout is stalled: it starts nothing and ends Failed once
+    /// nothing is in flight.
+    pub past_deadline: Option<Progress>,
+}
+
+/// What counts as progress: a pod recreated, failed or started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Target pods whose request succeeded.
+    pub recreated: usize,
+    /// Target pods whose request failed.
+    pub failed: usize,
+    /// Target pods with an unfinished request.
+    pub in_flight: usize,
 }
 
 /// Why the rollout is not starting more pods now.
@@ -242,6 +260,8 @@ pub struct Counts {
 pub const REASON_FAILURE_LIMIT: &str = "FailureLimit";
 /// Reason of the Failed condition when the target workload is gone.
 pub const REASON_TARGET_GONE: &str = "TargetGone";
+/// Reason of the Failed condition when no pod started or finished within the progress deadline.
+pub const REASON_PROGRESS_DEADLINE: &str = "ProgressDeadlineExceeded";
 
 /// Plans the next step of a rollout that has not ended. `requests` maps a pod UID to its
 /// request's state; `pods` are the pods the target's selector matches now (any order).
@@ -376,6 +396,17 @@ fn plan_starts(
     };
     if over_limit {
         return holding(Waiting::FailureLimit);
+    }
+    let now = Progress {
+        recreated: counts.recreated,
+        failed: counts.failed,
+        in_flight: counts.in_flight,
+    };
+    if !settings.paused && settings.past_deadline == Some(now) {
+        if counts.in_flight == 0 {
+            return ended(RolloutPhase::Failed, Some(REASON_PROGRESS_DEADLINE), counts);
+        }
+        return holding(Waiting::Nothing);
     }
     if !settings.target_exists {
         // In flight only: let them finish, start nothing.

@@ -82,6 +82,10 @@ pub fn next_status(
     if let Some(reason) = plan.failed_reason {
         let message = match reason {
             super::plan::REASON_TARGET_GONE => "the target workload is gone".to_owned(),
+            super::plan::REASON_PROGRESS_DEADLINE => format!(
+                "no pod started or finished within the progress deadline; {} of {} pods recreated",
+                counts.recreated, counts.target_pods
+            ),
             _ => format!(
                 "{} pods failed, more than maxFailedPods allows; first: {}",
                 counts.failed,
@@ -105,8 +109,23 @@ pub fn next_status(
             condition(keys::CONDITION_ROLLOUT_FAILED, true, reason, message),
         );
     }
+    // Progress: a pod started or finished, or the rollout (re)starts running now.
+    let runs_on = previous.phase.as_deref() == Some(RolloutPhase::Progressing.as_str())
+        && !waits_under_cap(&previous);
+    let moved = (previous.recreated, previous.failed, previous.in_flight)
+        != (
+            count(counts.recreated),
+            count(counts.failed),
+            count(counts.in_flight),
+        );
+    let last_progress_time = match previous.last_progress_time {
+        Some(last) if runs_on && !moved => Some(last),
+        _ if plan.phase == RolloutPhase::Progressing => Some(Time(now)),
+        last => last,
+    };
     ContainerRecreateRolloutStatus {
         observed_generation: generation,
+        last_progress_time,
         phase: Some(plan.phase.as_str().to_owned()),
         // A rollout paused before it started has not started: it holds no slot under the cap.
         start_time: previous
@@ -128,6 +147,15 @@ pub fn next_status(
         conditions,
         failures: plan.failures.clone(),
     }
+}
+
+/// Whether `status` says the rollout waits under the cluster's cap (its Progressing condition's
+/// reason): it does not run, whatever its phase and start time say.
+pub fn waits_under_cap(status: &ContainerRecreateRolloutStatus) -> bool {
+    status.conditions.iter().any(|condition| {
+        condition.type_ == keys::CONDITION_ROLLOUT_PROGRESSING
+            && condition.reason == REASON_WAITING_FOR_CLUSTER_CAP
+    })
 }
 
 /// The reason of the Progressing and Stalled conditions of an aborted rollout.

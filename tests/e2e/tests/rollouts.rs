@@ -82,6 +82,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "rollout-pending-pod",
             run: |ctx| Box::pin(pending_pod(ctx)),
         },
+        Scenario {
+            name: "rollout-progress-deadline",
+            run: |ctx| Box::pin(progress_deadline(ctx)),
+        },
     ]
 }
 
@@ -1232,4 +1236,45 @@ async fn ready_and_pending(ctx: &Ctx, running: i32) -> anyhow::Result<(Vec<Pod>,
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// A rollout that cannot progress (its only pod behind a PodDisruptionBudget of
+/// `maxUnavailable: 0`) ends `Failed` with reason `ProgressDeadlineExceeded` once its progress
+/// deadline (5 s here) passes: it gives its slot under the cluster's cap back.
+async fn progress_deadline(ctx: Ctx) -> anyhow::Result<()> {
+    let before = deployment_of(&ctx, "web", 1).await?;
+    budget_over(
+        &ctx,
+        json!({"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}}),
+        1,
+        0,
+    )
+    .await?;
+    let asked = std::time::Instant::now();
+    create_rollout(
+        &ctx,
+        "blocked",
+        json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+               "containers": ["app"], "progressDeadlineSeconds": 5}),
+    )
+    .await?;
+    let failed = wait_phase(&ctx, "blocked", "Failed").await?;
+    let took = asked.elapsed().as_secs_f64();
+    let reason = |type_: &str| {
+        failed
+            .status
+            .as_ref()
+            .and_then(|status| status.conditions.iter().find(|c| c.type_ == type_))
+            .map(|condition| condition.reason.clone())
+    };
+    check(
+        reason("Failed").as_deref() == Some("ProgressDeadlineExceeded")
+            && reason("Stalled").as_deref() == Some("ProgressDeadlineExceeded"),
+        || format!("the blocked rollout's status: {:?}", failed.status),
+    )?;
+    println!("a rollout blocked by its budget ended Failed after {took:.1} s (deadline 5 s)");
+    check(took < 60.0, || {
+        format!("the 5 s progress deadline ended the rollout only after {took:.1} s")
+    })?;
+    recreated_in_place(&ctx, &before, 0).await
 }

@@ -1215,10 +1215,12 @@ async fn forgeries_reach_nothing(ctx: &Ctx, tenant: &Tenant) -> anyhow::Result<(
     own["spec"]["template"]["spec"]["volumes"] = json!([]);
     own["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = json!([]);
     tenant.apply(&own).await?;
+    let observed = tenant.observed(&ctx.client);
+    // Pods made after a rollout are not its target: the pod first.
+    all_ready(&observed, "own", 1).await?;
     let own_target =
         json!({"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "own"}});
     tenant.apply(&forged("held", own_target, true)).await?;
-    let observed = tenant.observed(&ctx.client);
     for name in ["nightly", "x1", "x2", "x3"] {
         wait_phase(&observed, name, "Completed").await?;
     }

@@ -143,6 +143,57 @@ fn a_budget_that_allows_nothing_is_a_wait_to_announce() {
 }
 
 #[test]
+fn a_rollout_without_progress_past_its_deadline_fails_and_says_why() {
+    let mut rollout = rollout(json!({"progressDeadlineSeconds": 30}));
+    let mut pods = world(vec![pod("a", true)]);
+    pods.budgets = vec![BudgetView {
+        name: "web-pdb".to_owned(),
+        disruptions_allowed: 0,
+        desired_healthy: 1,
+        status_current: true,
+        pods: BTreeMap::from([("uid-a".to_owned(), true)]),
+        expected_pods: 1,
+        disrupted: Default::default(),
+        current_healthy: 1,
+        resource_version: "7".to_owned(),
+        released: Default::default(),
+    }];
+    let none = BTreeMap::new();
+    let first = decide(&rollout, &reading(&rollout), &pods, &none, at(110)).expect("decided");
+    let status = first.status.expect("a first status").status().clone();
+    assert_eq!(status.last_progress_time, Some(Time(at(110))));
+    assert_eq!(
+        first.next,
+        Next::After(BUDGET_POLL),
+        "the budget's poll is sooner than the deadline"
+    );
+    rollout.status = Some(status);
+    // Still blocked within the deadline: nothing written, looked at again by the deadline.
+    let within = decide(&rollout, &reading(&rollout), &pods, &none, at(138)).expect("decided");
+    assert_eq!(within.status, None);
+    assert_eq!(within.next, Next::After(Duration::from_secs(2)));
+    // Past it: Failed, Stalled, with an Event.
+    let past = decide(&rollout, &reading(&rollout), &pods, &none, at(141)).expect("decided");
+    let status = past
+        .status
+        .as_ref()
+        .expect("the ending status")
+        .status()
+        .clone();
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    for type_ in ["Stalled", "Failed"] {
+        let condition = status
+            .conditions
+            .iter()
+            .find(|condition| condition.type_ == type_)
+            .expect("the condition");
+        assert_eq!(condition.reason, "ProgressDeadlineExceeded");
+    }
+    assert_eq!(reasons(&past), ["Failed"]);
+    assert!(past.create.is_empty());
+}
+
+#[test]
 fn the_ending_status_is_written_with_its_events_and_a_ttl_of_zero_deletes_at_once() {
     let rollout = rollout(json!({"ttlSecondsAfterFinished": 0}));
     let requests = BTreeMap::from([("uid-a".to_owned(), RequestState::Succeeded)]);

@@ -27,6 +27,7 @@ fn settings(max_unavailable: usize) -> Settings {
         only_pods: BTreeSet::new(),
         max_failed_pods: 0,
         target_exists: true,
+        past_deadline: None,
     }
 }
 
@@ -434,6 +435,7 @@ fn any_world() -> impl Strategy<Value = World> {
                     only_pods: BTreeSet::new(),
                     max_failed_pods: max_failed,
                     target_exists: true,
+                    past_deadline: None,
                 },
             }
         })
@@ -806,4 +808,57 @@ fn pods_that_cannot_be_restarted_are_skipped_and_the_rollout_still_ends() {
         (evicted_late.counts.failed, evicted_late.counts.skipped),
         (1, 1)
     );
+}
+
+#[test]
+fn past_the_progress_deadline_without_progress_nothing_starts_and_the_rollout_fails() {
+    let pods = [pod("a", 1, true), pod("b", 2, true)];
+    let stalled = Settings {
+        past_deadline: Some(Progress {
+            recreated: 0,
+            failed: 0,
+            in_flight: 0,
+        }),
+        ..settings(1)
+    };
+    let failed = plan(&stalled, &pods, &BTreeMap::new(), &[]);
+    assert!(failed.start.is_empty());
+    assert_eq!(failed.phase, RolloutPhase::Failed);
+    assert_eq!(failed.failed_reason, Some(REASON_PROGRESS_DEADLINE));
+    // A request in flight finishes first; nothing new starts meanwhile.
+    let in_flight = requests(&[("a", RequestState::InFlight)]);
+    let holding = plan(
+        &Settings {
+            past_deadline: Some(Progress {
+                recreated: 0,
+                failed: 0,
+                in_flight: 1,
+            }),
+            ..settings(2)
+        },
+        &pods,
+        &in_flight,
+        &[],
+    );
+    assert!(holding.start.is_empty());
+    assert_eq!(holding.phase, RolloutPhase::Progressing);
+    // Progress since the status was written (a pod recreated): the deadline does not apply.
+    let moved = plan(
+        &stalled,
+        &pods,
+        &requests(&[("a", RequestState::Succeeded)]),
+        &[],
+    );
+    assert_eq!(names(&moved), ["b"]);
+    // Paused: no deadline.
+    let paused = plan(
+        &Settings {
+            paused: true,
+            ..stalled.clone()
+        },
+        &pods,
+        &BTreeMap::new(),
+        &[],
+    );
+    assert_eq!(paused.phase, RolloutPhase::Paused);
 }
