@@ -1173,8 +1173,10 @@ async fn three_workloads_one_at_a_time(ctx: &Ctx) -> anyhow::Result<()> {
 const FORGERY_WATCHED: Duration = Duration::from_secs(180);
 
 /// A tenant with `edit` in its own namespace (and a Role on rollouts there) labels its own
-/// rollouts with another namespace's workload UID, as the trigger wing labels its rollouts:
-/// four finished ones named after the victim's own rollout and others, and one that runs. The
+/// rollouts with another namespace's workload UID, as the trigger wing labels its rollouts.
+/// A policy refuses the labels to anyone but the operator; the rollouts are then made as the
+/// operator's identity (what no policy stops: the labels on rollouts of another namespace), four
+/// finished ones named after the victim's own rollout and others, and one that runs. The
 /// operator finds a workload's trigger rollouts by namespace and owner UID, never by label: the
 /// victim's rollout is still there 3 minutes later, and its config change is rolled out, not held
 /// by the forged running one.
@@ -1204,10 +1206,41 @@ async fn forgeries_reach_nothing(ctx: &Ctx, tenant: &Tenant) -> anyhow::Result<(
                    keys::LABEL_WORKLOAD_UID: uid}},
                "spec": {"target": target, "containers": ["app"], "paused": paused}})
     };
+    let nothing = json!({"selector": {"matchLabels": {"app": "nothing"}}});
+    let refused = tenant
+        .apply(&forged("nightly", nothing.clone(), false))
+        .await
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    check(
+        refused.contains("only the crr operator sets the labels"),
+        || format!("the tenant's labelled rollout was not refused by the policy: {refused:?}"),
+    )?;
+    let as_operator = |object: Value| {
+        let namespace = tenant.namespace.clone();
+        async move {
+            let text = serde_json::to_string(&object)?;
+            let user = format!(
+                "system:serviceaccount:{}:crr-operator",
+                crr_e2e::SYSTEM_NAMESPACE
+            );
+            let output = crr_e2e::kubectl_with_stdin(
+                &["--as", &user, "-n", &namespace, "create", "-f", "-"],
+                Some(&text),
+            )
+            .await?;
+            check(output.status.success(), || {
+                format!(
+                    "creating a forged rollout as the operator: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })
+        }
+    };
     // Four that end at once (their selector matches no pod), named as the victim's rollouts.
     for name in ["nightly", "x1", "x2", "x3"] {
-        let nothing = json!({"selector": {"matchLabels": {"app": "nothing"}}});
-        tenant.apply(&forged(name, nothing, false)).await?;
+        as_operator(forged(name, nothing.clone(), false)).await?;
     }
     // One that runs (paused over the tenant's own Deployment), as the victim's config-change
     // rollout would.
@@ -1220,7 +1253,7 @@ async fn forgeries_reach_nothing(ctx: &Ctx, tenant: &Tenant) -> anyhow::Result<(
     all_ready(&observed, "own", 1).await?;
     let own_target =
         json!({"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "own"}});
-    tenant.apply(&forged("held", own_target, true)).await?;
+    as_operator(forged("held", own_target, true)).await?;
     for name in ["nightly", "x1", "x2", "x3"] {
         wait_phase(&observed, name, "Completed").await?;
     }
