@@ -24,14 +24,23 @@ pub const REQUEST_PAGE: u32 = 20;
 /// UID, active) and `crr.dev/` (the rollout or trigger that made it).
 pub const CRR_LABEL_PREFIXES: [&str; 2] = ["crr.apps.kruise.io/", "crr.dev/"];
 
-/// Drops what no component reads of a request: `managedFields`, annotations, owner references,
+/// Drops what no component reads of a request: `managedFields`, annotations, owner references
+/// but a ContainerRecreateRollout's controller reference (the rollout that made it, by UID),
 /// labels outside [`CRR_LABEL_PREFIXES`], and the injected preStop and ports copies. The
 /// identity, finalizers, deletion time, the rest of the spec and the whole status stay.
 pub fn drop_tenant_bulk(crr: &mut ContainerRecreateRequest) {
     let metadata = &mut crr.metadata;
     metadata.managed_fields = None;
     metadata.annotations = None;
-    metadata.owner_references = None;
+    metadata.owner_references = metadata
+        .owner_references
+        .take()
+        .and_then(|owners| {
+            owners.into_iter().find(|owner| {
+                owner.controller == Some(true) && owner.kind == "ContainerRecreateRollout"
+            })
+        })
+        .map(|owner| vec![owner]);
     if let Some(labels) = metadata.labels.as_mut() {
         labels.retain(|key, _| is_crr_label(key));
     }

@@ -15,7 +15,7 @@
 //! A settled request no rollout made does not even stay slim: it leaves the cache for the
 //! settled index (`settled`), a few dozen bytes each. What stays in the cache settled is a request
 //! a ContainerRecreateRollout created (labelled with the rollout's name), which keeps a little more:
-//! that label, and its outcome (the `Succeeded` condition and the states of failed containers),
+//! that label, its controller owner reference (the rollout's UID), and its outcome (the `Succeeded` condition and the states of failed containers),
 //! which the rollout's plan reads for as long as the rollout exists.
 //!
 //! An unfinished request is kept without the bulk a tenant can add to it (up to the webhook's
@@ -68,6 +68,9 @@ fn slim_settled(crr: &mut ContainerRecreateRequest) {
         resource_version: metadata.resource_version,
         creation_timestamp: metadata.creation_timestamp,
         labels: rollout.map(|label| [label].into()),
+        // Which rollout made it, by UID (`drop_tenant_bulk` kept only that reference): a rollout
+        // made again under the same name is not it.
+        owner_references: metadata.owner_references.filter(|_| of_a_rollout),
         ..ObjectMeta::default()
     };
     let spec = std::mem::take(&mut crr.spec);
@@ -203,6 +206,18 @@ mod tests {
         whole
             .labels_mut()
             .insert(keys::LABEL_ROLLOUT.to_owned(), "nightly".to_owned());
+        let owner = |uid: &str, controller: bool| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "crr.dev/v1alpha1".to_owned(),
+                kind: "ContainerRecreateRollout".to_owned(),
+                name: "nightly".to_owned(),
+                uid: uid.to_owned(),
+                controller: Some(controller),
+                block_owner_deletion: None,
+            }
+        };
+        whole.metadata.owner_references =
+            Some(vec![owner("other", false), owner("nightly-uid", true)]);
         let status = whole.status.as_mut().expect("a status");
         status.container_recreate_states = serde_json::from_value(serde_json::json!([
             {"name": "app", "phase": "Succeeded"},
@@ -213,6 +228,11 @@ mod tests {
         assert_eq!(
             slim.metadata.labels,
             Some([(keys::LABEL_ROLLOUT.to_owned(), "nightly".to_owned())].into())
+        );
+        assert_eq!(
+            slim.metadata.owner_references,
+            Some(vec![owner("nightly-uid", true)]),
+            "the rollout that made it, by UID"
         );
         let status = slim.status.as_ref().expect("a status");
         assert_eq!(status.conditions, whole.status.as_ref().unwrap().conditions);

@@ -83,7 +83,8 @@ pub async fn reconcile(
                     decide::wait_for_cluster_cap(&rollout, cap, ahead, now)?
                 }
                 Admission::Start => {
-                    let mine: Vec<_> = of_rollout(&ctx.requests, &namespace, &name).collect();
+                    let uid = rollout.uid().unwrap_or_default();
+                    let mine: Vec<_> = of_rollout(&ctx.requests, &namespace, &name, &uid).collect();
                     let world = read_world(&ctx, &namespace, &rollout, &reading, &mine).await?;
                     let requests = rollout_requests(&mine, &name);
                     decide::decide(&rollout, &reading, &world, &requests, now)?
@@ -172,16 +173,23 @@ fn pods_being_recreated(
         .collect()
 }
 
-/// The requests of rollout `name` in `namespace` (labelled with its name), from the request
-/// cache.
+/// The requests of rollout `name` in `namespace` (labelled with its name and controlled by its
+/// `uid`), from the request cache. A rollout deleted and made again under the same name does not
+/// adopt its predecessor's requests (which the garbage collector is deleting): its pods are
+/// restarted again.
 fn of_rollout<'a>(
     requests: &Store<ContainerRecreateRequest>,
     namespace: &'a str,
     name: &'a str,
+    uid: &'a str,
 ) -> impl Iterator<Item = Arc<ContainerRecreateRequest>> + 'a {
     requests.state().into_iter().filter(move |crr| {
         crr.namespace().as_deref() == Some(namespace)
             && crr.labels().get(keys::LABEL_ROLLOUT).map(String::as_str) == Some(name)
+            && crr
+                .owner_references()
+                .iter()
+                .any(|owner| owner.uid == uid && owner.controller == Some(true))
     })
 }
 

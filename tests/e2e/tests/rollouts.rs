@@ -86,6 +86,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "rollout-progress-deadline",
             run: |ctx| Box::pin(progress_deadline(ctx)),
         },
+        Scenario {
+            name: "rollout-made-again",
+            run: |ctx| Box::pin(made_again(ctx)),
+        },
     ]
 }
 
@@ -1277,4 +1281,39 @@ async fn progress_deadline(ctx: Ctx) -> anyhow::Result<()> {
         format!("the 5 s progress deadline ended the rollout only after {took:.1} s")
     })?;
     recreated_in_place(&ctx, &before, 0).await
+}
+
+/// A rollout deleted and made again at once under the same name is a new rollout: it does not
+/// adopt its predecessor's requests (found by owner UID, not by name), and restarts its pods
+/// again.
+async fn made_again(ctx: Ctx) -> anyhow::Result<()> {
+    let before = deployment_of(&ctx, "web", 1).await?;
+    let spec = json!({"target": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+                      "containers": ["app"]});
+    create_rollout(&ctx, "again", spec.clone()).await?;
+    let first = wait_phase(&ctx, "again", "Completed").await?;
+    let first_uid = crr_e2e::uid(&first)?;
+    recreated_in_place(&ctx, &before, 1).await?;
+    rollouts(&ctx)
+        .delete("again", &DeleteParams::background())
+        .await?;
+    wait(
+        rollouts(&ctx),
+        "again",
+        Duration::from_secs(30),
+        |rollout: Option<&ContainerRecreateRollout>| rollout.is_none(),
+    )
+    .await
+    .context("the first rollout was not deleted")?;
+    create_rollout(&ctx, "again", spec).await?;
+    let second = wait_phase(&ctx, "again", "Completed").await?;
+    check(crr_e2e::uid(&second)? != first_uid, || {
+        "the second rollout is the first".to_owned()
+    })?;
+    let status = second.status.unwrap_or_default();
+    check(status.recreated == 1, || {
+        format!("the rollout made again: {status:?}")
+    })?;
+    all_ready(&ctx, "web", 1).await?;
+    recreated_in_place(&ctx, &before, 2).await
 }
