@@ -70,6 +70,10 @@ fn scenarios() -> Vec<Scenario> {
             name: "tenant-forged-trigger-labels",
             run: |ctx| Box::pin(forged_trigger_labels(ctx)),
         },
+        Scenario {
+            name: "trigger-record-refused",
+            run: |ctx| Box::pin(record_refused(ctx)),
+        },
     ]
 }
 
@@ -1308,4 +1312,112 @@ async fn forgeries_reach_nothing(ctx: &Ctx, tenant: &Tenant) -> anyhow::Result<(
         "the victim's rollout stayed {FORGERY_WATCHED:?} beside the forgeries; its config change rolled out"
     );
     Ok(())
+}
+
+/// The operator's ClusterRole as installed, and the same without `patch` on TriggerRecords.
+async fn operator_role_without_record_writes() -> anyhow::Result<(Value, Value)> {
+    let output = kubectl_ok(&["get", "clusterrole", "crr-operator", "-o", "json"]).await?;
+    let mut original: Value = serde_json::from_str(&output)?;
+    for key in [
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "managedFields",
+    ] {
+        if let Some(metadata) = original["metadata"].as_object_mut() {
+            metadata.remove(key);
+        }
+    }
+    let mut narrowed = original.clone();
+    let rules = narrowed["rules"]
+        .as_array_mut()
+        .ok_or_else(|| anyhow!("the operator's ClusterRole has no rules"))?;
+    let mut found = false;
+    for rule in rules.iter_mut() {
+        if rule["resources"]
+            .as_array()
+            .is_some_and(|resources| resources.iter().any(|r| r == "triggerrecords"))
+        {
+            if let Some(verbs) = rule["verbs"].as_array_mut() {
+                verbs.retain(|verb| verb != "patch");
+                found = true;
+            }
+        }
+    }
+    check(found, || {
+        "no rule of the operator's ClusterRole grants triggerrecords".to_owned()
+    })?;
+    Ok((original, narrowed))
+}
+
+/// `kubectl replace` of `role`.
+async fn replace_role(role: &Value) -> anyhow::Result<()> {
+    let text = serde_json::to_string(role)?;
+    let output = crr_e2e::kubectl_with_stdin(&["replace", "-f", "-"], Some(&text)).await?;
+    check(output.status.success(), || {
+        format!(
+            "replacing the operator's ClusterRole: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// Every record write of the operator refused (its ClusterRole without `patch` on
+/// TriggerRecords: a test-only change, restored after), and the leader SIGKILLed once it has
+/// created the change's rollout, before any record could land: a config change is rolled out
+/// once, and not again while the record cannot say so; once the right is back the record says
+/// so, and still one rollout has run, each pod restarted exactly once.
+async fn record_refused(ctx: Ctx) -> anyhow::Result<()> {
+    let before = triggered_web(&ctx, "one", 2).await?;
+    let before_hash = recorded(&ctx, "configmap/app-config", Duration::from_secs(5))
+        .await?
+        .get("configmap/app-config")
+        .cloned();
+    let (original, narrowed) = operator_role_without_record_writes().await?;
+    replace_role(&narrowed).await?;
+    let outcome = one_rollout_while_refused(&ctx, &before).await;
+    let restored = replace_role(&original).await;
+    outcome?;
+    restored?;
+    until_recorded(
+        &ctx,
+        "the change recorded once the right is back",
+        Duration::from_secs(120),
+        |hashes| hashes.get("configmap/app-config") != before_hash.as_ref(),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let made = trigger_rollouts(&ctx, "config-change").await?;
+    check(made.len() == 1, || {
+        format!(
+            "one change, rollouts: {:?}",
+            made.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+        )
+    })?;
+    recreated_in_place(&ctx, &before, 1).await
+}
+
+async fn one_rollout_while_refused(ctx: &Ctx, before: &[Pod]) -> anyhow::Result<()> {
+    apply(ctx, config_map("two", "yes")).await?;
+    let rollout = first_rollout(ctx, "config-change", Duration::from_secs(60)).await?;
+    // The leader dies between the rollout's create and its record (which cannot land): the next
+    // leader must not roll the change out again either.
+    let leader = faults::operator_leader(&ctx.client).await?;
+    faults::sigkill(faults::process_of(&leader, faults::OPERATOR_PROGRAM)?).await?;
+    println!(
+        "killed the leader {} after it created {}",
+        leader.name_any(),
+        rollout.name_any()
+    );
+    wait_phase(ctx, &rollout.name_any(), "Completed").await?;
+    // The record write keeps failing: the operator tries again, and must not roll out again.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let made = trigger_rollouts(ctx, "config-change").await?;
+    check(made.len() == 1, || {
+        format!(
+            "with the record refused, one change made rollouts {:?}",
+            made.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+        )
+    })?;
+    recreated_in_place(ctx, before, 1).await
 }
