@@ -25,6 +25,15 @@ pub fn respond(status: StatusCode, body: &impl serde::Serialize) -> Response<Bod
         .expect("response")
 }
 
+/// Checks that no further call comes (within 50 ms).
+pub async fn expect_nothing_more(handle: &mut Handle) {
+    let next = tokio::time::timeout(Duration::from_millis(50), handle.next_request()).await;
+    assert!(
+        !matches!(next, Ok(Some(_))),
+        "no further API call was expected"
+    );
+}
+
 /// A `Status` failure as the API server sends it.
 pub fn api_status(code: u16, reason: &str) -> Value {
     json!({

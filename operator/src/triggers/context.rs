@@ -180,8 +180,21 @@ impl TriggerContext {
         reason: &'static str,
         message: &str,
     ) {
+        self.warn_once_as(workload, reason, reason, message).await;
+    }
+
+    /// [`Self::warn_once`], remembered under `problem` rather than the Event's reason: one
+    /// reason may name problems that come and go apart (a trigger's rollout refused at create
+    /// is a `BadTriggerAnnotation`, beside the annotations' own).
+    pub(super) async fn warn_once_as(
+        &self,
+        workload: &ObjectReference,
+        problem: &'static str,
+        reason: &'static str,
+        message: &str,
+    ) {
         let uid = workload.uid.as_deref().unwrap_or_default();
-        if !locked(&self.warned).is_news(uid, reason, message) {
+        if !locked(&self.warned).is_news(uid, problem, message) {
             return;
         }
         self.metrics.warned(reason);

@@ -32,17 +32,6 @@ use super::warnings;
 use crate::wing::FIELD_MANAGER;
 use pending::{PendingWait, hold, wait_pending};
 
-fn reference(key: &WorkloadKey, uid: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("apps/v1".to_owned()),
-        kind: Some(key.kind.to_owned()),
-        namespace: Some(key.namespace.clone()),
-        name: Some(key.name.clone()),
-        uid: Some(uid.to_owned()),
-        ..ObjectReference::default()
-    }
-}
-
 /// The hash of `object`'s data in `namespace` now, read only when the index says its
 /// resourceVersion moved since the last read; `None` when it does not exist.
 async fn current_hash(
@@ -128,6 +117,7 @@ async fn create_rollout(
         match api.create(&params, &rollout).await {
             Ok(_) => {
                 ctx.metrics.rollout_created(cause.trigger());
+                ctx.clear_warning(&view.uid, warnings::ROLLOUT_REFUSED);
                 return Ok((name, true));
             }
             Err(kube::Error::Api(status)) if status.code == 409 => {
@@ -149,6 +139,22 @@ async fn create_rollout(
                 debug!(%namespace, %name, ?taken, "rollout name held by another rollout; trying the next");
             }
             Err(source) => {
+                if let kube::Error::Api(status) = &source
+                    && matches!(status.code, 400 | 403 | 422)
+                {
+                    let note = format!(
+                        "the {} trigger's rollout {name} was refused: {}",
+                        cause.trigger().as_str(),
+                        status.message
+                    );
+                    ctx.warn_once_as(
+                        &view.reference(),
+                        warnings::ROLLOUT_REFUSED,
+                        warnings::BAD_ANNOTATION,
+                        &note,
+                    )
+                    .await;
+                }
                 return Err(TriggerError::Api {
                     action: format!("creating rollout {namespace}/{name}"),
                     source,
@@ -211,7 +217,13 @@ pub(super) async fn evaluate(
     let Some(entry) = ctx.index().workload(key).cloned() else {
         return Ok(None);
     };
-    let workload = reference(key, &entry.uid);
+    let view = WorkloadView {
+        kind: key.kind,
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        uid: entry.uid.clone(),
+    };
+    let workload = view.reference();
     let (triggers, problems) =
         annotations::parse(&entry.annotations, ctx.settings.reloader_annotations);
     if problems.is_empty() {
@@ -233,12 +245,6 @@ pub(super) async fn evaluate(
         ctx.warn_once(&workload, warnings::RELOADER_NOT_READ, &note)
             .await;
     }
-    let view = WorkloadView {
-        kind: key.kind,
-        namespace: key.namespace.clone(),
-        name: key.name.clone(),
-        uid: entry.uid.clone(),
-    };
     forget_old_rollouts(ctx, &view).await?;
     let mut again = None;
     if triggers.config_change.is_some() {

@@ -307,6 +307,18 @@ pub struct WorkloadId<'a> {
 }
 
 impl WorkloadView {
+    /// A reference to it, for Events.
+    pub fn reference(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+        k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("apps/v1".to_owned()),
+            kind: Some(self.kind.to_owned()),
+            namespace: Some(self.namespace.clone()),
+            name: Some(self.name.clone()),
+            uid: Some(self.uid.clone()),
+            ..Default::default()
+        }
+    }
+
     /// Its identity.
     pub fn id(&self) -> WorkloadId<'_> {
         WorkloadId {

@@ -16,6 +16,9 @@ pub const MAX_PROBLEM_CHARS: usize = 256;
 
 /// The reason of the Event that lists a workload's bad trigger annotations.
 pub const BAD_ANNOTATION: &str = "BadTriggerAnnotation";
+/// What a trigger's rollout refused at create (by admission: a container the template lacks,
+/// say) is remembered as; its Event's reason is [`BAD_ANNOTATION`].
+pub const ROLLOUT_REFUSED: &str = "RolloutRefused";
 /// The reason of the Event that names the Secrets a workload's trigger may not read.
 pub const SECRETS_IGNORED: &str = "SecretsIgnored";
 /// The reason of the Event that says Reloader acts on a workload's annotations too.

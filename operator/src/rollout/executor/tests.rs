@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::*;
-use crate::api_mock::{self, Handle, api_status, expect, respond};
+use crate::api_mock::{self, Handle, api_status, expect, expect_nothing_more, respond};
 use crate::reconcile_errors::ControllerErrors;
 use crate::rollout::decide::{self, BudgetWait, Stage, World};
 use crate::rollout::metrics::RolloutMetrics;
@@ -112,14 +112,6 @@ async fn expect_event(handle: &mut Handle, reason: &str) {
     assert_eq!(body["regarding"]["kind"], "ContainerRecreateRollout");
     assert_eq!(body["regarding"]["name"], "restart");
     send.send_response(respond(StatusCode::CREATED, &body));
-}
-
-async fn expect_nothing_more(handle: &mut Handle) {
-    let next = tokio::time::timeout(Duration::from_millis(50), handle.next_request()).await;
-    assert!(
-        !matches!(next, Ok(Some(_))),
-        "no further API call was expected"
-    );
 }
 
 #[tokio::test]

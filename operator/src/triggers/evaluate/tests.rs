@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::evaluate;
-use crate::api_mock::{self, Handle, api_status, expect, respond};
+use crate::api_mock::{self, Handle, api_status, expect, expect_nothing_more, respond};
 use crate::reconcile_errors::ControllerErrors;
 use crate::triggers::config_change::{Hashes, WAIT_FOR_RUNNING};
 use crate::triggers::context::{SecretAccess, TriggerContext, TriggerSettings};
@@ -613,6 +613,42 @@ async fn a_done_rollout_whose_record_write_failed_is_recorded_not_made_again() {
     });
     let again = evaluate(&ctx, &web()).await.expect("evaluates");
     assert_eq!(again, None);
+    server.await.expect("scripted API server");
+}
+
+/// A trigger's rollout the API server refuses (admission: a container the template lacks, say)
+/// is a `BadTriggerAnnotation` Warning on the workload naming the refusal, once however often the
+/// evaluation is retried, and the evaluation's error.
+#[tokio::test]
+async fn a_refused_trigger_rollout_is_one_warning_on_the_workload() {
+    let (ctx, mut handle, after, _, _) = changed_app_config("old", "new");
+    let refused = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "admission webhook denied the request: container nope not found",
+        "reason": "BadRequest", "code": 400,
+    });
+    let server = tokio::spawn({
+        let refused = refused.clone();
+        async move {
+            serve(&mut handle, APP_CONFIG_PATH, &after).await;
+            let (_, send) = expect(&mut handle, Method::POST, ROLLOUTS_PATH).await;
+            send.send_response(respond(StatusCode::BAD_REQUEST, &refused));
+            let note = expect_event(&mut handle, "Warning", "BadTriggerAnnotation").await;
+            assert!(note.contains("container nope not found"), "{note}");
+            assert!(note.contains("config-change trigger's rollout"), "{note}");
+            handle
+        }
+    });
+    let error = evaluate(&ctx, &web()).await.expect_err("refused");
+    assert_eq!(error.kind(), "api");
+    let mut handle = server.await.expect("scripted API server");
+    // Retried: refused again, and no second Event.
+    let server = tokio::spawn(async move {
+        let (_, send) = expect(&mut handle, Method::POST, ROLLOUTS_PATH).await;
+        send.send_response(respond(StatusCode::BAD_REQUEST, &refused));
+        expect_nothing_more(&mut handle).await;
+    });
+    evaluate(&ctx, &web()).await.expect_err("refused again");
     server.await.expect("scripted API server");
 }
 
