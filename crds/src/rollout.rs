@@ -321,6 +321,11 @@ impl RolloutPhase {
 }
 
 impl ContainerRecreateRollout {
+    /// When it was created (`metadata.creationTimestamp`), once the API server has stored it.
+    pub fn created(&self) -> Option<jiff::Timestamp> {
+        self.metadata.creation_timestamp.as_ref().map(|time| time.0)
+    }
+
     /// The phase the status records, if any.
     pub fn phase(&self) -> Option<RolloutPhase> {
         self.status

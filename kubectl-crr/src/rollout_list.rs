@@ -35,15 +35,8 @@ pub fn of_workload<'a>(
         .filter(|rollout| targets(rollout, workload))
         .collect();
     found.sort_by(|a, b| {
-        let created = |rollout: &ContainerRecreateRollout| {
-            rollout
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|time| time.0)
-        };
-        created(a)
-            .cmp(&created(b))
+        a.created()
+            .cmp(&b.created())
             .then_with(|| a.name_any().cmp(&b.name_any()))
     });
     found

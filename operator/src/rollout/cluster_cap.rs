@@ -73,11 +73,7 @@ impl CapView {
         Self {
             namespace: rollout.namespace().unwrap_or_default(),
             name: rollout.name_any(),
-            created: rollout
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map_or(Timestamp::UNIX_EPOCH, |time| time.0),
+            created: rollout.created().unwrap_or(Timestamp::UNIX_EPOCH),
             running: started && progressing && !waiting_under_cap,
             over: rollout.metadata.deletion_timestamp.is_some()
                 || rollout.phase().is_some_and(|phase| phase.is_finished()),

@@ -251,17 +251,10 @@ pub fn name_taken(
     let done = match trigger {
         Trigger::Restart | Trigger::Schedule => true,
         Trigger::ConfigChange => {
-            let created = |rollout: &ContainerRecreateRollout| {
-                rollout
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map(|time| time.0)
-            };
             let followed = rollouts.iter().any(|later| {
                 of_workload(later, workload, Some(trigger))
                     && later.uid() != existing.uid()
-                    && created(later) > created(existing)
+                    && later.created() > existing.created()
             });
             !followed
         }
@@ -371,11 +364,7 @@ pub fn beyond_history(
                 .as_ref()
                 .and_then(|status| status.completion_time.as_ref())
                 .map(|time| time.0),
-            rollout
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|time| time.0),
+            rollout.created(),
             rollout.name_any(),
         ))
     };

@@ -1337,11 +1337,10 @@ async fn operator_role_without_record_writes() -> anyhow::Result<(Value, Value)>
         if rule["resources"]
             .as_array()
             .is_some_and(|resources| resources.iter().any(|r| r == "triggerrecords"))
+            && let Some(verbs) = rule["verbs"].as_array_mut()
         {
-            if let Some(verbs) = rule["verbs"].as_array_mut() {
-                verbs.retain(|verb| verb != "patch");
-                found = true;
-            }
+            verbs.retain(|verb| verb != "patch");
+            found = true;
         }
     }
     check(found, || {

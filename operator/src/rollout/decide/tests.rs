@@ -107,11 +107,9 @@ fn an_unchanged_status_is_not_written_and_announces_nothing() {
     assert_eq!(again.next, Next::After(READY_POLL));
 }
 
-#[test]
-fn a_budget_that_allows_nothing_is_a_wait_to_announce() {
-    let rollout = rollout(json!({}));
-    let mut pods = world(vec![pod("a", true)]);
-    pods.budgets = vec![BudgetView {
+/// PDB `web-pdb` over pod `a` alone, allowing no disruption.
+fn allowing_nothing_over_a() -> BudgetView {
+    BudgetView {
         name: "web-pdb".to_owned(),
         disruptions_allowed: 0,
         desired_healthy: 1,
@@ -122,7 +120,14 @@ fn a_budget_that_allows_nothing_is_a_wait_to_announce() {
         current_healthy: 1,
         resource_version: "7".to_owned(),
         released: Default::default(),
-    }];
+    }
+}
+
+#[test]
+fn a_budget_that_allows_nothing_is_a_wait_to_announce() {
+    let rollout = rollout(json!({}));
+    let mut pods = world(vec![pod("a", true)]);
+    pods.budgets = vec![allowing_nothing_over_a()];
     let decision = decide(
         &rollout,
         &reading(&rollout),
@@ -146,18 +151,7 @@ fn a_budget_that_allows_nothing_is_a_wait_to_announce() {
 fn a_rollout_without_progress_past_its_deadline_fails_and_says_why() {
     let mut rollout = rollout(json!({"progressDeadlineSeconds": 30}));
     let mut pods = world(vec![pod("a", true)]);
-    pods.budgets = vec![BudgetView {
-        name: "web-pdb".to_owned(),
-        disruptions_allowed: 0,
-        desired_healthy: 1,
-        status_current: true,
-        pods: BTreeMap::from([("uid-a".to_owned(), true)]),
-        expected_pods: 1,
-        disrupted: Default::default(),
-        current_healthy: 1,
-        resource_version: "7".to_owned(),
-        released: Default::default(),
-    }];
+    pods.budgets = vec![allowing_nothing_over_a()];
     let none = BTreeMap::new();
     let first = decide(&rollout, &reading(&rollout), &pods, &none, at(110)).expect("decided");
     let status = first.status.expect("a first status").status().clone();
