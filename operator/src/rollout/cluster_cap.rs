@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crr_crds::rollout::{ContainerRecreateRollout, RolloutPhase};
+use crr_crds::rollout::ContainerRecreateRollout;
 use jiff::Timestamp;
 use kube::ResourceExt as _;
 use kube::runtime::watcher;
@@ -66,15 +66,11 @@ pub struct CapView {
 impl CapView {
     /// The cap's view of `rollout`.
     pub fn of(rollout: &ContainerRecreateRollout) -> Self {
-        let status = rollout.status.as_ref();
-        let started = status.is_some_and(|status| status.start_time.is_some());
-        let progressing = rollout.phase() == Some(RolloutPhase::Progressing);
-        let waiting_under_cap = status.is_some_and(super::status::waits_under_cap);
         Self {
             namespace: rollout.namespace().unwrap_or_default(),
             name: rollout.name_any(),
             created: rollout.created().unwrap_or(Timestamp::UNIX_EPOCH),
-            running: started && progressing && !waiting_under_cap,
+            running: rollout.status.as_ref().is_some_and(super::status::runs),
             over: rollout.metadata.deletion_timestamp.is_some()
                 || rollout.phase().is_some_and(|phase| phase.is_finished()),
             paused: rollout.spec.paused,

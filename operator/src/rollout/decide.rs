@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crr_crds::rollout::{
     ContainerRecreateRollout, ContainerRecreateRolloutStatus, DEFAULT_PROGRESS_DEADLINE_SECONDS,
-    Limit, RolloutPhase, max_unavailable, target_name,
+    Limit, max_unavailable, target_name,
 };
 use crr_crds::status::{NoResourceVersion, RolloutStatusPatch};
 use crr_crds::v1beta1::ContainerRecreateRequest;
@@ -353,20 +353,17 @@ fn progress_deadline(rollout: &ContainerRecreateRollout) -> Duration {
 /// since its last progress (`None`: not running, or within the deadline).
 fn past_deadline(rollout: &ContainerRecreateRollout, now: Timestamp) -> Option<Progress> {
     let status = rollout.status.as_ref()?;
-    let running = status.phase.as_deref() == Some(RolloutPhase::Progressing.as_str())
-        && !super::status::waits_under_cap(status);
     let since = status
         .last_progress_time
         .as_ref()
         .or(status.start_time.as_ref())?;
     let count = |value: i32| usize::try_from(value).unwrap_or(0);
-    (running && !rollout.spec.paused && elapsed(since, now) >= progress_deadline(rollout)).then(
-        || Progress {
-            recreated: count(status.recreated),
-            failed: count(status.failed),
-            in_flight: count(status.in_flight),
-        },
-    )
+    let running = super::status::runs(status) && !rollout.spec.paused;
+    (running && elapsed(since, now) >= progress_deadline(rollout)).then(|| Progress {
+        recreated: count(status.recreated),
+        failed: count(status.failed),
+        in_flight: count(status.in_flight),
+    })
 }
 
 /// How long `status` (the one about to be written) has left before its progress deadline, while
@@ -377,8 +374,7 @@ fn progress_deadline_left(
     now: Timestamp,
 ) -> Option<Duration> {
     let since = status.last_progress_time.as_ref()?;
-    let running = status.phase.as_deref() == Some(RolloutPhase::Progressing.as_str());
-    running.then(|| {
+    super::status::runs(status).then(|| {
         progress_deadline(rollout)
             .saturating_sub(elapsed(since, now))
             .max(Duration::from_secs(1))

@@ -110,8 +110,7 @@ pub fn next_status(
         );
     }
     // Progress: a pod started or finished, or the rollout (re)starts running now.
-    let runs_on = previous.phase.as_deref() == Some(RolloutPhase::Progressing.as_str())
-        && !waits_under_cap(&previous);
+    let runs_on = runs(&previous);
     let moved = (previous.recreated, previous.failed, previous.in_flight)
         != (
             count(counts.recreated),
@@ -149,13 +148,17 @@ pub fn next_status(
     }
 }
 
-/// Whether `status` says the rollout waits under the cluster's cap (its Progressing condition's
-/// reason): it does not run, whatever its phase and start time say.
-pub fn waits_under_cap(status: &ContainerRecreateRolloutStatus) -> bool {
-    status.conditions.iter().any(|condition| {
+/// Whether `status` says the rollout runs: it started, its phase is `Progressing`, and it does
+/// not wait under the cluster's cap (a resumed rollout waits again, its start time kept). Only a
+/// running rollout holds a slot under the cap, and only one has a progress deadline.
+pub fn runs(status: &ContainerRecreateRolloutStatus) -> bool {
+    let waits_under_cap = status.conditions.iter().any(|condition| {
         condition.type_ == keys::CONDITION_ROLLOUT_PROGRESSING
             && condition.reason == REASON_WAITING_FOR_CLUSTER_CAP
-    })
+    });
+    status.start_time.is_some()
+        && status.phase.as_deref() == Some(RolloutPhase::Progressing.as_str())
+        && !waits_under_cap
 }
 
 /// The reason of the Progressing and Stalled conditions of an aborted rollout.
