@@ -318,10 +318,17 @@ pub fn decide(
             .sooner(deadline_left),
         )
     };
+    let starts_now = previous
+        .and_then(|status| status.start_time.as_ref())
+        .is_none()
+        && status.start_time.is_some();
     let (status, events) = if previous == Some(&status) {
         (None, Vec::new())
     } else {
-        let events = events(previous, &status);
+        let mut events = events(previous, &status);
+        if starts_now && let Some(event) = only_pods_not_found(rollout, &world.pods) {
+            events.push(event);
+        }
         (Some(RolloutStatusPatch::of(rollout, status)?), events)
     };
     let budget_wait = match plan.waiting {
@@ -337,6 +344,45 @@ pub fn decide(
         budget_wait,
         delete,
         next,
+    })
+}
+
+/// The `OnlyPodsNotFound` Warning a rollout gets when it starts, naming (the first ten of) the
+/// `onlyPods` names no pod of its target has: a retry of pods that are gone, or a typo, would
+/// otherwise complete without a word.
+fn only_pods_not_found(
+    rollout: &ContainerRecreateRollout,
+    pods: &[PodView],
+) -> Option<RolloutEvent> {
+    let missing: Vec<&str> = rollout
+        .spec
+        .only_pods
+        .iter()
+        .filter(|name| !pods.iter().any(|pod| pod.name == **name))
+        .map(String::as_str)
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let shown = missing
+        .iter()
+        .take(10)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = missing.len().saturating_sub(10);
+    Some(RolloutEvent {
+        warning: true,
+        reason: "OnlyPodsNotFound",
+        note: format!(
+            "{} of onlyPods match no pod of the target, left out: {shown}{}",
+            missing.len(),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ),
     })
 }
 

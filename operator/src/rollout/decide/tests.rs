@@ -148,6 +148,25 @@ fn a_budget_that_allows_nothing_is_a_wait_to_announce() {
 }
 
 #[test]
+fn only_pods_that_match_no_pod_are_a_warning_when_it_starts() {
+    let retry = rollout(json!({"onlyPods": ["a", "gone", "typo"]}));
+    let pods = world(vec![pod("a", true)]);
+    let none = BTreeMap::new();
+    let first = decide(&retry, &reading(&retry), &pods, &none, at(110)).expect("decided");
+    assert_eq!(reasons(&first), ["Started", "OnlyPodsNotFound"]);
+    let note = &first.events[1].note;
+    assert!(first.events[1].warning);
+    assert_eq!(
+        note, "2 of onlyPods match no pod of the target, left out: gone, typo",
+        "{note}"
+    );
+    // Every name found: no Warning.
+    let found = rollout(json!({"onlyPods": ["a"]}));
+    let decision = decide(&found, &reading(&found), &pods, &none, at(110)).expect("decided");
+    assert_eq!(reasons(&decision), ["Started"]);
+}
+
+#[test]
 fn a_rollout_without_progress_past_its_deadline_fails_and_says_why() {
     let mut rollout = rollout(json!({"progressDeadlineSeconds": 30}));
     let mut pods = world(vec![pod("a", true)]);
