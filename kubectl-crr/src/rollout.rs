@@ -141,8 +141,13 @@ pub fn progress_line(rollout: &ContainerRecreateRollout) -> String {
         })
         .map(|condition| format!("; {}", condition.message))
         .unwrap_or_default();
+    let skipped = if status.skipped > 0 {
+        format!(", {} skipped (not running)", status.skipped)
+    } else {
+        String::new()
+    };
     crate::printable::printable(&format!(
-        "{}: {phase} {bar} {}/{} recreated, {} in flight, {} failed{waiting}",
+        "{}: {phase} {bar} {}/{} recreated, {} in flight, {} failed{skipped}{waiting}",
         rollout.name_any(),
         status.recreated,
         status.target_pods,
@@ -917,6 +922,16 @@ mod tests {
         assert_eq!(
             line,
             "web-app-x1: Progressing [#####...............] 2/8 recreated, 1 in flight, 0 failed; pod web-3 waits: PodDisruptionBudget web allows no more disruptions"
+        );
+        let mut skipping = with_status("Completed", 1, 0, 1);
+        if let Some(status) = skipping.status.as_mut() {
+            status.skipped = 1;
+            status.in_flight = 0;
+            status.conditions.clear();
+        }
+        assert_eq!(
+            progress_line(&skipping),
+            "web-app-x1: Completed [####################] 1/1 recreated, 0 in flight, 0 failed, 1 skipped (not running)"
         );
         assert_eq!(exit_code(&with_status("Progressing", 2, 0, 8)), None);
         assert_eq!(
