@@ -184,18 +184,21 @@ impl<'a> Executor<'a> {
             }
         }
         if let Some(first) = refused.into_iter().next() {
-            let note = match &first {
-                Error::Write {
-                    object,
-                    source: kube::Error::Api(status),
-                    ..
-                } => format!("{object}: {}", status.message),
-                other => other.to_string(),
-            };
-            self.ctx
-                .events
-                .publish(&reference, EventType::Warning, "RequestRefused", &note)
-                .await;
+            // Refused by the API server (admission, quota, policy): said on the rollout. A
+            // failure to reach it is only the reconcile's error, retried.
+            if let Error::Write {
+                object,
+                source: kube::Error::Api(status),
+                ..
+            } = &first
+                && (400..500).contains(&status.code)
+            {
+                let note = format!("{object}: {}", status.message);
+                self.ctx
+                    .events
+                    .publish(&reference, EventType::Warning, "RequestRefused", &note)
+                    .await;
+            }
             return Err(first);
         }
         if let Some(wait) = &budget_wait
