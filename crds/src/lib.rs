@@ -33,6 +33,18 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
+/// The UID of the object's controller (its owner reference with `controller: true`; the API
+/// server allows at most one): how crr finds what an object belongs to, never by a label.
+pub fn controller_uid(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&str> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|owner| owner.controller == Some(true))
+        .map(|owner| owner.uid.as_str())
+}
+
 /// Where the API server sends ConversionReviews: the webhook's Service.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConversionService {

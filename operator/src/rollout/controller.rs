@@ -186,10 +186,7 @@ fn of_rollout<'a>(
     requests.state().into_iter().filter(move |crr| {
         crr.namespace().as_deref() == Some(namespace)
             && crr.labels().get(keys::LABEL_ROLLOUT).map(String::as_str) == Some(name)
-            && crr
-                .owner_references()
-                .iter()
-                .any(|owner| owner.uid == uid && owner.controller == Some(true))
+            && crr_crds::controller_uid(&crr.metadata) == Some(uid)
     })
 }
 

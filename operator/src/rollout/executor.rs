@@ -145,10 +145,7 @@ impl<'a> Executor<'a> {
         .await;
         // A refused create still lets the status be written: the rollout says where it stands
         // whatever admission did, and the refusal is an Event on it (then the reconcile's error).
-        let refused = created
-            .into_iter()
-            .filter_map(Result::err)
-            .collect::<Vec<_>>();
+        let refused = created.into_iter().find_map(Result::err);
         let rollouts: Api<ContainerRecreateRollout> =
             Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let reference = self.rollout.object_ref(&());
@@ -183,7 +180,7 @@ impl<'a> Executor<'a> {
                     .await;
             }
         }
-        if let Some(first) = refused.into_iter().next() {
+        if let Some(first) = refused {
             // Refused by the API server (admission, quota, policy): said on the rollout. A
             // failure to reach it is only the reconcile's error, retried.
             if let Error::Write {

@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ListParams;
 use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, ResourceExt};
@@ -160,7 +160,7 @@ async fn read_workload(
         };
         replica_sets
             .iter()
-            .filter(|meta| controller_uid(meta) == Some(uid.as_str()))
+            .filter(|meta| crr_crds::controller_uid(meta) == Some(uid.as_str()))
             .filter_map(|meta| meta.uid.clone())
             .collect()
     } else {
@@ -169,7 +169,8 @@ async fn read_workload(
     let pods = listed
         .iter()
         .filter(|pod| {
-            controller_uid(&pod.metadata).is_some_and(|owner| owners.iter().any(|uid| uid == owner))
+            crr_crds::controller_uid(&pod.metadata)
+                .is_some_and(|owner| owners.iter().any(|uid| uid == owner))
         })
         .cloned()
         .collect();
@@ -301,14 +302,6 @@ fn disrupted_and_released(
         }
     }
     (disrupted, released)
-}
-
-fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .find(|owner| owner.controller == Some(true))
-        .map(|owner| owner.uid.as_str())
 }
 
 fn selector_of(selector: &LabelSelector, what: &str) -> Result<Selector, ReadError> {

@@ -274,10 +274,7 @@ fn of_workload(
     workload: &WorkloadId,
     trigger: Option<Trigger>,
 ) -> bool {
-    let controlled = rollout
-        .owner_references()
-        .iter()
-        .any(|owner| owner.uid == workload.uid && owner.controller == Some(true));
+    let controlled = crr_crds::controller_uid(&rollout.metadata) == Some(workload.uid);
     let made_by = rollout
         .labels()
         .get(keys::LABEL_ROLLOUT_TRIGGER)

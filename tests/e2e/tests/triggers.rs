@@ -1172,8 +1172,8 @@ async fn three_workloads_one_at_a_time(ctx: &Ctx) -> anyhow::Result<()> {
     })
 }
 
-/// How long the forged rollouts stay beside the victim's before its rollout is counted: the
-/// operator deleted it within a minute when it trusted the labels.
+/// How long the forged rollouts stay beside the victim's rollout, which must stay throughout:
+/// the victim's workload is evaluated several times meanwhile.
 const FORGERY_WATCHED: Duration = Duration::from_secs(180);
 
 /// A tenant with `edit` in its own namespace (and a Role on rollouts there) labels its own
